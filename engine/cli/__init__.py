@@ -1,0 +1,43 @@
+"""The ``fireside`` command: drives the engine headless. Each command group lives in its own module
+and adds its subcommands through ``register(subparsers)``; handlers return an exit code."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from ..errors import FiresideError
+from . import models
+
+GROUPS = [models]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fireside", description="Run and serve local language models.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine is doing")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s: %(message)s")
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 0
+    try:
+        return args.handler(args) or 0
+    except FiresideError as exc:
+        print(f"fireside: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

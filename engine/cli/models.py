@@ -1,0 +1,125 @@
+"""``fireside hw`` and ``fireside info``: what this machine has, and what a model is and how it fits."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..library.resolve import resolve_model
+from ..models import hardware
+from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
+from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..settings import Settings
+from .fmt import human_bytes, human_count, print_json, table
+
+VERDICTS = {
+    "full_gpu": "fits fully on the GPU",
+    "partial": "partial offload: some layers on the GPU, the rest on the CPU",
+    "cpu_only": "runs on the CPU",
+    "will_not_fit": "will not fit",
+}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hw", help="show llama.cpp's backends, devices and this machine's memory")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.set_defaults(handler=cmd_hw)
+
+    p = sub.add_parser("info", help="inspect a model and plan how it fits on this machine")
+    p.add_argument("model", help="a .gguf path, a library id, or `starter`")
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    add_load_options(p)
+    p.set_defaults(handler=cmd_info)
+
+
+def add_load_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("load options (default: automatic)")
+    g.add_argument("--ctx", type=int, dest="context", help="context length in tokens")
+    g.add_argument("--gpu-layers", type=int, dest="n_gpu_layers", help="layers to offload (-1: all)")
+    g.add_argument("--tensor-split", type=lambda s: tuple(float(x) for x in s.split(",")),
+                   help="ratios across GPUs, e.g. 3,1")
+    g.add_argument("--main-gpu", type=int)
+    g.add_argument("--kv-type", choices=sorted(KV_TYPE_BYTES), default="f16")
+    g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--threads", type=int)
+    g.add_argument("--no-mmap", dest="use_mmap", action="store_false", default=True)
+    g.add_argument("--mlock", dest="use_mlock", action="store_true", default=False)
+
+
+def load_options(args: argparse.Namespace) -> LoadOptions:
+    return LoadOptions.from_dict(vars(args))
+
+
+def cmd_hw(args: argparse.Namespace) -> int:
+    hw = hardware.detect()
+    if args.json:
+        print_json(hw.to_dict())
+        return 0
+    print(f"llama.cpp {hw.llama_cpp_version}   backends: {', '.join(hw.backends) or 'none'}   "
+          f"GPU offload: {'yes' if hw.gpu_offload else 'no'}")
+    print(f"CPU: {hw.cpu_cores} cores, {hw.cpu_threads} threads   RAM: "
+          f"{human_bytes(hw.ram_available_bytes)} free of {human_bytes(hw.ram_total_bytes)}")
+    rows = [[str(d.index), d.name, d.kind, d.backend, human_bytes(d.free_bytes), human_bytes(d.total_bytes),
+             d.description] for d in hw.devices]
+    print(table(rows, ["#", "device", "type", "backend", "free", "total", "description"]))
+    for note in hw.notes:
+        print(f"note: {note}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    path = resolve_model(args.model, Settings.from_env())
+    info = inspect_file(path)
+    plan = plan_fit(info, hardware.detect(), load_options(args))
+    if args.json:
+        print_json({"model": info.to_dict(), "plan": plan.to_dict()})
+        return 0
+    print(describe_model(info))
+    print()
+    print(describe_plan(plan))
+    return 0
+
+
+def describe_model(info: ModelInfo) -> str:
+    kv = ", ".join(f"{human_bytes(info.kv_bytes_per_token(t))} ({t})" for t in KV_TYPE_BYTES)
+    mix = ", ".join(f"{t} {human_bytes(b)}" for t, b in info.quant_mix.items())
+    lines = [
+        f"{info.name}  ({info.path})",
+        f"  architecture     {info.architecture}, {human_count(info.parameter_count)} parameters",
+        f"  quantization     {info.file_type}   [{mix}]",
+        f"  file size        {human_bytes(info.file_size)}" + (f" in {len(info.split_files)} parts" if info.split_files else ""),
+        f"  trained context  {info.context_length:,} tokens",
+        f"  layers           {info.block_count}, embedding {info.embedding_length}, vocab {info.vocab_size:,}",
+        f"  attention        {info.head_count} heads, {_kv_heads(info)} KV heads, head dim {info.key_length}"
+        + (f", sliding window {info.sliding_window}" if info.sliding_window else ""),
+        f"  KV cache/token   {kv}",
+    ]
+    if info.expert_count:
+        lines.append(f"  experts          {info.expert_used_count or '?'} of {info.expert_count} per token")
+    if info.chat_template:
+        lines.append(f"  chat template    {len(info.chat_template):,} characters")
+    if info.bos_token or info.eos_token:
+        lines.append(f"  BOS / EOS        {info.bos_token!r} / {info.eos_token!r}")
+    return "\n".join(lines)
+
+
+def _kv_heads(info: ModelInfo) -> str:
+    distinct = sorted(set(info.head_count_kv))
+    return str(distinct[0]) if len(distinct) == 1 else f"{distinct[0]}-{distinct[-1]}"
+
+
+def describe_plan(plan: FitPlan) -> str:
+    verdict = VERDICTS[plan.verdict]
+    if plan.shortfall_bytes:
+        verdict += f" (short by {human_bytes(plan.shortfall_bytes)})"
+    lines = [
+        f"Fit on this machine: {verdict}",
+        f"  context {plan.context:,} tokens ({plan.kv_type} KV cache, flash attention "
+        f"{'on' if plan.flash_attn else 'off'}); largest that fits: {plan.max_context:,}",
+        f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers + 1} (with the output layer), threads {plan.threads}",
+    ]
+    for use in [*plan.gpus, plan.ram]:
+        lines.append(f"  {use.name:<10} {human_bytes(use.total_bytes):>10} of {human_bytes(use.available_bytes)} "
+                     f"available  (weights {human_bytes(use.weights_bytes)}, KV {human_bytes(use.kv_bytes)}, "
+                     f"compute {human_bytes(use.compute_bytes)}, reserve {human_bytes(use.reserve_bytes)})")
+    lines += [f"  note: {n}" for n in plan.notes]
+    return "\n".join(lines)

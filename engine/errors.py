@@ -1,0 +1,116 @@
+"""Every error Fireside raises on purpose, in one tree, so callers catch by meaning.
+
+    FiresideError
+    ├── InvalidModelFile        a GGUF file is malformed, truncated or hostile
+    │   └── HeaderIncomplete    the bytes given end inside the header (fetch more and retry)
+    ├── ModelNotFound           no model in the library answers to that id
+    ├── ModelTooLarge           the fit planner says it cannot fit in memory
+    ├── HardwareError           llama.cpp's device API could not be read
+    ├── RuntimeFailure          a runner failed to load or generate
+    │   ├── RunnerCrashed       the runner process died mid-request
+    │   ├── LoadCancelled       the user cancelled a load
+    │   ├── ContextOverflow     the prompt does not fit in the context window
+    │   ├── TemplateError       the chat template failed to render (or was refused)
+    │   └── QueueFull           too many requests are waiting for one model
+    ├── LibraryError            the model library or its index failed
+    │   └── UnsafePath          a repo id, file name or path tried to leave its root
+    ├── HubError                the Hugging Face hub answered with an error
+    │   ├── GatedRepo           the repo needs accepted terms and a token
+    │   └── DownloadError       a download failed for good
+    │       ├── IntegrityError  the downloaded bytes do not match the hub's hash
+    │       └── DiskFull        not enough free space to start or finish
+    └── ServerError             the local API server could not start or stop
+
+Each error carries a message meant for a person: what went wrong and, where there is one, what to do.
+"""
+
+from __future__ import annotations
+
+
+class FiresideError(Exception):
+    """Root of every error Fireside raises on purpose."""
+
+
+class InvalidModelFile(FiresideError):
+    """A GGUF file is malformed, truncated or hostile."""
+
+
+class HeaderIncomplete(InvalidModelFile):
+    """The bytes given end inside the GGUF header; ``needed`` says how many bytes were asked for."""
+
+    def __init__(self, message: str, needed: int = 0):
+        super().__init__(message)
+        self.needed = needed
+
+
+class ModelNotFound(FiresideError):
+    """No model in the library answers to that id."""
+
+
+class ModelTooLarge(FiresideError):
+    """The model cannot fit in this machine's memory with the requested settings."""
+
+
+class HardwareError(FiresideError):
+    """llama.cpp's device API could not be read."""
+
+
+class RuntimeFailure(FiresideError):
+    """A runner failed to load a model or to generate."""
+
+
+class RunnerCrashed(RuntimeFailure):
+    """The runner process died while serving a request."""
+
+
+class LoadCancelled(RuntimeFailure):
+    """A model load was cancelled before it finished."""
+
+
+class ContextOverflow(RuntimeFailure):
+    """The prompt is longer than the model's context window."""
+
+    def __init__(self, message: str, prompt_tokens: int = 0, context: int = 0):
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.context = context
+
+
+class TemplateError(RuntimeFailure):
+    """The chat template failed to render, or tried something the sandbox refuses."""
+
+
+class QueueFull(RuntimeFailure):
+    """Too many requests are already waiting for this model."""
+
+
+class LibraryError(FiresideError):
+    """The model library or its index failed."""
+
+
+class UnsafePath(LibraryError):
+    """A repo id, file name or path would leave the models root."""
+
+
+class HubError(FiresideError):
+    """The Hugging Face hub answered with an error."""
+
+
+class GatedRepo(HubError):
+    """The repo is gated: the user must accept its terms on the hub and set a token."""
+
+
+class DownloadError(HubError):
+    """A download failed for good."""
+
+
+class IntegrityError(DownloadError):
+    """The downloaded bytes do not match the hash the hub published."""
+
+
+class DiskFull(DownloadError):
+    """Not enough free disk space for the download."""
+
+
+class ServerError(FiresideError):
+    """The local API server could not start or stop."""

@@ -1,0 +1,1 @@
+"""The model library: models on disk, their index, the starter model, and imports from other apps."""

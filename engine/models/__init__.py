@@ -1,0 +1,1 @@
+"""Knowing a model before loading it: GGUF inspection, this machine's hardware, and the fit planner."""

@@ -1,0 +1,308 @@
+"""The fit planner: where a model's layers go and how much memory each device will need.
+
+``plan_fit(info, hardware, options)`` takes a model's inspection, the devices present and the user's
+load options, and returns a ``FitPlan``: how many layers go to which GPU, the bytes expected on each
+GPU and in RAM (weights, KV cache, compute buffer, reserve), a verdict (``full_gpu``, ``partial``,
+``cpu_only`` or ``will_not_fit`` with the shortfall) and the largest context that keeps the verdict.
+User overrides win over every automatic choice. The plan is a plain value: the runtime loads with
+``plan.llama_kwargs()`` and compares ``plan`` with what llama.cpp then reports allocating
+(``plan.compare(...)``), which is how the estimates here get calibrated.
+
+The estimates follow llama.cpp's own placement: the token embedding stays in host memory, the last
+``n_gpu_layers`` repeating layers go to the GPUs (split by ``tensor_split``), the output layer follows
+them when every layer is offloaded, and each offloaded layer keeps its KV cache beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+from .hardware import Device, Hardware
+from .inspection import ModelInfo
+
+MiB = 1024 * 1024
+GPU_RESERVE_MIN = 256 * MiB  # driver context, fragmentation, other apps' growth
+GPU_RESERVE_FRACTION = 0.05
+RAM_OVERHEAD = 256 * MiB  # the runner process itself: Python, llama.cpp, tokenizer tables
+VERDICT_RANK = {"will_not_fit": 0, "cpu_only": 1, "partial": 2, "full_gpu": 3}
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What the user asked for; ``None`` means "decide for me"."""
+
+    n_gpu_layers: int | None = None  # llama.cpp semantics: block_count + 1 also offloads the output layer
+    tensor_split: tuple[float, ...] | None = None
+    main_gpu: int | None = None
+    context: int | None = None
+    kv_type: str = "f16"
+    flash_attn: bool | None = None
+    threads: int | None = None
+    use_mmap: bool = True
+    use_mlock: bool = False
+    n_batch: int = 512
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> LoadOptions:
+        d = {k: v for k, v in (d or {}).items() if k in cls.__dataclass_fields__ and v is not None}
+        if "tensor_split" in d:
+            d["tensor_split"] = tuple(d["tensor_split"])
+        return cls(**d)
+
+
+@dataclass
+class DeviceUse:
+    """The bytes one device is expected to hold."""
+
+    name: str
+    layers: int
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    reserve_bytes: int
+    available_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.reserve_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.available_bytes
+
+
+@dataclass
+class FitPlan:
+    verdict: str
+    n_layers: int
+    n_gpu_layers: int
+    tensor_split: list[float]
+    main_gpu: int
+    context: int
+    trained_context: int
+    kv_type: str
+    flash_attn: bool
+    threads: int
+    use_mmap: bool
+    use_mlock: bool
+    n_batch: int
+    gpus: list[DeviceUse]
+    ram: DeviceUse
+    shortfall_bytes: int
+    max_context: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict != "will_not_fit"
+
+    @property
+    def gpu_bytes(self) -> int:
+        return sum(g.total_bytes for g in self.gpus)
+
+    def llama_kwargs(self) -> dict[str, object]:
+        """Keyword arguments for ``llama_cpp.Llama`` that load exactly this plan."""
+        kw: dict[str, object] = {
+            "n_gpu_layers": self.n_gpu_layers,
+            "main_gpu": self.main_gpu,
+            "n_ctx": self.context,
+            "n_batch": self.n_batch,
+            "n_threads": self.threads,
+            "use_mmap": self.use_mmap,
+            "use_mlock": self.use_mlock,
+            "flash_attn": self.flash_attn,
+        }
+        if len(self.tensor_split) > 1:
+            kw["tensor_split"] = self.tensor_split
+        if self.kv_type != "f16":
+            kw["type_k"] = kw["type_v"] = _GGML_KV_TYPE[self.kv_type]
+        return kw
+
+    def compare(self, reported: dict[str, int]) -> dict[str, dict[str, float]]:
+        """Set planned bytes beside what llama.cpp reported (keys: ``weights``, ``kv``, ``compute``)."""
+        planned = {
+            "weights": sum(g.weights_bytes for g in self.gpus) + self.ram.weights_bytes,
+            "kv": sum(g.kv_bytes for g in self.gpus) + self.ram.kv_bytes,
+            "compute": sum(g.compute_bytes for g in self.gpus) + self.ram.compute_bytes,
+        }
+        return {k: {"planned": planned[k], "reported": reported[k],
+                    "ratio": planned[k] / reported[k] if reported.get(k) else float("nan")}
+                for k in planned if k in reported}
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["fits"] = self.fits
+        for use, out in zip([*self.gpus, self.ram], [*d["gpus"], d["ram"]]):
+            out["total_bytes"] = use.total_bytes
+        return d
+
+
+_GGML_KV_TYPE = {"f16": 1, "q8_0": 8, "q4_0": 2}  # enum ggml_type values
+
+
+def _compute_bytes(info: ModelInfo, ctx: int, ubatch: int, flash: bool, with_output: bool) -> int:
+    """llama.cpp's compute buffer: activations for one ubatch, the attention scores, and the logits."""
+    ubatch = min(ubatch, ctx)
+    activations = ubatch * max(info.embedding_length, 1) * 4 * 8
+    head_dim = max(info.key_length, 1)
+    if flash:
+        attention = ubatch * info.head_count * head_dim * 4 * 2
+    else:
+        padded = (ctx + 255) // 256 * 256
+        attention = ubatch * padded * info.head_count * 4
+    logits = ubatch * info.vocab_size * 4 if with_output else 0
+    return activations + attention + logits
+
+
+def _distribute(n: int, ratios: list[float]) -> list[int]:
+    """Split n layers across GPUs the way llama.cpp does from a tensor split (cumulative fractions)."""
+    total = sum(ratios)
+    if n <= 0 or total <= 0:
+        return [0] * len(ratios)
+    counts = [0] * len(ratios)
+    cum, acc = [], 0.0
+    for r in ratios:
+        acc += r / total
+        cum.append(acc)
+    for i in range(n):
+        frac = i / n
+        j = next((k for k, c in enumerate(cum) if frac < c), len(ratios) - 1)
+        counts[j] += 1
+    return counts
+
+
+class _Costs:
+    """Per-layer and fixed costs of one model at one context and KV type."""
+
+    def __init__(self, info: ModelInfo, ctx: int, kv_type: str, flash: bool, ubatch: int):
+        self.info, self.ctx, self.flash, self.ubatch = info, ctx, flash, ubatch
+        kv = info.kv_bytes_per_token_by_layer(kv_type)
+        self.layers = [(w, k * ctx) for w, k in zip(info.layer_bytes, kv)]
+        self.output = info.other_bytes.get("output", 0)
+        self.host_fixed = info.other_bytes.get("input", 0) + info.other_bytes.get("other", 0)
+
+    def compute(self, with_output: bool) -> int:
+        return _compute_bytes(self.info, self.ctx, self.ubatch, self.flash, with_output)
+
+
+def _reserve(dev: Device) -> int:
+    return max(GPU_RESERVE_MIN, int(dev.total_bytes * GPU_RESERVE_FRACTION))
+
+
+def _place(costs: _Costs, gpus: list[Device], n_gpu: int, ratios: list[float], hw: Hardware) -> tuple[list[DeviceUse], DeviceUse]:
+    n_layers = len(costs.layers)
+    n_rep = min(n_gpu, n_layers)
+    output_on_gpu = n_gpu > n_layers and bool(gpus)
+    counts = _distribute(n_rep, ratios) if gpus else []
+    first = n_layers - n_rep  # llama.cpp offloads the last n_gpu_layers repeating layers
+    uses, layer = [], first
+    last_used = max((j for j, c in enumerate(counts) if c), default=-1)
+    for j, dev in enumerate(gpus):
+        w = k = 0
+        for _ in range(counts[j]):
+            w += costs.layers[layer][0]
+            k += costs.layers[layer][1]
+            layer += 1
+        holds_output = output_on_gpu and j == last_used
+        if holds_output:
+            w += costs.output
+        used = counts[j] > 0
+        uses.append(DeviceUse(dev.name, counts[j], w, k, costs.compute(holds_output) if used else 0,
+                              _reserve(dev) if used else 0, dev.free_bytes))
+    cpu_w = costs.host_fixed + sum(w for w, _ in costs.layers[:first]) + (0 if output_on_gpu else costs.output)
+    cpu_k = sum(k for _, k in costs.layers[:first])
+    # The host keeps a full compute buffer while any layer or the output runs there, a small one otherwise.
+    cpu_compute = costs.compute(True) if n_rep < n_layers or not output_on_gpu else costs.ubatch * 4096 * 4
+    ram = DeviceUse("RAM", n_layers - n_rep, cpu_w, cpu_k, cpu_compute, RAM_OVERHEAD, hw.ram_available_bytes)
+    return uses, ram
+
+
+def _auto_layers(costs: _Costs, gpus: list[Device], ratios: list[float] | None, hw: Hardware) -> tuple[int, list[float]]:
+    """The most layers that fit, with the split that fits them (free-memory split unless the user set one)."""
+    n_layers = len(costs.layers)
+    if not gpus:
+        return 0, []
+    if ratios is None:
+        # Greedy fill, in device order: each GPU takes the next layers while its budget lasts.
+        counts, budgets = [0] * len(gpus), [g.free_bytes - _reserve(g) - costs.compute(False) for g in gpus]
+        j, layer = 0, n_layers - 1
+        while layer >= 0 and j < len(gpus):
+            cost = sum(costs.layers[layer])
+            if cost <= budgets[j]:
+                budgets[j] -= cost
+                counts[j] += 1
+                layer -= 1
+            else:
+                j += 1
+        n = sum(counts)
+        ratios = [float(c) for c in counts] if n else [float(g.free_bytes) for g in gpus]
+    for n in range(n_layers + 1, -1, -1):
+        uses, _ = _place(costs, gpus, n, ratios, hw)
+        if all(u.fits for u in uses):
+            return n, ratios
+    return 0, ratios
+
+
+def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, *, _search_context: bool = True) -> FitPlan:
+    """Plan how to load ``info`` on ``hw``. Pure: no I/O, no llama.cpp calls; safe on any thread."""
+    o = options or LoadOptions()
+    trained = info.context_length or 4096
+    ctx = max(16, o.context or min(trained, 8192))
+    notes: list[str] = []
+    if o.context and o.context > trained:
+        notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
+    gpus = [d for d in hw.devices if d.is_gpu]
+    flash = o.flash_attn if o.flash_attn is not None else bool(gpus)
+    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch)
+    user_ratios = list(o.tensor_split) if o.tensor_split else None
+    if user_ratios and len(user_ratios) != len(gpus):
+        notes.append(f"tensor split has {len(user_ratios)} entries for {len(gpus)} GPUs; extra entries ignored")
+        user_ratios = (user_ratios + [0.0] * len(gpus))[: len(gpus)]
+    if o.n_gpu_layers is not None:
+        n_gpu = max(0, min(o.n_gpu_layers if o.n_gpu_layers >= 0 else info.block_count + 1, info.block_count + 1))
+        ratios = user_ratios or [float(g.free_bytes) for g in gpus]
+        if not gpus and n_gpu:
+            notes.append("GPU layers requested, but this llama.cpp build has no GPU: running on the CPU")
+            n_gpu = 0
+    else:
+        n_gpu, ratios = _auto_layers(costs, gpus, user_ratios, hw)
+    uses, ram = _place(costs, gpus, n_gpu, ratios, hw)
+    used = [j for j, u in enumerate(uses) if u.layers]
+    main_gpu = o.main_gpu if o.main_gpu is not None else (used[-1] if used else 0)
+    shortfall = sum(max(0, u.total_bytes - u.available_bytes) for u in [*uses, ram])
+    if shortfall:
+        verdict = "will_not_fit"
+    elif n_gpu == 0:
+        verdict = "cpu_only"
+    elif n_gpu > info.block_count:
+        verdict = "full_gpu"
+    else:
+        verdict = "partial"
+    plan = FitPlan(
+        verdict=verdict, n_layers=info.block_count, n_gpu_layers=n_gpu,
+        tensor_split=[r for r in ratios] if len(used) > 1 else [], main_gpu=main_gpu, context=ctx,
+        trained_context=trained, kv_type=o.kv_type, flash_attn=flash,
+        threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
+        n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes,
+    )
+    if _search_context:
+        plan.max_context = _largest_context(info, hw, o, plan)
+    return plan
+
+
+def _largest_context(info: ModelInfo, hw: Hardware, o: LoadOptions, plan: FitPlan) -> int:
+    """The largest context (up to the trained one) whose plan is at least as good as ``plan``."""
+    target = max(VERDICT_RANK[plan.verdict], 1)
+    lo, hi, best = 16, max(plan.trained_context, 16), 0
+
+    def ok(ctx: int) -> bool:
+        p = plan_fit(info, hw, replace(o, context=ctx), _search_context=False)
+        return VERDICT_RANK[p.verdict] >= target and p.n_gpu_layers >= min(plan.n_gpu_layers, p.n_layers + 1)
+
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best

@@ -1,0 +1,85 @@
+"""Where Fireside keeps things and how it is configured: every path and environment lookup lives here.
+
+One ``Settings`` value is built at start-up (``Settings.from_env()``) and passed down; nothing else in
+the engine reads the environment or calls platformdirs. Tests point the whole app at a temporary folder
+by setting ``FIRESIDE_HOME`` (or by building ``Settings(home=tmp_path)``).
+
+Environment variables:
+    FIRESIDE_HOME     one folder for everything (data, config, cache, models); handy for tests and
+                      portable installs
+    FIRESIDE_MODELS   the models folders, separated by os.pathsep (first one receives downloads)
+    FIRESIDE_HOST     the API server's bind address (default 127.0.0.1)
+    FIRESIDE_PORT     the API server's port (default 8765)
+    HF_ENDPOINT       the Hugging Face hub (or a mirror); read by huggingface_hub too
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "Fireside"
+DEFAULT_PORT = 8765
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HF_ENDPOINT = "https://huggingface.co"
+
+
+@dataclass
+class Settings:
+    """Paths and switches for one Fireside process; cheap to build, safe to copy."""
+
+    data_dir: Path
+    config_dir: Path
+    cache_dir: Path
+    models_dirs: list[Path]
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    hf_endpoint: str = DEFAULT_HF_ENDPOINT
+    idle_ttl_s: float = 600.0
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if environ is None else environ)
+        home = env.get("FIRESIDE_HOME")
+        if home:
+            root = Path(home).expanduser()
+            data, config, cache = root / "data", root / "config", root / "cache"
+            default_models = root / "models"
+        else:
+            data = Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+            config = Path(platformdirs.user_config_dir(APP_NAME, appauthor=False))
+            cache = Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+            default_models = data / "models"
+        models_env = env.get("FIRESIDE_MODELS")
+        models = [Path(p).expanduser() for p in models_env.split(os.pathsep) if p] if models_env else [default_models]
+        return cls(
+            data_dir=data,
+            config_dir=config,
+            cache_dir=cache,
+            models_dirs=models,
+            host=env.get("FIRESIDE_HOST", DEFAULT_HOST),
+            port=int(env.get("FIRESIDE_PORT", DEFAULT_PORT)),
+            hf_endpoint=env.get("HF_ENDPOINT", DEFAULT_HF_ENDPOINT).rstrip("/"),
+        )
+
+    @property
+    def models_dir(self) -> Path:
+        """The first models folder: downloads land here."""
+        return self.models_dirs[0]
+
+    @property
+    def library_db(self) -> Path:
+        return self.data_dir / "library.sqlite3"
+
+    @property
+    def chats_db(self) -> Path:
+        return self.data_dir / "chats.sqlite3"
+
+    def ensure_dirs(self) -> None:
+        """Create the folders this process writes to; called once at start-up."""
+        for path in (self.data_dir, self.config_dir, self.cache_dir, *self.models_dirs):
+            path.mkdir(parents=True, exist_ok=True)
