@@ -100,6 +100,7 @@ class ModelInfo:
     split_files: list[str] = field(default_factory=list)
     layer_bytes: list[int] = field(default_factory=list)  # bytes of each repeating block
     other_bytes: dict[str, int] = field(default_factory=dict)  # "input", "output" and "other" tensors
+    tied_embeddings: bool = False  # no output.weight: the token embedding doubles as the output layer
     metadata: dict[str, object] = field(default_factory=dict)  # scalars and short arrays, verbatim
     header_size: int = 0
 
@@ -383,8 +384,7 @@ def _summarize(path: str, file_size: int, headers: list[_Header]) -> ModelInfo:
             other["output"] += t.n_bytes
         else:
             other["other"] += t.n_bytes
-    if "output" not in other and "input" in other:
-        other["output"] = other["input"]  # tied embeddings: llama.cpp keeps a copy beside the output layer
+    tied = not any(t.name == "output.weight" for t in tensors)
 
     tokens = kv.get("tokenizer.ggml.tokens")
     vocab = len(tokens) if isinstance(tokens, list) else (tokens.count if isinstance(tokens, _Skimmed) else 0)
@@ -418,6 +418,7 @@ def _summarize(path: str, file_size: int, headers: list[_Header]) -> ModelInfo:
         eos_token=_token(kv, tokens, "eos"),
         layer_bytes=layer_bytes,
         other_bytes=dict(other),
+        tied_embeddings=tied,
         metadata={k: v for k, v in kv.items() if not isinstance(v, _Skimmed) and (not isinstance(v, list) or len(v) <= 64)},
         header_size=headers[0].data_offset,
     )

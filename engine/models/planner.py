@@ -179,6 +179,8 @@ class _Costs:
         kv = info.kv_bytes_per_token_by_layer(kv_type)
         self.layers = [(w, k * ctx) for w, k in zip(info.layer_bytes, kv)]
         self.output = info.other_bytes.get("output", 0)
+        # Tied embeddings: the output layer reuses the token embedding, which a GPU then needs a copy of.
+        self.output_gpu = self.output + (info.other_bytes.get("input", 0) if info.tied_embeddings else 0)
         self.host_fixed = info.other_bytes.get("input", 0) + info.other_bytes.get("other", 0)
 
     def compute(self, with_output: bool) -> int:
@@ -205,7 +207,7 @@ def _place(costs: _Costs, gpus: list[Device], n_gpu: int, ratios: list[float], h
             layer += 1
         holds_output = output_on_gpu and j == last_used
         if holds_output:
-            w += costs.output
+            w += costs.output_gpu
         used = counts[j] > 0
         uses.append(DeviceUse(dev.name, counts[j], w, k, costs.compute(holds_output) if used else 0,
                               _reserve(dev) if used else 0, dev.free_bytes))

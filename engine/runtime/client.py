@@ -1,0 +1,173 @@
+"""The app-side handle of one runner process: start it, send it requests, route its replies.
+
+A reader thread takes every frame the runner sends and puts it on the queue of the request it
+answers. When the runner dies (killed, crashed inside llama.cpp, out of memory), the reader sees the
+pipe close and every pending request gets a ``RunnerCrashed`` naming the signal or exit code and the
+runner's last log lines; the app process carries on.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import QueueFull, RunnerCrashed, RuntimeFailure
+from .protocol import FramedPipe, PipeClosed
+
+log = logging.getLogger(__name__)
+_ids = itertools.count(1)
+_END = object()
+
+
+def runner_command() -> list[str]:
+    """How to start a runner: the same interpreter, or the same frozen executable with a flag."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, "--fireside-runner"]
+    return [sys.executable, "-m", "fireside.engine.runtime.runner"]
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class RunnerClient:
+    """One runner process. Thread-safe: any thread may submit; replies come back on per-request queues."""
+
+    def __init__(self, label: str, log_dir: Path, max_queue: int = 16, command: list[str] | None = None):
+        self.label, self.max_queue = label, max_queue
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{next(_ids)}.log"
+        self._log_file = self.log_path.open("wb")
+        self.proc = subprocess.Popen(command or runner_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log_file, bufsize=0)
+        self.pipe = FramedPipe(self.proc.stdout, self.proc.stdin)
+        self._pending: dict[str, queue.Queue] = {}
+        self._lock = threading.Lock()
+        self.dead: str | None = None
+        self.pid = self.proc.pid
+        hello = self.pipe.recv()
+        if hello.get("type") != "hello":
+            raise RuntimeFailure(f"the runner for {label} did not start properly")
+        self._reader = threading.Thread(target=self._read_loop, name=f"runner-reader-{self.pid}", daemon=True)
+        self._reader.start()
+
+    @property
+    def alive(self) -> bool:
+        return self.dead is None and self.proc.poll() is None
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                msg = self.pipe.recv()
+            except PipeClosed:
+                break
+            with self._lock:
+                q = self._pending.get(msg.get("id"))
+            if q is not None:
+                q.put(msg)
+        code = self.proc.wait()
+        self.dead = _describe_exit(code)
+        tail = self.log_tail()
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for q in pending.values():
+            q.put({"type": "crash", "message": f"the runner for {self.label} {self.dead}" + (f"; its last words: {tail}" if tail else "")})
+
+    def log_tail(self, n: int = 3) -> str:
+        try:
+            lines = self.log_path.read_bytes().decode("utf-8", "replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in lines[-n:])
+
+    def submit(self, op: str, cancel: threading.Event | None = None, **payload: Any) -> Iterator[dict]:
+        """Send one request and yield its replies until ``result``, ``done`` or an error.
+
+        Setting ``cancel`` (or closing the generator) tells the runner to stop within one token.
+        """
+        req_id = f"r{next(_ids)}"
+        q: queue.Queue = queue.Queue()
+        with self._lock:
+            if self.dead:
+                raise RunnerCrashed(f"the runner for {self.label} {self.dead}")
+            if op == "generate" and len(self._pending) >= self.max_queue:
+                raise QueueFull(f"{self.label} already has {len(self._pending)} requests waiting")
+            self._pending[req_id] = q
+        sent_cancel = complete = False
+        try:
+            self.pipe.send({"op": op, "id": req_id, **payload})
+            while True:
+                try:
+                    msg = q.get(timeout=0.01 if cancel is not None else 0.5)
+                except queue.Empty:
+                    if cancel is not None and cancel.is_set() and not sent_cancel:
+                        sent_cancel = self._send_cancel(req_id)
+                    continue
+                kind = msg["type"]
+                if kind == "crash":
+                    raise RunnerCrashed(msg["message"])
+                complete = kind in ("result", "done", "error")
+                yield msg
+                if complete:
+                    return
+        except PipeClosed as exc:
+            raise RunnerCrashed(f"the runner for {self.label} {self.dead or 'went away'}") from exc
+        finally:
+            with self._lock:
+                self._pending.pop(req_id, None)
+            if not complete and not sent_cancel and self.alive:
+                self._send_cancel(req_id)  # the caller stopped listening: free the runner
+
+    def _send_cancel(self, req_id: str) -> bool:
+        try:
+            self.pipe.send({"op": "cancel", "id": req_id})
+        except PipeClosed:
+            pass
+        return True
+
+    def request(self, op: str, **payload: Any) -> dict:
+        """Send one request and return its ``result`` (raising on error)."""
+        for msg in self.submit(op, **payload):
+            if msg["type"] == "result":
+                return msg
+            if msg["type"] == "error":
+                raise RuntimeFailure(msg.get("message", "the runner failed"))
+        raise RuntimeFailure("the runner gave no result")
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the runner (it gives all its memory back) and wait for it."""
+        if self.proc.poll() is None:
+            try:
+                self.pipe.send({"op": "shutdown", "id": ""})
+                self.proc.wait(timeout=timeout)
+            except (PipeClosed, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(timeout=timeout)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._log_file.close()

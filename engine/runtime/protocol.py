@@ -1,0 +1,57 @@
+"""The runner pipe's framing: length-prefixed pickles over a child's stdin and stdout.
+
+Both ends are Fireside's own code in processes Fireside started, so pickle is safe here and keeps
+the engine's dataclasses intact. The runner moves its real stdout out of the way at start-up (onto
+stderr), so nothing llama.cpp prints can corrupt a frame.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+import threading
+from typing import BinaryIO
+
+_LEN = struct.Struct("<I")
+MAX_FRAME = 256 * 1024 * 1024
+
+
+class PipeClosed(Exception):
+    """The other end went away."""
+
+
+class FramedPipe:
+    """One reader and any number of writers (writes are serialized by a lock)."""
+
+    def __init__(self, reader: BinaryIO, writer: BinaryIO):
+        self.reader, self.writer = reader, writer
+        self._lock = threading.Lock()
+
+    def send(self, message: dict) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        with self._lock:
+            try:
+                self.writer.write(_LEN.pack(len(data)) + data)
+                self.writer.flush()
+            except (OSError, ValueError) as exc:
+                raise PipeClosed(str(exc)) from exc
+
+    def recv(self) -> dict:
+        header = self._read_exact(_LEN.size)
+        (n,) = _LEN.unpack(header)
+        if n > MAX_FRAME:
+            raise PipeClosed(f"frame of {n} bytes is past the cap")
+        return pickle.loads(self._read_exact(n))
+
+    def _read_exact(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            try:
+                data = self.reader.read(left)
+            except (OSError, ValueError) as exc:
+                raise PipeClosed(str(exc)) from exc
+            if not data:
+                raise PipeClosed("end of stream")
+            chunks.append(data)
+            left -= len(data)
+        return b"".join(chunks)

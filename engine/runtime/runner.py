@@ -1,0 +1,190 @@
+"""The runner: a child process that owns one llama.cpp model and serves requests for it.
+
+llama.cpp ends its process on some failures (GPU out of memory, failed asserts), which no Python
+``try`` can catch, so each loaded model lives here, away from the app. The parent sends frames
+(``load``, ``generate``, ``tokenize``, ``embed``, ``cancel``, ``shutdown``; see ``protocol.py``) on
+stdin; replies go back on the original stdout, each tagged with the request's id.
+
+Threads: a reader thread takes frames off the pipe and sets cancel events at once; one worker
+thread owns the ``Llama`` and serves a queue of requests in order (a queue, not a lock, so a later
+version can decode several requests together in one batch).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+from .protocol import FramedPipe, PipeClosed
+
+_BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
+
+
+class Runner:
+    def __init__(self, pipe: FramedPipe):
+        self.pipe = pipe
+        self.llama: Any = None
+        self.requests: queue.Queue[dict | None] = queue.Queue()
+        self.cancels: dict[str, threading.Event] = {}
+        self.log_lines: list[str] = []
+        self.buffers: dict[str, float] = {}
+        self._log_cb = None
+
+    # --- pipe side -------------------------------------------------------------------------------
+    def read_loop(self) -> None:
+        """Runs on the reader thread until the parent goes away or says shutdown."""
+        while True:
+            try:
+                msg = self.pipe.recv()
+            except PipeClosed:
+                break
+            op = msg.get("op")
+            if op == "cancel":
+                self.cancels.setdefault(msg["id"], threading.Event()).set()
+            elif op == "shutdown":
+                break
+            else:
+                self.cancels.setdefault(msg["id"], threading.Event())
+                self.requests.put(msg)
+        for event in self.cancels.values():
+            event.set()
+        self.requests.put(None)
+
+    def reply(self, req_id: str, kind: str, **data: Any) -> None:
+        try:
+            self.pipe.send({"id": req_id, "type": kind, **data})
+        except PipeClosed:
+            pass
+
+    # --- worker side -----------------------------------------------------------------------------
+    def work_loop(self) -> None:
+        """Runs on the worker thread: the only thread that touches ``self.llama``."""
+        handlers = {"load": self.load, "generate": self.generate, "tokenize": self.tokenize,
+                    "embed": self.embed, "stats": self.stats}
+        while (msg := self.requests.get()) is not None:
+            req_id = msg["id"]
+            cancel = self.cancels[req_id]
+            try:
+                handlers[msg["op"]](req_id, msg, cancel)
+            except Exception as exc:  # every failure becomes an error reply for that request
+                self.reply(req_id, "error", error=type(exc).__name__, message=str(exc),
+                           log=self.log_lines[-8:])
+            finally:
+                self.cancels.pop(req_id, None)
+
+    def _capture_logs(self) -> None:
+        import llama_cpp
+
+        @llama_cpp.llama_log_callback
+        def on_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            line = text.decode("utf-8", errors="replace").rstrip()
+            if not line:
+                return
+            self.log_lines = (self.log_lines + [line])[-200:]
+            m = _BUFFER_RE.search(line)
+            if m:
+                key = f"{m.group(1)} {m.group(2)}"
+                self.buffers[key] = self.buffers.get(key, 0.0) + float(m.group(3))
+
+        self._log_cb = on_log  # keep the ctypes callback alive
+        llama_cpp.llama_log_set(on_log, ctypes.c_void_p(0))
+
+    def load(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        import llama_cpp
+
+        self._capture_logs()
+        last = [0.0]
+
+        @llama_cpp.llama_progress_callback
+        def on_progress(fraction: float, user_data: ctypes.c_void_p) -> bool:
+            now = time.monotonic()
+            if now - last[0] >= 0.1 or fraction >= 1.0:  # sampled: about ten updates a second
+                last[0] = now
+                self.reply(req_id, "progress", fraction=float(fraction))
+            return not cancel.is_set()  # False makes llama.cpp abandon the load
+
+        default_params = llama_cpp.llama_model_default_params
+
+        def params_with_progress():
+            params = default_params()
+            params.progress_callback = on_progress
+            return params
+
+        llama_cpp.llama_cpp.llama_model_default_params = params_with_progress
+        llama_cpp.llama.llama_cpp.llama_model_default_params = params_with_progress
+        started = time.monotonic()
+        try:
+            self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **msg["kwargs"])
+        except Exception as exc:
+            if cancel.is_set():
+                self.reply(req_id, "error", error="LoadCancelled", message="the load was cancelled")
+                return
+            raise RuntimeError(f"llama.cpp could not load the model: {exc}") from exc
+        finally:
+            llama_cpp.llama_cpp.llama_model_default_params = default_params
+            llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
+        self.reply(req_id, "result", n_ctx=self.llama.n_ctx(), load_s=time.monotonic() - started,
+                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos())
+
+    def _add_bos(self) -> bool:
+        import llama_cpp
+
+        vocab = llama_cpp.llama_model_get_vocab(self.llama._model.model)
+        return bool(llama_cpp.llama_vocab_get_add_bos(vocab))
+
+    def tokenize(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        tokens = self.llama.tokenize(msg["text"].encode("utf-8"), add_bos=msg.get("add_bos", False), special=True)
+        self.reply(req_id, "result", tokens=tokens)
+
+    def embed(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        vectors, n_tokens = [], 0
+        for text in msg["inputs"]:
+            tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
+            if len(tokens) > self.llama.n_ctx():
+                raise OverflowError(f"an input has {len(tokens)} tokens; the context holds {self.llama.n_ctx()}")
+            n_tokens += len(tokens)
+            vectors.append(self.llama.embed(text, normalize=msg.get("normalize", True)))
+        self.reply(req_id, "result", vectors=vectors, tokens=n_tokens)
+
+    def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_tokens=self.llama.n_tokens)
+
+    def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        from .decode import decode_stream
+
+        for event in decode_stream(self.llama, msg, cancel):
+            self.reply(req_id, event.pop("type"), **event)
+
+
+def _rss() -> int:
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss
+    except Exception:
+        return 0
+
+
+def main() -> None:
+    """Entry point of a runner process. The parent talks on stdin and our original stdout."""
+    proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
+    sys.stdout = sys.stderr
+    pipe = FramedPipe(os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0), proto_out)
+    runner = Runner(pipe)
+    pipe.send({"id": "", "type": "hello", "pid": os.getpid()})
+    worker = threading.Thread(target=runner.work_loop, name="fireside-runner-worker", daemon=True)
+    worker.start()
+    runner.read_loop()
+    worker.join(timeout=5)
+    os._exit(0)  # skip interpreter teardown: llama.cpp's destructors are not needed at exit
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,300 @@
+"""The runtime: loads models into runner processes and serves chat, completion and embedding requests.
+
+One ``Runtime`` lives in the app process (or in ``fireside serve``). The chat window, the CLI and the
+HTTP server are peers that call it from their own threads. Each loaded model has one runner; a
+request for a model that is not loaded loads it first (just in time), a model idle past its
+time-to-live is unloaded, a runner that dies turns into a clear error for the requests it held and
+the next request starts a fresh one.
+
+Threading: every public method may be called from any thread. ``chat`` and ``complete`` return
+generators that block between chunks; run them off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import ContextOverflow, LoadCancelled, ModelTooLarge, RunnerCrashed, RuntimeFailure
+from ..models import hardware
+from ..models.inspection import ModelInfo, inspect_file
+from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..settings import Settings
+from .client import RunnerClient
+from .grammar import forced_tool_names, grammar_for
+from .parsing import StreamParser
+from .templates import ChatTemplate
+from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
+
+log = logging.getLogger(__name__)
+Resolver = Callable[[str], Path]
+ProgressFn = Callable[[LoadProgress], None]
+
+
+@dataclass
+class _Slot:
+    """A loaded model: its runner and what it was loaded with."""
+
+    model_id: str
+    info: ModelInfo
+    plan: FitPlan
+    options: LoadOptions
+    client: RunnerClient
+    template: ChatTemplate
+    add_bos: bool
+    loaded: LoadedModel
+    ttl_s: float
+    busy: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Runtime:
+    def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
+                 idle_ttl_s: float | None = None, runner_command: list[str] | None = None):
+        from ..library.resolve import resolve_model
+
+        self.settings = settings
+        self.resolver = resolver or (lambda ref: resolve_model(ref, settings))
+        self.max_queue = max_queue
+        self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
+        self.runner_command = runner_command
+        self._slots: dict[str, _Slot] = {}
+        self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
+        self._lock = threading.RLock()
+        self._load_locks: dict[str, threading.Lock] = {}
+        self._closed = threading.Event()
+        self._reaper = threading.Thread(target=self._reap_idle, name="fireside-idle-reaper", daemon=True)
+        self._reaper.start()
+
+    # --- loading ---------------------------------------------------------------------------------
+    def load(self, model_id: str, options: LoadOptions | None = None, *, on_progress: ProgressFn | None = None,
+             cancel: threading.Event | None = None, ttl_s: float | None = None, embedding: bool = False) -> LoadedModel:
+        """Load ``model_id`` (a no-op if it is loaded with the same options). Blocks until loaded."""
+        key = self._key(model_id, embedding)
+        with self._lock:
+            lock = self._load_locks.setdefault(key, threading.Lock())
+        with lock:
+            slot = self._slots.get(key)
+            if slot and slot.client.alive and (options is None or options == slot.options):
+                return slot.loaded
+            if slot:
+                self._drop(key)
+            opts = options or self._options.get(key) or LoadOptions()
+            slot = self._start(model_id, opts, on_progress, cancel, ttl_s, embedding)
+            with self._lock:
+                self._slots[key] = slot
+                self._options[key] = opts
+            return slot.loaded
+
+    def _start(self, model_id: str, opts: LoadOptions, on_progress: ProgressFn | None,
+               cancel: threading.Event | None, ttl_s: float | None, embedding: bool) -> _Slot:
+        path = self.resolver(model_id)
+        info = inspect_file(path)
+        template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
+        plan = plan_fit(info, hardware.detect(), opts)
+        notes = list(plan.notes)
+        if not plan.fits and opts.n_gpu_layers is None:
+            raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
+                                f"this machine has free at a {plan.context:,}-token context; try a smaller context "
+                                f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
+        try:
+            client, result = self._spawn(model_id, path, plan, embedding, on_progress, cancel)
+        except (RuntimeFailure, RunnerCrashed) as first:
+            if isinstance(first, LoadCancelled) or (cancel and cancel.is_set()):
+                raise LoadCancelled(f"loading {model_id} was cancelled") from None
+            smaller, change = _fallback(plan)
+            if smaller is None:
+                raise
+            log.warning("load of %s failed (%s); retrying with %s", model_id, first, change)
+            notes.append(f"the first load failed ({first}); loaded with {change} instead")
+            plan = smaller
+            client, result = self._spawn(model_id, path, plan, embedding, on_progress, cancel)
+        gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
+        loaded = LoadedModel(
+            model_id=model_id, path=str(path), pid=client.pid, n_ctx=result["n_ctx"], n_gpu_layers=gpu_layers,
+            n_layers=info.block_count, verdict=plan.verdict, planned_ram_bytes=plan.ram.total_bytes,
+            planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
+            last_used=time.time(), embedding=embedding, notes=notes,
+        )
+        log.info("loaded %s in runner %d (%s, ctx %d)", model_id, client.pid, plan.verdict, loaded.n_ctx)
+        return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
+                     self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes)
+
+    def _spawn(self, model_id: str, path: Path, plan: FitPlan, embedding: bool,
+               on_progress: ProgressFn | None, cancel: threading.Event | None) -> tuple[RunnerClient, dict]:
+        client = RunnerClient(model_id, self.settings.cache_dir / "logs", self.max_queue, self.runner_command)
+        kwargs = plan.llama_kwargs()
+        if embedding:
+            kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
+        try:
+            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs):
+                if msg["type"] == "progress" and on_progress:
+                    on_progress(LoadProgress(model_id, msg["fraction"]))
+                elif msg["type"] == "error":
+                    if msg.get("error") == "LoadCancelled":
+                        raise LoadCancelled(f"loading {model_id} was cancelled")
+                    raise RuntimeFailure(f"could not load {model_id}: {msg['message']}")
+                elif msg["type"] == "result":
+                    if on_progress:
+                        on_progress(LoadProgress(model_id, 1.0, "loaded"))
+                    return client, msg
+            raise RuntimeFailure(f"the runner for {model_id} ended the load without an answer")
+        except BaseException:
+            client.close()
+            raise
+
+    def unload(self, model_id: str) -> bool:
+        """Stop the model's runners; all their memory goes back. Returns whether anything was loaded."""
+        with self._lock:
+            keys = [k for k in self._slots if k in (model_id, self._key(model_id, True))]
+            for key in keys:
+                self._drop(key)
+        return bool(keys)
+
+    def _drop(self, key: str) -> None:
+        with self._lock:
+            slot = self._slots.pop(key, None)
+        if slot:
+            slot.client.close()
+
+    def loaded(self) -> list[LoadedModel]:
+        with self._lock:
+            return [s.loaded for s in self._slots.values() if s.client.alive]
+
+    def is_loaded(self, model_id: str) -> bool:
+        with self._lock:
+            slot = self._slots.get(model_id)
+            return bool(slot and slot.client.alive)
+
+    def model_info(self, model_id: str) -> ModelInfo:
+        with self._lock:
+            slot = self._slots.get(model_id)
+        return slot.info if slot else inspect_file(self.resolver(model_id))
+
+    @staticmethod
+    def _key(model_id: str, embedding: bool) -> str:
+        return f"{model_id}#embedding" if embedding else model_id
+
+    def _slot(self, model_id: str, embedding: bool = False, ttl_s: float | None = None) -> _Slot:
+        key = self._key(model_id, embedding)
+        with self._lock:
+            slot = self._slots.get(key)
+        if slot is None or not slot.client.alive:
+            self.load(model_id, embedding=embedding, ttl_s=ttl_s)
+            with self._lock:
+                slot = self._slots[key]
+        if ttl_s is not None:
+            slot.ttl_s = ttl_s
+        return slot
+
+    # --- requests --------------------------------------------------------------------------------
+    def render_prompt(self, model_id: str, request: ChatRequest) -> str:
+        slot = self._slot(model_id)
+        tools = request.tools if request.tool_choice != "none" else None
+        return slot.template.render(request.messages, tools=tools)
+
+    def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
+             ttl_s: float | None = None) -> Iterator[Chunk]:
+        """Stream a chat reply. Loads the model first if needed. Runs on the caller's thread."""
+        slot = self._slot(model_id, ttl_s=ttl_s)
+        tools = request.tools if request.tool_choice != "none" else None
+        prompt = slot.template.render(request.messages, tools=tools)
+        forced = bool(forced_tool_names(request)) if tools else False
+        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
+        made_calls = False
+        for event in self._generate(slot, prompt, request.sampling, grammar_for(request), cancel):
+            if event.kind == "text":
+                yield from parser.feed(event.text)
+                continue
+            for chunk in parser.finish():
+                made_calls = made_calls or chunk.kind == "tool_calls"
+                yield chunk
+            finish = "tool_calls" if made_calls and event.finish_reason != "cancelled" else event.finish_reason
+            yield replace(event, finish_reason=finish)
+
+    def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
+                 ttl_s: float | None = None) -> Iterator[Chunk]:
+        """Stream a raw completion of ``request.prompt`` (no chat template)."""
+        slot = self._slot(model_id, ttl_s=ttl_s)
+        yield from self._generate(slot, request.prompt, request.sampling, request.grammar, cancel)
+
+    def _generate(self, slot: _Slot, prompt: str, sampling, grammar: str | None,
+                  cancel: threading.Event | None) -> Iterator[Chunk]:
+        with self._lock:
+            slot.busy += 1
+        try:
+            for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
+                                          sampling=sampling, grammar=grammar, add_bos=slot.add_bos):
+                if msg["type"] == "text":
+                    yield Chunk("text", msg["text"])
+                elif msg["type"] == "done":
+                    yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]))
+                elif msg["type"] == "error":
+                    raise _runner_error(slot, msg)
+        except RunnerCrashed:
+            self._forget_dead(slot)
+            raise
+        finally:
+            with self._lock:
+                slot.busy -= 1
+                slot.loaded.last_used = time.time()
+
+    def _forget_dead(self, slot: _Slot) -> None:
+        with self._lock:
+            key = next((k for k, s in self._slots.items() if s is slot), None)
+        if key:
+            self._drop(key)
+
+    def tokenize(self, model_id: str, text: str) -> list[int]:
+        slot = self._slot(model_id)
+        return slot.client.request("tokenize", text=text, add_bos=slot.add_bos)["tokens"]
+
+    def count_chat_tokens(self, model_id: str, request: ChatRequest) -> int:
+        return len(self.tokenize(model_id, self.render_prompt(model_id, request)))
+
+    def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
+        """Embedding vectors for ``inputs`` (normalized), and the tokens they took."""
+        slot = self._slot(model_id, embedding=True)
+        result = slot.client.request("embed", inputs=inputs)
+        slot.loaded.last_used = time.time()
+        return result["vectors"], result["tokens"]
+
+    # --- lifetime --------------------------------------------------------------------------------
+    def _reap_idle(self) -> None:
+        while not self._closed.wait(1.0):
+            now = time.time()
+            with self._lock:
+                idle = [k for k, s in self._slots.items()
+                        if s.ttl_s > 0 and not s.busy and now - s.loaded.last_used > s.ttl_s]
+            for key in idle:
+                log.info("unloading %s: idle past its time-to-live", key)
+                self._drop(key)
+
+    def close(self) -> None:
+        """Stop every runner and the idle reaper. Idempotent."""
+        self._closed.set()
+        with self._lock:
+            keys = list(self._slots)
+        for key in keys:
+            self._drop(key)
+
+
+def _runner_error(slot: _Slot, msg: dict) -> Exception:
+    if msg.get("error") == "ContextOverflow":
+        return ContextOverflow(f"{slot.model_id}: {msg['message']}", msg.get("prompt_tokens", 0), msg.get("context", 0))
+    return RuntimeFailure(f"{slot.model_id}: {msg.get('message', 'generation failed')}")
+
+
+def _fallback(plan: FitPlan) -> tuple[FitPlan | None, str]:
+    """A smaller plan to retry a failed load with, and what changed, in words."""
+    if plan.n_gpu_layers > 0:
+        fewer = plan.n_gpu_layers // 2
+        return replace(plan, n_gpu_layers=fewer), f"{fewer} GPU layers instead of {plan.n_gpu_layers}"
+    if plan.context > 2048:
+        half = max(2048, plan.context // 2)
+        return replace(plan, context=half), f"a {half:,}-token context instead of {plan.context:,}"
+    return None, ""

