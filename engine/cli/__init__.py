@@ -8,9 +8,9 @@ import logging
 import sys
 
 from ..errors import FiresideError
-from . import models
+from . import library, models
 
-GROUPS = [models]
+GROUPS = [models, library]
 
 
 def build_parser() -> argparse.ArgumentParser:

