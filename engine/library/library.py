@@ -161,7 +161,7 @@ class Library:
         names = [name] if name and len(parts) == 1 else [p.name for p in parts]
         dests = [safe_join(self.settings.models_dir, publisher, repo, check_file_name(n)) for n in names]
         for part, dest in zip(parts, dests):
-            _link(part, dest)
+            _link(part.resolve(), dest)  # a link to a link (HF cache snapshots) must not dangle
         self.record(dests[0], "import", f"{app}:{src}")
         return self.by_path(dests[0])
 

@@ -21,6 +21,8 @@ MAX_ID = 512
 _DRIVE_RE = re.compile(r"^[A-Za-z]:([\\/]|$)")
 _REPO_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_WINDOWS_BAD = re.compile(r'[<>:"|?*]')  # ':' also names NTFS streams and drive-relative paths (C:x)
+_DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 
 
 def is_path_like(text: str) -> bool:
@@ -39,8 +41,10 @@ def check_part(part: str, what: str = "name") -> str:
         raise UnsafePath(f"empty {what}")
     if _CONTROL_RE.search(part):
         raise UnsafePath(f"{what} {part!r} contains a NUL or control character")
-    if part in (".", "..") or "/" in part or "\\" in part or _DRIVE_RE.match(part):
+    if part in (".", "..") or "/" in part or "\\" in part or _WINDOWS_BAD.search(part):
         raise UnsafePath(f"{what} {part!r} is not a plain name (it could leave the models folder)")
+    if part.split(".")[0].lower() in _DEVICES:
+        raise UnsafePath(f"{what} {part!r} is a reserved device name on Windows")
     if len(part.encode("utf-8")) > MAX_PART:
         raise UnsafePath(f"{what} is {len(part.encode('utf-8'))} bytes long, past the {MAX_PART}-byte limit")
     if part != part.strip() or part.endswith("."):
