@@ -1,0 +1,49 @@
+"""`fireside hw` and `fireside info` as a user runs them: real subprocesses, real output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def fireside(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fireside.engine", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_hw_lists_backends_devices_and_memory():
+    out = fireside("hw")
+    assert out.returncode == 0, out.stderr
+    assert "backends: CPU" in out.stdout
+    assert "RAM:" in out.stdout and "cores" in out.stdout
+    data = json.loads(fireside("hw", "--json").stdout)
+    assert any(d["kind"] == "cpu" for d in data["devices"])
+    assert data["ram_total_bytes"] > 0 and data["cpu_cores"] >= 1
+
+
+def test_info_on_the_starter_model_prints_what_it_is_and_a_verdict():
+    out = fireside("info", "starter")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "architecture     llama" in text
+    assert "layers           30" in text
+    assert "Q4_1" in text
+    assert "trained context  8,192 tokens" in text
+    assert "KV cache/token   22.5 KiB (f16)" in text
+    assert "Fit on this machine: runs on the CPU" in text
+
+
+def test_info_json_for_scripts():
+    data = json.loads(fireside("info", "starter", "--json", "--ctx", "2048").stdout)
+    assert data["model"]["block_count"] == 30
+    assert data["model"]["kv_bytes_per_token"]["f16"] == 23040
+    assert data["plan"]["verdict"] == "cpu_only" and data["plan"]["context"] == 2048
+
+
+def test_info_on_a_broken_file_is_a_clear_error_not_a_traceback(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 16)
+    out = fireside("info", str(bad))
+    assert out.returncode == 1
+    assert out.stderr.startswith("fireside: broken.gguf:")
+    assert "Traceback" not in out.stderr

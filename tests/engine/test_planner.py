@@ -1,0 +1,115 @@
+"""The fit planner against fake device sets, with model headers written by the gguf package."""
+
+from __future__ import annotations
+
+import pytest
+from fireside.engine.models.hardware import Device, Hardware
+from fireside.engine.models.inspection import inspect_file
+from fireside.engine.models.planner import LoadOptions, plan_fit
+
+from tests.helpers.ggufs import LLAMA_8B, LLAMA_70B, Q, write_model
+
+GiB = 1024**3
+
+
+def machine(*gpus: tuple[float, float], ram: float = 32) -> Hardware:
+    """A fake machine: GPUs as (total GiB, free GiB), plus a CPU with ``ram`` GiB free."""
+    devices = [Device(i, f"GPU{i}", "fake", "gpu", "CUDA", int(t * GiB), int(f * GiB)) for i, (t, f) in enumerate(gpus)]
+    devices.append(Device(len(devices), "CPU", "fake", "cpu", "CPU", int(ram * GiB), int(ram * GiB)))
+    return Hardware(["CUDA", "CPU"] if gpus else ["CPU"], devices, int(ram * GiB), int(ram * GiB), 8, 16, bool(gpus))
+
+
+@pytest.fixture(scope="module")
+def q8b(tmp_path_factory):
+    return inspect_file(write_model(tmp_path_factory.mktemp("p") / "8b.gguf", LLAMA_8B, weight=Q.Q4_K, output=Q.Q6_K))
+
+
+@pytest.fixture(scope="module")
+def q70b(tmp_path_factory):
+    return inspect_file(write_model(tmp_path_factory.mktemp("p") / "70b.gguf", LLAMA_70B, weight=Q.Q4_K, output=Q.Q6_K))
+
+
+def test_no_gpu_runs_on_the_cpu_with_everything_in_ram(q8b):
+    plan = plan_fit(q8b, machine(), LoadOptions(context=8192))
+    assert (plan.verdict, plan.n_gpu_layers, plan.gpus) == ("cpu_only", 0, [])
+    assert plan.ram.weights_bytes == q8b.weights_bytes
+    assert plan.ram.kv_bytes == 144 * 1024 * 8192  # 1.125 GiB of f16 KV cache
+    assert plan.llama_kwargs()["n_gpu_layers"] == 0
+
+
+def test_8b_fits_fully_on_one_8gb_gpu_at_8k(q8b):
+    plan = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=8192))
+    assert plan.verdict == "full_gpu"
+    assert plan.n_gpu_layers == 37  # 36 layers plus the output layer
+    gpu = plan.gpus[0]
+    assert gpu.total_bytes <= gpu.available_bytes
+    assert gpu.kv_bytes == 144 * 1024 * 8192
+    assert plan.ram.weights_bytes < 0.1 * q8b.weights_bytes  # only the token embedding stays behind
+    assert plan.max_context >= 8192
+
+
+def test_8b_at_32k_on_8gb_is_a_partial_offload_that_uses_the_gpu_fully(q8b):
+    hw = machine((8, 7.6))
+    plan = plan_fit(q8b, hw, LoadOptions(context=32768))
+    assert plan.verdict == "partial"
+    assert 20 < plan.n_gpu_layers < 36
+    assert plan.gpus[0].total_bytes <= plan.gpus[0].available_bytes
+    one_more = plan_fit(q8b, hw, LoadOptions(context=32768, n_gpu_layers=plan.n_gpu_layers + 1))
+    assert one_more.verdict == "will_not_fit"  # the planner offloaded as many layers as fit
+    assert plan.ram.layers == 36 - plan.n_gpu_layers
+
+
+def test_70b_across_24_and_12_gb_gpus_splits_by_free_memory(q70b):
+    plan = plan_fit(q70b, machine((24, 23), (12, 11.5), ram=64), LoadOptions(context=8192))
+    assert plan.verdict == "partial"
+    big, small = plan.gpus
+    assert big.layers > 0 and small.layers > 0
+    assert big.layers + small.layers == plan.n_gpu_layers
+    assert 1.6 < big.layers / small.layers < 2.4  # about 2:1, like their free memory
+    assert plan.tensor_split == [float(big.layers), float(small.layers)]
+    assert all(g.total_bytes <= g.available_bytes for g in plan.gpus)
+    assert plan.ram.layers == 80 - plan.n_gpu_layers
+
+
+def test_model_larger_than_everything_will_not_fit_and_says_by_how_much(q70b):
+    plan = plan_fit(q70b, machine((8, 7.6), ram=16), LoadOptions(context=8192))
+    assert plan.verdict == "will_not_fit"
+    needed = plan.ram.total_bytes + plan.gpus[0].total_bytes
+    assert plan.shortfall_bytes >= needed - (16 + 7.6) * GiB
+    assert plan.shortfall_bytes > 10 * GiB
+
+
+def test_user_overrides_win(q8b):
+    opts = LoadOptions(n_gpu_layers=10, tensor_split=(1, 1), main_gpu=1, context=4096, kv_type="q8_0",
+                       flash_attn=False, threads=3, use_mmap=False, use_mlock=True)
+    plan = plan_fit(q8b, machine((24, 23), (24, 23)), opts)
+    assert plan.n_gpu_layers == 10
+    assert [g.layers for g in plan.gpus] == [5, 5]
+    kw = plan.llama_kwargs()
+    assert kw["n_gpu_layers"] == 10 and kw["tensor_split"] == [1, 1] and kw["main_gpu"] == 1
+    assert kw["n_ctx"] == 4096 and kw["flash_attn"] is False and kw["n_threads"] == 3
+    assert kw["use_mmap"] is False and kw["use_mlock"] is True
+    assert kw["type_k"] == kw["type_v"] == 8  # GGML_TYPE_Q8_0
+    f16 = plan_fit(q8b, machine((24, 23), (24, 23)), LoadOptions(n_gpu_layers=10, context=4096))
+    assert sum(g.kv_bytes for g in plan.gpus) < sum(g.kv_bytes for g in f16.gpus)
+
+
+def test_largest_context_keeps_the_verdict(q8b):
+    hw = machine((8, 7.6))
+    plan = plan_fit(q8b, hw, LoadOptions(context=8192))
+    assert plan_fit(q8b, hw, LoadOptions(context=plan.max_context)).verdict == "full_gpu"
+    assert plan_fit(q8b, hw, LoadOptions(context=plan.max_context + 64)).verdict != "full_gpu"
+
+
+def test_flash_attention_shrinks_the_compute_buffer(q8b):
+    hw = machine((24, 23))
+    on = plan_fit(q8b, hw, LoadOptions(context=32768, flash_attn=True))
+    off = plan_fit(q8b, hw, LoadOptions(context=32768, flash_attn=False))
+    assert on.gpus[0].compute_bytes < off.gpus[0].compute_bytes / 4
+
+
+def test_plan_compares_with_what_llama_cpp_reports(q8b):
+    plan = plan_fit(q8b, machine(), LoadOptions(context=8192))
+    report = plan.compare({"weights": plan.ram.weights_bytes, "kv": plan.ram.kv_bytes * 2})
+    assert report["weights"]["ratio"] == pytest.approx(1.0)
+    assert report["kv"]["ratio"] == pytest.approx(0.5)
