@@ -164,7 +164,7 @@ def test_runner_killed_mid_generation_is_a_clear_error_and_the_next_request_succ
     pid = runtime.loaded()[0].pid
     stream = runtime.chat("starter", ask("Write a long essay about mountains.", max_tokens=300, seed=1))
     with pytest.raises(RunnerCrashed, match=f"killed by {sig.name}"):
-        for n, chunk in enumerate(stream):
+        for n, _chunk in enumerate(stream):
             if n == 3:
                 os.kill(pid, sig)
     text, done, _ = collect(runtime.chat("starter", ask("Say hello.", max_tokens=8)))
