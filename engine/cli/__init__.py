@@ -8,9 +8,9 @@ import logging
 import sys
 
 from ..errors import FiresideError
-from . import library, models
+from . import chat, library, models
 
-GROUPS = [models, library]
+GROUPS = [models, chat, library]
 
 
 def build_parser() -> argparse.ArgumentParser:
