@@ -69,7 +69,7 @@ class FakeHub:
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         server.daemon_threads = True
         server.fake, server.role = self, role  # type: ignore[attr-defined]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
         return server
 
     def add_repo(self, repo_id: str, files: dict[str, bytes], **kw) -> FakeRepo:
