@@ -100,6 +100,7 @@ def _stream(runtime: Runtime, model: str, request: ChatRequest, out=sys.stdout) 
         stream.close()
         out.write("\n[stopped]")
     out.write("\n")
+    out.flush()
     return "".join(text), usage
 
 

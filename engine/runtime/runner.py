@@ -16,6 +16,7 @@ import ctypes
 import os
 import queue
 import re
+import signal
 import sys
 import threading
 import time
@@ -173,6 +174,8 @@ def _rss() -> int:
 
 def main() -> None:
     """Entry point of a runner process. The parent talks on stdin and our original stdout."""
+    # Ctrl-C in a terminal reaches the whole process group; stopping a reply is the parent's call.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
     sys.stdout = sys.stderr

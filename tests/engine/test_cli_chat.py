@@ -1,0 +1,51 @@
+"""`fireside chat` and `fireside run` as a user drives them, with the real starter model."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.model
+
+
+def test_run_prints_one_reply_for_scripts():
+    out = subprocess.run([sys.executable, "-m", "fireside.engine", "run", "starter", "Say hello.", "--max-tokens", "12",
+                          "--seed", "1", "--ctx", "1024"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip()
+
+
+def test_ctrl_c_stops_the_reply_and_the_next_prompt_works():
+    proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "chat", "starter", "--ctx", "1024", "--seed", "1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, like a terminal's foreground job
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(iter(lambda: proc.stdout.read(1), "")), daemon=True)
+    reader.start()
+    try:
+        proc.stdin.write("Write a very long essay about the history of the ocean.\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while len("".join(out)) < 40 and time.monotonic() < deadline:  # the reply is streaming
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group, the runner too
+        deadline = time.monotonic() + 30
+        while "[stopped]" not in "".join(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert "[stopped]" in "".join(out)
+        stopped_at = len("".join(out))
+        proc.stdin.write("Now say hi.\n/bye\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+        reader.join(timeout=5)
+        second = "".join(out)[stopped_at:].replace(">>> ", "")
+        assert second.strip(), "the next prompt got a reply"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
