@@ -1,0 +1,190 @@
+"""The Anthropic dialect: ``POST /v1/messages`` (whole or streamed) and ``/v1/messages/count_tokens``.
+
+Anthropic messages carry content blocks: ``text``, ``tool_use`` (assistant) and ``tool_result``
+(user). They become the engine's OpenAI-shaped messages (tool uses as ``tool_calls``, each tool result
+as a ``tool`` message), and the reply's chunks become blocks again: text, ``thinking`` for reasoning,
+``tool_use`` with its input. A stream is the event sequence Anthropic's SDKs expect:
+``message_start``, then per block ``content_block_start``/``_delta``/``_stop``, then ``message_delta``
+with the stop reason and usage, and ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from ..runtime.types import ChatRequest, Chunk, Usage
+from .context import context, new_id
+from .errors import ApiError, describe, error_body
+from .mapping import arguments_dict, check_tool_choice, sampling, sse, text_of
+from .streaming import collect, reply_parts, stream
+
+router = APIRouter(prefix="/v1/messages", tags=["Anthropic"])  # routes only; state comes from app.state
+STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "cancelled": "end_turn"}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class CountBody(_Body):
+    model: str
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    system: str | list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: dict[str, Any] | None = None
+
+
+class MessagesBody(CountBody):
+    max_tokens: int = Field(ge=1)
+    stream: bool = False
+    stop_sequences: list[str] | None = None
+    temperature: float | None = Field(None, ge=0, le=1)
+    top_p: float | None = None
+    top_k: int | None = None
+    thinking: dict[str, Any] | None = None
+
+
+def engine_messages(body: CountBody) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if body.system:
+        out.append({"role": "system", "content": text_of(body.system)})
+    for m in body.messages:
+        role, content = m.get("role"), m.get("content")
+        if role not in ("user", "assistant"):
+            raise ApiError(f"messages: role must be user or assistant, not {role!r}")
+        if isinstance(content, str):
+            out.append({"role": role, "content": content})
+        else:
+            out.extend(_block_messages(role, content or []))
+    return out
+
+
+def _block_messages(role: str, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    texts = [b for b in blocks if b.get("type") in ("text", "image")]
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    out = [{"role": "tool", "tool_call_id": r.get("tool_use_id", ""), "content": text_of(r.get("content"))}
+           for r in results]
+    if texts or uses:
+        msg: dict[str, Any] = {"role": role, "content": text_of(texts)}
+        if uses:
+            msg["tool_calls"] = [{"id": u.get("id", ""), "type": "function",
+                                  "function": {"name": u["name"], "arguments": json.dumps(u.get("input", {}))}}
+                                 for u in uses]
+        out.append(msg)
+    return out
+
+
+def engine_tools(body: CountBody) -> tuple[list[dict] | None, str | dict]:
+    tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                               "parameters": t.get("input_schema") or {"type": "object"}}}
+             for t in body.tools or [] if "name" in t] or None
+    choice = body.tool_choice or {"type": "auto"}
+    kind = choice.get("type")
+    mapped = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
+    if kind == "tool":
+        mapped = {"name": choice.get("name")}
+    if mapped is None:
+        raise ApiError(f"tool_choice type must be auto, any, tool or none, not {kind!r}")
+    return tools, check_tool_choice(tools, mapped) if tools else "auto"
+
+
+def chat_request(body: MessagesBody) -> ChatRequest:
+    tools, choice = engine_tools(body)
+    s = sampling(max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
+                 stop=body.stop_sequences)
+    return ChatRequest(messages=engine_messages(body), sampling=s, tools=tools, tool_choice=choice)
+
+
+def usage_of(u: Usage | None) -> dict:
+    u = u or Usage()
+    return {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
+            "cache_read_input_tokens": u.cached_tokens}
+
+
+@router.post("")
+async def messages(body: MessagesBody, request: Request):
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    req = chat_request(body)
+
+    def source(cancel):
+        return ctx.runtime.chat(model_id, req, cancel=cancel)
+
+    if body.stream:
+        return await stream(request, source, MessageEncoder(body.model), "text/event-stream")
+    text, reasoning, calls, done = reply_parts(await collect(request, source))
+    content: list[dict[str, Any]] = []
+    if reasoning:
+        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+    if text:
+        content.append({"type": "text", "text": text})
+    content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_dict(c)} for c in calls]
+    return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": body.model,
+            "content": content, "stop_reason": STOP_REASONS.get(done.finish_reason or "stop", "end_turn"),
+            "stop_sequence": None, "usage": usage_of(done.usage)}
+
+
+@router.post("/count_tokens")
+async def count_tokens(body: CountBody, request: Request) -> dict:
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    tools, choice = engine_tools(body)
+    req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice)
+    return {"input_tokens": await run_in_threadpool(ctx.runtime.count_chat_tokens, model_id, req)}
+
+
+class MessageEncoder:
+    """Anthropic's streaming events for one reply: one content block open at a time."""
+
+    def __init__(self, model: str):
+        self.model, self.index, self.open, self.failed = model, -1, None, False
+
+    def start(self) -> list[bytes]:
+        message = {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": self.model,
+                   "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage_of(None)}
+        return [sse({"type": "message_start", "message": message}, "message_start")]
+
+    def _switch(self, kind: str | None, block: dict | None = None) -> list[bytes]:
+        out = []
+        if self.open is not None:
+            out.append(sse({"type": "content_block_stop", "index": self.index}, "content_block_stop"))
+            self.open = None
+        if kind is not None:
+            self.index, self.open = self.index + 1, kind
+            out.append(sse({"type": "content_block_start", "index": self.index, "content_block": block},
+                           "content_block_start"))
+        return out
+
+    def _delta(self, delta: dict) -> bytes:
+        return sse({"type": "content_block_delta", "index": self.index, "delta": delta}, "content_block_delta")
+
+    def chunk(self, chunk: Chunk) -> list[bytes]:
+        if chunk.kind == "text":
+            out = [] if self.open == "text" else self._switch("text", {"type": "text", "text": ""})
+            return out + [self._delta({"type": "text_delta", "text": chunk.text})]
+        if chunk.kind == "reasoning":
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+            out = [] if self.open == "thinking" else self._switch("thinking", block)
+            return out + [self._delta({"type": "thinking_delta", "thinking": chunk.text})]
+        if chunk.kind == "tool_calls":
+            out = []
+            for c in chunk.tool_calls or []:
+                out += self._switch("tool_use", {"type": "tool_use", "id": c.id, "name": c.name, "input": {}})
+                out.append(self._delta({"type": "input_json_delta", "partial_json": c.arguments}))
+            return out
+        stop = STOP_REASONS.get(chunk.finish_reason or "stop", "end_turn")
+        return self._switch(None) + [sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                          "usage": usage_of(chunk.usage)}, "message_delta")]
+
+    def error(self, exc: BaseException) -> list[bytes]:
+        self.failed = True
+        return [sse(error_body("anthropic", describe(exc)), "error")]
+
+    def end(self) -> list[bytes]:
+        return [] if self.failed else [sse({"type": "message_stop"}, "message_stop")]

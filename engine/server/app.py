@@ -1,0 +1,63 @@
+"""The app factory: ``create_app`` builds the ASGI app from injected objects, with no module globals.
+
+The runtime, settings, library and security policy are passed in and kept on ``app.state``; the
+dialect routers (OpenAI, Ollama, Anthropic) are mounted over them and the security middleware wraps
+the whole app, so every request is checked before routing. The desktop app builds one app and runs
+it in a ``ServerThread``; ``fireside serve`` does the same in the foreground.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+
+from .. import __version__ as engine_version
+from ..runtime.runtime import Runtime
+from ..settings import Settings
+from . import anthropic, ollama, openai, responses
+from .context import LibraryLike, Puller, ServerContext
+from .errors import install as install_errors
+from .security import SecurityMiddleware, SecurityPolicy, check_bind
+
+log = logging.getLogger(__name__)
+
+
+def create_app(runtime: Runtime, settings: Settings, library: LibraryLike | None = None, *,
+               policy: SecurityPolicy | None = None, puller: Puller | None = None) -> FastAPI:
+    """The API server's ASGI app over ``runtime``.
+
+    ``library`` answers model names (default: ``Library(settings)``); ``policy`` says who may call
+    (default: loopback on the settings' host and port, no key); ``puller(name, on_progress, cancel)``
+    downloads a model for ``/api/pull`` (default: the hub). Safe to call from any thread; the app
+    itself runs on uvicorn's event loop.
+    """
+    if library is None:
+        from ..library import Library
+
+        library = Library(settings)
+    policy = policy or SecurityPolicy(bind_host=settings.host, port=settings.port)
+    check_bind(policy.bind_host, policy.api_key)
+    app = FastAPI(title="Fireside", version=engine_version,
+                  description="OpenAI, Ollama and Anthropic compatible API over local models.")
+    app.state.fireside = ServerContext(runtime, settings, library, policy, puller or _hub_puller(settings))
+    install_errors(app)
+    for module in (openai, responses, anthropic, ollama):
+        app.include_router(module.router)
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> dict:
+        return {"name": "Fireside", "version": engine_version, "status": "running"}
+
+    app.add_middleware(SecurityMiddleware, policy=policy)
+    return app
+
+
+def _hub_puller(settings: Settings) -> Puller:
+    def pull(name: str, on_progress=None, cancel=None):
+        from ..hub.hub import Hub
+
+        repo_id, _, selector = name.removeprefix("hf.co/").removeprefix("huggingface.co/").partition(":")
+        return Hub(settings).pull(repo_id, selector or None, on_progress=on_progress, cancel=cancel)
+
+    return pull

@@ -1,0 +1,81 @@
+"""What every route works with: the runtime, the model library, and the few helpers the dialects share.
+
+``ServerContext`` is built once by ``create_app`` and stored on ``app.state``; routes reach it through
+``context(request)``, so nothing lives in module globals and two apps in one process stay apart.
+``resolve`` is the one door from a client's model name to the runtime: names go through the library
+(``Library.get`` refuses anything path-like before looking), so an API client can never make the
+runtime open a file by naming it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from starlette.requests import Request
+
+from ..errors import ModelNotFound
+from ..library.paths import is_path_like
+from ..runtime.runtime import Runtime
+from ..settings import Settings
+from .security import SecurityPolicy
+
+Puller = Callable[..., Any]  # (name, on_progress=, cancel=) -> LibraryModel
+
+
+class LibraryLike(Protocol):
+    def list(self) -> list[Any]: ...
+    def get(self, ref: str) -> Any: ...
+    def remove(self, ref: str) -> Any: ...
+
+
+class ResponseStore:
+    """The last few ``/v1/responses`` conversations, so ``previous_response_id`` can continue one."""
+
+    def __init__(self, limit: int = 256):
+        self.limit = limit
+        self._items: OrderedDict[str, list[dict]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def put(self, response_id: str, messages: list[dict]) -> None:
+        with self._lock:
+            self._items[response_id] = messages
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+
+    def get(self, response_id: str) -> list[dict] | None:
+        with self._lock:
+            return self._items.get(response_id)
+
+
+@dataclass
+class ServerContext:
+    runtime: Runtime
+    settings: Settings
+    library: LibraryLike
+    policy: SecurityPolicy
+    puller: Puller | None = None
+    responses: ResponseStore = field(default_factory=ResponseStore)
+    started_at: float = field(default_factory=time.time)
+
+    def resolve(self, name: str) -> str:
+        """The library id the runtime knows ``name`` by; ``ModelNotFound`` for unknown or path-like names."""
+        if not isinstance(name, str) or is_path_like(name):
+            raise ModelNotFound(f"no model named {name!r} (model ids are names, not paths)")
+        return self.library.get(name).id
+
+    def models(self) -> list[Any]:
+        return self.library.list()
+
+
+def context(request: Request) -> ServerContext:
+    return request.app.state.fireside
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"

@@ -1,0 +1,141 @@
+"""Every error the server sends, mapped in one place: engine exceptions to HTTP statuses, and each
+status to the error shape the caller's dialect expects.
+
+OpenAI clients read ``{"error": {"message", "type", "param", "code"}}``, Ollama clients read
+``{"error": "..."}`` and Anthropic clients read ``{"type": "error", "error": {"type", "message"}}``.
+The dialect follows from the path (``/api/...`` is Ollama, ``/v1/messages...`` is Anthropic, the rest
+OpenAI), so the security middleware, FastAPI's validation errors and the engine's errors all answer
+in the shape the client can parse. Mid-stream failures reuse ``describe`` to build the error event.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import (
+    ContextOverflow,
+    FiresideError,
+    GatedRepo,
+    HubError,
+    LibraryError,
+    LoadCancelled,
+    ModelNotFound,
+    ModelTooLarge,
+    QueueFull,
+    RunnerCrashed,
+    TemplateError,
+    UnsafePath,
+)
+
+log = logging.getLogger(__name__)
+RETRY_AFTER_S = 2
+
+
+class ApiError(Exception):
+    """A client mistake the dialect layer found (a bad field, an unknown tool): a 4xx in the right shape."""
+
+    def __init__(self, message: str, status: int = 400, code: str | None = None, param: str | None = None):
+        super().__init__(message)
+        self.status, self.code, self.param = status, code, param
+
+
+@dataclass
+class Problem:
+    """What went wrong, in HTTP terms: the status, OpenAI's type and code, and a message for a person."""
+
+    status: int
+    type: str
+    message: str
+    code: str | None = None
+    param: str | None = None
+
+
+# Most specific first: the first isinstance match wins.
+_ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
+    (UnsafePath, 404, "invalid_request_error", "model_not_found"),
+    (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
+    (ContextOverflow, 400, "invalid_request_error", "context_length_exceeded"),
+    (QueueFull, 503, "server_error", "queue_full"),
+    (RunnerCrashed, 500, "server_error", "runner_crashed"),
+    (LoadCancelled, 503, "server_error", "load_cancelled"),
+    (ModelTooLarge, 507, "server_error", "model_too_large"),
+    (TemplateError, 500, "server_error", "template_error"),
+    (GatedRepo, 403, "permission_error", "gated_repo"),
+    (HubError, 502, "server_error", "hub_error"),
+    (LibraryError, 400, "invalid_request_error", "library_error"),
+    (FiresideError, 500, "server_error", "runtime_error"),
+]
+
+_STATUS_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                 404: "not_found_error", 413: "request_too_large", 415: "invalid_request_error",
+                 429: "rate_limit_error", 503: "overloaded_error"}
+
+
+def describe(exc: BaseException) -> Problem:
+    """The HTTP meaning of any exception a handler or a stream can raise."""
+    if isinstance(exc, ApiError):
+        return Problem(exc.status, _STATUS_TYPES.get(exc.status, "invalid_request_error"), str(exc),
+                       exc.code, exc.param)
+    for kind, status, type_, code in _ENGINE_ERRORS:
+        if isinstance(exc, kind):
+            return Problem(status, type_, str(exc), code)
+    log.exception("unexpected error while serving a request", exc_info=exc)
+    return Problem(500, "server_error", f"internal error: {type(exc).__name__}: {exc}", "internal_error")
+
+
+def dialect_of(path: str) -> str:
+    if path.startswith("/api/"):
+        return "ollama"
+    if path.startswith("/v1/messages"):
+        return "anthropic"
+    return "openai"
+
+
+def error_body(dialect: str, problem: Problem) -> dict:
+    """The JSON body a client of ``dialect`` expects for ``problem``."""
+    if dialect == "ollama":
+        return {"error": problem.message}
+    if dialect == "anthropic":
+        kind = _STATUS_TYPES.get(problem.status, "api_error")
+        if problem.status == 400 or problem.status == 415:
+            kind = "invalid_request_error"
+        return {"type": "error", "error": {"type": kind, "message": problem.message}}
+    return {"error": {"message": problem.message, "type": problem.type, "param": problem.param,
+                      "code": problem.code}}
+
+
+def error_response(path: str, problem: Problem) -> JSONResponse:
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if problem.status == 503 else None
+    return JSONResponse(error_body(dialect_of(path), problem), status_code=problem.status, headers=headers)
+
+
+def status_problem(status: int, message: str, code: str | None = None) -> Problem:
+    return Problem(status, _STATUS_TYPES.get(status, "invalid_request_error"), message, code)
+
+
+def install(app: FastAPI) -> None:
+    """Route every exception the app can raise through ``describe`` and the caller's dialect."""
+
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, describe(exc))
+
+    async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else first.get("msg", "invalid request")
+        problem = Problem(400, "invalid_request_error", message, "invalid_request", where or None)
+        return error_response(request.url.path, problem)
+
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(request.url.path, status_problem(exc.status_code, str(exc.detail)))
+
+    app.add_exception_handler(FiresideError, on_error)
+    app.add_exception_handler(ApiError, on_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)

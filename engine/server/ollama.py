@@ -1,0 +1,278 @@
+"""The Ollama dialect: ``/api/chat``, ``/api/generate`` (NDJSON streams), ``/api/embed``, ``/api/tags``,
+``/api/ps``, ``/api/show``, ``/api/version``, and the management routes ``/api/pull`` and
+``/api/delete`` (which need the key whenever one is set: the middleware asks for it on every route).
+
+Ollama streams by default (``"stream": true`` unless the client says otherwise), takes its sampling
+knobs in ``options`` (``num_predict``, ``temperature``, ``seed``, ``stop``...), its structured output
+in ``format`` (``"json"`` or a JSON Schema) and tool-call arguments as objects rather than JSON text.
+Run Fireside on Ollama's port (11434) and Ollama-only clients work unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict
+from starlette.concurrency import run_in_threadpool
+
+from .. import __version__ as engine_version
+from ..runtime.types import ChatRequest, Chunk, CompletionRequest, ToolCall
+from .context import ServerContext, context
+from .errors import ApiError, describe, error_body
+from .mapping import arguments_dict, sampling, text_of
+from .ollama_admin import admin_router
+from .streaming import collect, reply_parts, stream
+
+router = APIRouter(prefix="/api", tags=["Ollama"])  # routes only; their state comes from app.state
+router.include_router(admin_router)
+OLLAMA_VERSION = "0.12.0"  # the Ollama API level these routes follow; some clients check it
+_OPTION_NAMES = {"num_predict": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+                 "min_p": "min_p", "seed": "seed", "stop": "stop", "repeat_penalty": "repeat_penalty",
+                 "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+_DURATION_RE = re.compile(r"^(-?\d+(?:\.\d+)?)(ms|s|m|h)?$")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ChatBody(_Body):
+    model: str
+    messages: list[dict[str, Any]] = []
+    tools: list[dict[str, Any]] | None = None
+    format: str | dict[str, Any] | None = None
+    options: dict[str, Any] | None = None
+    stream: bool = True
+    keep_alive: str | float | None = None
+    think: bool | None = None
+
+
+class GenerateBody(_Body):
+    model: str
+    prompt: str = ""
+    system: str | None = None
+    format: str | dict[str, Any] | None = None
+    options: dict[str, Any] | None = None
+    stream: bool = True
+    raw: bool = False
+    keep_alive: str | float | None = None
+
+
+class EmbedBody(_Body):
+    model: str
+    input: str | list[str] = ""
+    prompt: str | None = None  # the older /api/embeddings field
+    keep_alive: str | float | None = None
+
+
+def options_sampling(options: dict[str, Any] | None):
+    known = {_OPTION_NAMES[k]: v for k, v in (options or {}).items() if k in _OPTION_NAMES}
+    if known.get("max_tokens") is not None and known["max_tokens"] < 0:
+        known["max_tokens"] = None  # -1: generate until the model stops
+    return sampling(**known)
+
+
+def keep_alive_s(value: str | float | None) -> float | None:
+    """Ollama's keep_alive as the runtime's ttl: None keeps the default; negative keeps it loaded
+    for ever (ttl 0 means "never reap"); 0 unloads it after the request."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        m = _DURATION_RE.match(value.strip())
+        if not m:
+            raise ApiError(f"keep_alive {value!r} is not a duration like 5m, 30s or -1")
+        seconds = float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+    return 0.0 if seconds < 0 else max(seconds, 0.001)
+
+
+def engine_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Ollama messages in the engine's (OpenAI) shape: tool-call arguments as JSON text."""
+    out = []
+    for m in messages:
+        msg = {"role": m.get("role", "user"), "content": text_of(m.get("content"))}
+        if m.get("images"):
+            raise ApiError("this server does not take images yet")
+        if m.get("tool_calls"):
+            msg["tool_calls"] = [{"id": c.get("id", ""), "type": "function",
+                                  "function": {"name": c["function"]["name"],
+                                               "arguments": json.dumps(c["function"].get("arguments", {}))}}
+                                 for c in m["tool_calls"]]
+        if m.get("tool_name"):
+            msg["name"] = m["tool_name"]
+        out.append(msg)
+    return out
+
+
+def apply_format(req: ChatRequest, fmt: str | dict | None) -> None:
+    if fmt == "json":
+        req.json_mode = True
+    elif isinstance(fmt, dict):
+        req.json_schema = fmt
+    elif fmt not in (None, ""):
+        raise ApiError(f"format must be \"json\" or a JSON Schema, not {fmt!r}")
+
+
+def timestamp() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def final_fields(done: Chunk) -> dict[str, Any]:
+    u = done.usage
+    if u is None:
+        return {"done": True, "done_reason": done.finish_reason or "stop"}
+    decode_s = max(u.total_s - u.ttft_s, 0.0)
+    return {"done": True, "done_reason": "stop" if done.finish_reason == "tool_calls" else done.finish_reason,
+            "total_duration": int(u.total_s * 1e9), "load_duration": 0,
+            "prompt_eval_count": u.prompt_tokens, "prompt_eval_duration": int(u.ttft_s * 1e9),
+            "eval_count": u.completion_tokens, "eval_duration": int(decode_s * 1e9)}
+
+
+def ollama_calls(calls: list[ToolCall]) -> list[dict]:
+    return [{"id": c.id, "function": {"name": c.name, "arguments": arguments_dict(c)}} for c in calls]
+
+
+class NdjsonEncoder:
+    """One JSON object per line; ``field`` is where text goes ("message" for chat, "response" for generate)."""
+
+    def __init__(self, model: str, chat: bool):
+        self.model, self.chat = model, chat
+
+    def _line(self, **fields: Any) -> bytes:
+        return (json.dumps({"model": self.model, "created_at": timestamp(), **fields}, ensure_ascii=False)
+                + "\n").encode("utf-8")
+
+    def piece(self, content: str = "", thinking: str = "", calls: list | None = None, **extra: Any) -> bytes:
+        if not self.chat:
+            return self._line(response=content, **({"thinking": thinking} if thinking else {}), **extra)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if thinking:
+            message["thinking"] = thinking
+        if calls:
+            message["tool_calls"] = ollama_calls(calls)
+        return self._line(message=message, **extra)
+
+    def start(self) -> list[bytes]:
+        return []
+
+    def chunk(self, chunk: Chunk) -> list[bytes]:
+        if chunk.kind == "text":
+            return [self.piece(chunk.text, done=False)]
+        if chunk.kind == "reasoning":
+            return [self.piece(thinking=chunk.text, done=False)]
+        if chunk.kind == "tool_calls":
+            return [self.piece(calls=chunk.tool_calls, done=False)]
+        return [self.piece(**final_fields(chunk))]
+
+    def error(self, exc: BaseException) -> list[bytes]:
+        return [(json.dumps(error_body("ollama", describe(exc))) + "\n").encode("utf-8")]
+
+    def end(self) -> list[bytes]:
+        return []
+
+
+def _unloading(ctx: ServerContext, model_id: str, source, ttl: float | None):
+    """``keep_alive: 0``: unload the model once this reply is over."""
+    if ttl != 0.0:
+        return source
+
+    def wrapped(cancel):
+        try:
+            yield from source(cancel)
+        finally:
+            ctx.runtime.unload(model_id)
+
+    return wrapped
+
+
+async def _serve(request: Request, source, encoder: NdjsonEncoder, streamed: bool):
+    if streamed:
+        return await stream(request, source, encoder, "application/x-ndjson")
+    text, thinking, calls, done = reply_parts(await collect(request, source))
+    return json.loads(encoder.piece(text, thinking, calls, **final_fields(done)))
+
+
+@router.post("/chat")
+async def chat(body: ChatBody, request: Request):
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    ttl = keep_alive_s(body.keep_alive)
+    if not body.messages:  # Ollama's way to load a model: answer once it is loaded
+        return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
+    req = ChatRequest(messages=engine_messages(body.messages), tools=body.tools or None,
+                      sampling=options_sampling(body.options), reasoning=body.think is not False)
+    apply_format(req, body.format)
+
+    def source(cancel):
+        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=ttl or None)
+
+    return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, True),
+                        body.stream)
+
+
+@router.post("/generate")
+async def generate(body: GenerateBody, request: Request):
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    ttl = keep_alive_s(body.keep_alive)
+    if not body.prompt:
+        return await _load_only(ctx, model_id, body.model, ttl, {"response": ""})
+    opts = options_sampling(body.options)
+    if body.raw:
+        req: Any = CompletionRequest(prompt=body.prompt, sampling=opts)
+        if body.format:
+            raise ApiError("format cannot be combined with raw prompts")
+    else:
+        messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
+                   [{"role": "user", "content": body.prompt}]
+        req = ChatRequest(messages=messages, sampling=opts)
+        apply_format(req, body.format)
+
+    def source(cancel):
+        run = ctx.runtime.complete if body.raw else ctx.runtime.chat
+        return run(model_id, req, cancel=cancel, ttl_s=ttl or None)
+
+    return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, False),
+                        body.stream)
+
+
+async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | None, empty: dict) -> dict:
+    if ttl == 0.0:
+        await run_in_threadpool(ctx.runtime.unload, model_id)
+        return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
+    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=ttl))
+    return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
+
+
+@router.post("/embed")
+async def embed(body: EmbedBody, request: Request) -> dict:
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    inputs = [body.input] if isinstance(body.input, str) else list(body.input)
+    if not any(inputs):
+        raise ApiError("input must not be empty")
+    vectors, n_tokens = await run_in_threadpool(ctx.runtime.embed, model_id, inputs)
+    return {"model": body.model, "embeddings": vectors, "prompt_eval_count": n_tokens}
+
+
+@router.post("/embeddings")
+async def embeddings(body: EmbedBody, request: Request) -> dict:
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    vectors, _ = await run_in_threadpool(ctx.runtime.embed, model_id, [body.prompt or ""])
+    return {"embedding": vectors[0]}
+
+
+@router.get("/version")
+async def version() -> dict:
+    return {"version": OLLAMA_VERSION, "fireside": engine_version}
+
+
+@router.head("/version", include_in_schema=False)
+async def version_head() -> Response:
+    return Response()

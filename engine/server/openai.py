@@ -1,0 +1,245 @@
+"""The OpenAI dialect: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``.
+
+A thin translation layer: each request body becomes a ``ChatRequest`` or ``CompletionRequest``, the
+runtime's chunks become ``chat.completion`` objects or ``chat.completion.chunk`` SSE events ending
+in ``data: [DONE]``. Tool calls arrive from the runtime whole, so a streamed call is one
+``tool_calls`` delta carrying its id, name and complete arguments. ``/v1/responses`` lives in
+``responses.py``; errors are shaped by ``errors.py``.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from ..runtime.types import ChatRequest, Chunk, CompletionRequest
+from .context import context, new_id
+from .errors import ApiError, describe, error_body
+from .mapping import (
+    check_tool_choice,
+    finish_reason,
+    now,
+    openai_tool_calls,
+    openai_usage,
+    sampling,
+    sse,
+    text_of,
+)
+from .streaming import collect, reply_parts, stream
+
+router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; their state comes from app.state
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class ChatBody(_Body):
+    model: str
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    n: int = Field(1, ge=1, le=1)
+
+
+class CompletionBody(_Body):
+    model: str
+    prompt: str | list[str]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = 16
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+
+
+class EmbeddingBody(_Body):
+    model: str
+    input: str | list[str]
+    encoding_format: str = "float"
+
+
+def chat_request(body: ChatBody) -> ChatRequest:
+    messages = [dict(m, content=text_of(m.get("content"))) if "content" in m else m for m in body.messages]
+    req = ChatRequest(messages=messages, tools=body.tools or None,
+                      tool_choice=check_tool_choice(body.tools, body.tool_choice),
+                      sampling=sampling(max_tokens=body.max_completion_tokens or body.max_tokens,
+                                        temperature=body.temperature, top_p=body.top_p, seed=body.seed,
+                                        stop=body.stop, frequency_penalty=body.frequency_penalty,
+                                        presence_penalty=body.presence_penalty))
+    apply_format(req, body.response_format)
+    return req
+
+
+def apply_format(req: ChatRequest, fmt: dict[str, Any] | None) -> None:
+    kind = (fmt or {}).get("type", "text")
+    if kind == "json_object":
+        req.json_mode = True
+    elif kind == "json_schema":
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        if not isinstance(schema, dict):
+            raise ApiError("response_format.json_schema.schema must be a JSON Schema object",
+                           param="response_format")
+        req.json_schema = schema
+    elif kind != "text":
+        raise ApiError(f"response_format type {kind!r} is not supported", param="response_format")
+
+
+@router.get("/models")
+async def list_models(request: Request) -> dict:
+    models = await run_in_threadpool(context(request).models)
+    return {"object": "list", "data": [model_card(m) for m in models]}
+
+
+@router.get("/models/{name:path}")
+async def get_model(name: str, request: Request) -> dict:
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, name)
+    return model_card(next(m for m in ctx.models() if m.id == model_id))
+
+
+def model_card(model: Any) -> dict:
+    return {"id": model.id, "object": "model", "created": int(model.added_at or 0), "owned_by": model.source}
+
+
+@router.post("/chat/completions")
+async def chat_completions(body: ChatBody, request: Request):
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    req = chat_request(body)
+
+    def source(cancel):
+        return ctx.runtime.chat(model_id, req, cancel=cancel)
+
+    if body.stream:
+        usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await stream(request, source, ChatEncoder(body.model, usage), "text/event-stream")
+    return chat_completion(body.model, await collect(request, source))
+
+
+def chat_completion(model: str, chunks: list[Chunk]) -> dict:
+    text, reasoning, calls, done = reply_parts(chunks)
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = openai_tool_calls(calls)
+    return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": now(), "model": model,
+            "system_fingerprint": "fireside",
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": finish_reason(done.finish_reason)}],
+            "usage": openai_usage(done.usage)}
+
+
+class ChatEncoder:
+    """``chat.completion.chunk`` events for one streamed reply."""
+
+    def __init__(self, model: str, include_usage: bool):
+        self.id, self.model, self.include_usage, self.created = new_id("chatcmpl-"), model, include_usage, now()
+        self.n_calls = 0
+
+    def _event(self, delta: dict | None, finish: str | None = None, **extra: Any) -> bytes:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                    "model": self.model, "system_fingerprint": "fireside", "choices": choices, **extra})
+
+    def start(self) -> list[bytes]:
+        return [self._event({"role": "assistant", "content": ""})]
+
+    def chunk(self, chunk: Chunk) -> list[bytes]:
+        if chunk.kind == "text":
+            return [self._event({"content": chunk.text})]
+        if chunk.kind == "reasoning":
+            return [self._event({"reasoning_content": chunk.text})]
+        if chunk.kind == "tool_calls":
+            calls = openai_tool_calls(chunk.tool_calls or [])
+            for call in calls:
+                call["index"], self.n_calls = self.n_calls, self.n_calls + 1
+            return [self._event({"tool_calls": calls})]
+        out = [self._event({}, finish_reason(chunk.finish_reason))]
+        if self.include_usage:
+            out.append(self._event(None, usage=openai_usage(chunk.usage)))
+        return out
+
+    def error(self, exc: BaseException) -> list[bytes]:
+        return [sse(error_body("openai", describe(exc)))]
+
+    def end(self) -> list[bytes]:
+        return [sse("[DONE]")]
+
+
+@router.post("/completions")
+async def completions(body: CompletionBody, request: Request):
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
+    if isinstance(body.prompt, list) and len(body.prompt) > 1:
+        raise ApiError("one prompt per request", param="prompt")
+    req = CompletionRequest(prompt=prompt, sampling=sampling(max_tokens=body.max_tokens, temperature=body.temperature,
+                                                             top_p=body.top_p, seed=body.seed, stop=body.stop))
+
+    def source(cancel):
+        return ctx.runtime.complete(model_id, req, cancel=cancel)
+
+    if body.stream:
+        usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await stream(request, source, CompletionEncoder(body.model, usage), "text/event-stream")
+    text, _, _, done = reply_parts(await collect(request, source))
+    return {"id": new_id("cmpl-"), "object": "text_completion", "created": now(), "model": body.model,
+            "choices": [{"index": 0, "text": text, "logprobs": None,
+                         "finish_reason": finish_reason(done.finish_reason)}],
+            "usage": openai_usage(done.usage)}
+
+
+class CompletionEncoder(ChatEncoder):
+    def _event(self, delta: dict | None, finish: str | None = None, **extra: Any) -> bytes:
+        choices = [] if delta is None else [{"index": 0, "text": (delta or {}).get("content", ""),
+                                             "logprobs": None, "finish_reason": finish}]
+        return sse({"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
+                    "choices": choices, **extra})
+
+    def start(self) -> list[bytes]:
+        return []
+
+
+@router.post("/embeddings")
+async def embeddings(body: EmbeddingBody, request: Request) -> dict:
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    inputs = [body.input] if isinstance(body.input, str) else body.input
+    if not inputs:
+        raise ApiError("input must not be empty", param="input")
+    if body.encoding_format not in ("float", "base64"):
+        raise ApiError("encoding_format must be float or base64", param="encoding_format")
+    vectors, n_tokens = await run_in_threadpool(ctx.runtime.embed, model_id, inputs)
+    data = [{"object": "embedding", "index": i, "embedding": encode_vector(v, body.encoding_format)}
+            for i, v in enumerate(vectors)]
+    return {"object": "list", "data": data, "model": body.model,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}
+
+
+def encode_vector(vector: list[float], fmt: str) -> list[float] | str:
+    if fmt == "base64":  # little-endian float32, as OpenAI sends it
+        return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+    return vector

@@ -1,0 +1,198 @@
+"""OpenAI's Responses API: ``POST /v1/responses``, whole or streamed, continued with ``previous_response_id``.
+
+A response's input (a string, or message and ``function_call_output`` items) becomes engine chat
+messages; the reply becomes ``message`` and ``function_call`` output items. Each finished response's
+conversation is kept in the context's ``ResponseStore`` (the last few hundred, in memory), so a
+request naming ``previous_response_id`` continues it without resending the history. The previous
+response's ``instructions`` are not carried over, as in OpenAI's API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+
+from ..runtime.types import ChatRequest, Chunk, ToolCall, Usage
+from .context import ResponseStore, context, new_id
+from .errors import ApiError, describe, error_body
+from .mapping import check_tool_choice, now, sampling, sse, text_of
+from .openai import apply_format
+from .streaming import collect, reply_parts, stream
+
+router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; state comes from app.state
+
+
+class ResponsesBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    previous_response_id: str | None = None
+    max_output_tokens: int | None = None
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, ge=0, le=1)
+    stream: bool = False
+    store: bool = True
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    text: dict[str, Any] | None = None
+
+
+def input_messages(items: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    out: list[dict[str, Any]] = []
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = "system" if item.get("role") == "developer" else item.get("role", "user")
+            out.append({"role": role, "content": text_of(item.get("content"))})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id", ""), "type": "function",
+                    "function": {"name": item["name"], "arguments": item.get("arguments", "{}")}}
+            out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": str(item.get("output", ""))})
+        else:
+            raise ApiError(f"input items of type {kind!r} are not supported", param="input")
+    return out
+
+
+def conversation(body: ResponsesBody, store: ResponseStore) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    if body.previous_response_id:
+        found = store.get(body.previous_response_id)
+        if found is None:
+            raise ApiError(f"no response with id {body.previous_response_id!r} (responses are kept in memory "
+                           f"while the server runs)", 404, "response_not_found", "previous_response_id")
+        history = [m for m in found if m["role"] != "system"]
+    system = [{"role": "system", "content": body.instructions}] if body.instructions else []
+    return system + history + input_messages(body.input)
+
+
+def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatRequest:
+    tools = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}}
+             for t in body.tools or [] if t.get("type") == "function"] or None
+    req = ChatRequest(messages=messages, tools=tools, tool_choice=check_tool_choice(tools, body.tool_choice),
+                      sampling=sampling(max_tokens=body.max_output_tokens, temperature=body.temperature,
+                                        top_p=body.top_p))
+    fmt = (body.text or {}).get("format")
+    if fmt and fmt.get("type") == "json_schema":
+        fmt = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema")}}
+    apply_format(req, fmt)
+    return req
+
+
+def output_items(text: str, calls: list[ToolCall]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if text or not calls:
+        items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
+                      "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    items += [{"type": "function_call", "id": new_id("fc_"), "call_id": c.id, "name": c.name,
+               "arguments": c.arguments, "status": "completed"} for c in calls]
+    return items
+
+
+def response_object(rid: str, body: ResponsesBody, output: list, usage: Usage | None, status: str) -> dict:
+    u = usage or Usage()
+    return {"id": rid, "object": "response", "created_at": now(), "status": status, "model": body.model,
+            "output": output, "instructions": body.instructions, "previous_response_id": body.previous_response_id,
+            "tools": body.tools or [], "tool_choice": body.tool_choice or "auto", "parallel_tool_calls": False,
+            "temperature": body.temperature, "top_p": body.top_p, "metadata": {}, "error": None,
+            "incomplete_details": None if status != "incomplete" else {"reason": "max_output_tokens"},
+            "usage": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
+                      "total_tokens": u.prompt_tokens + u.completion_tokens,
+                      "input_tokens_details": {"cached_tokens": u.cached_tokens},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def remember(store: ResponseStore, body: ResponsesBody, rid: str, messages: list, text: str, calls: list) -> None:
+    if not body.store:
+        return
+    reply: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        reply["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                               for c in calls]
+    store.put(rid, [*messages, reply])
+
+
+@router.post("/responses")
+async def create_response(body: ResponsesBody, request: Request):
+    ctx = context(request)
+    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    messages = conversation(body, ctx.responses)
+    req = chat_request(body, messages)
+
+    def source(cancel):
+        return ctx.runtime.chat(model_id, req, cancel=cancel)
+
+    rid = new_id("resp_")
+    if body.stream:
+        return await stream(request, source, ResponseEncoder(rid, body, messages, ctx.responses), "text/event-stream")
+    text, _, calls, done = reply_parts(await collect(request, source))
+    remember(ctx.responses, body, rid, messages, text, calls)
+    status = "incomplete" if done.finish_reason == "length" else "completed"
+    return response_object(rid, body, output_items(text, calls), done.usage, status)
+
+
+class ResponseEncoder:
+    """The Responses API's streaming events; the text goes out as one message item's deltas."""
+
+    def __init__(self, rid: str, body: ResponsesBody, messages: list, store: ResponseStore):
+        self.rid, self.body, self.messages, self.store = rid, body, messages, store
+        self.seq, self.text, self.calls, self.msg_id = 0, "", [], new_id("msg_")
+
+    def _event(self, kind: str, **data: Any) -> bytes:
+        self.seq += 1
+        return sse({"type": kind, "sequence_number": self.seq, **data}, kind)
+
+    def start(self) -> list[bytes]:
+        created = response_object(self.rid, self.body, [], None, "in_progress")
+        return [self._event("response.created", response=created),
+                self._event("response.in_progress", response=created)]
+
+    def _open_message(self) -> list[bytes]:
+        item = {"type": "message", "id": self.msg_id, "status": "in_progress", "role": "assistant", "content": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
+        return [self._event("response.output_item.added", output_index=0, item=item),
+                self._event("response.content_part.added", item_id=self.msg_id, output_index=0,
+                            content_index=0, part=part)]
+
+    def chunk(self, chunk: Chunk) -> list[bytes]:
+        if chunk.kind == "text":
+            out = self._open_message() if not self.text else []
+            self.text += chunk.text
+            return out + [self._event("response.output_text.delta", item_id=self.msg_id, output_index=0,
+                                      content_index=0, delta=chunk.text)]
+        if chunk.kind == "tool_calls":
+            self.calls += chunk.tool_calls or []
+            return []
+        if chunk.kind == "done":
+            return self._finish(chunk)
+        return []
+
+    def _finish(self, done: Chunk) -> list[bytes]:
+        items = output_items(self.text, self.calls)
+        if self.text:
+            items[0]["id"] = self.msg_id
+        out = []
+        if self.text:
+            out.append(self._event("response.output_text.done", item_id=self.msg_id, output_index=0,
+                                   content_index=0, text=self.text))
+        for i, item in enumerate(items):
+            if item["type"] == "function_call":
+                out.append(self._event("response.output_item.added", output_index=i, item=item))
+            out.append(self._event("response.output_item.done", output_index=i, item=item))
+        remember(self.store, self.body, self.rid, self.messages, self.text, self.calls)
+        status = "incomplete" if done.finish_reason == "length" else "completed"
+        final = response_object(self.rid, self.body, items, done.usage, status)
+        return out + [self._event(f"response.{status}", response=final)]
+
+    def error(self, exc: BaseException) -> list[bytes]:
+        return [self._event("error", **error_body("openai", describe(exc))["error"])]
+
+    def end(self) -> list[bytes]:
+        return []

@@ -1,0 +1,112 @@
+"""``ServerThread``: uvicorn on a background thread, for the desktop app (and tests, and the bench).
+
+The listening socket is bound here, on the caller's thread, before uvicorn starts: a taken port is an
+``OSError`` at once, turned into a ``ServerError`` that says what to do, and port 0 picks a free port
+whose number ``port`` then reports. ``start`` then waits until uvicorn says it has started or its
+thread has died (a failure inside uvicorn is reported, never waited on forever). ``stop`` asks
+uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+import sys
+import threading
+import time
+
+import uvicorn
+
+from ..errors import ServerError
+
+log = logging.getLogger(__name__)
+POLL_S = 0.01
+
+
+class ServerThread:
+    """Serve ``app`` on ``host:port`` from a daemon thread. ``start``/``stop`` may be called from any
+    thread (the GUI thread included: ``start`` blocks only until the socket listens)."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 8765, *, log_level: str = "warning",
+                 access_log: bool = False, graceful_s: float = 3.0):
+        self.app, self.host, self.requested_port = app, host, port
+        self.config = uvicorn.Config(app, log_config=None, log_level=log_level, access_log=access_log,
+                                     timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none")
+        self.server = uvicorn.Server(self.config)
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self._failure: BaseException | None = None
+        self.port = port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return bool(self._thread and self._thread.is_alive() and self.server.started)
+
+    def start(self, timeout: float = 15.0) -> None:
+        """Bind, start uvicorn, and return once it accepts connections; ``ServerError`` otherwise."""
+        if self._thread is not None:
+            raise ServerError("this server thread was already started; make a new one")
+        self._socket = bind_socket(self.host, self.requested_port)
+        self.port = self._socket.getsockname()[1]
+        self._thread = threading.Thread(target=self._run, name=f"fireside-server-{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self._thread.is_alive():
+                self._close_socket()
+                raise ServerError(f"the API server on {self.url} stopped while starting: {self._failure!r}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerError(f"the API server on {self.url} did not start within {timeout:.0f} s")
+            time.sleep(POLL_S)  # uvicorn offers no start callback: poll its flag, bounded by the deadline
+        log.info("API server listening on %s", self.url)
+
+    def _run(self) -> None:
+        try:
+            self.server.run(sockets=[self._socket])
+        except BaseException as exc:  # SystemExit included: uvicorn exits on some start-up failures
+            self._failure = exc
+            log.error("the API server thread ended: %r", exc)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and join the thread. Idempotent; does not touch the runtime."""
+        if self._thread is None:
+            return
+        self.server.should_exit = True
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            self.server.force_exit = True
+            self._thread.join(timeout)
+        self._close_socket()
+        log.info("API server on %s stopped", self.url)
+
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; a clear ``ServerError`` when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    if sys.platform == "win32":  # SO_REUSEADDR on Windows would let us steal a port in use
+        sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_EXCLUSIVEADDRUSE", socket.SO_REUSEADDR), 1)
+    else:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+            raise ServerError(f"port {port} on {host} is already in use (another Fireside, Ollama or LM Studio?); "
+                              f"stop that program or choose another port with --port") from exc
+        raise ServerError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    sock.set_inheritable(False)
+    return sock
