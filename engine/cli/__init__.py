@@ -8,9 +8,9 @@ import logging
 import sys
 
 from ..errors import FiresideError
-from . import chat, library, models
+from . import chat, library, models, server
 
-GROUPS = [models, chat, library]
+GROUPS = [models, chat, library, server]
 
 
 def build_parser() -> argparse.ArgumentParser:

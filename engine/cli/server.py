@@ -1,0 +1,97 @@
+"""``fireside serve``: the local API server in the foreground, for headless machines and scripts.
+
+The same app and ``ServerThread`` the desktop app uses, started as one explicit sequence (settings,
+library, runtime, app, listening socket) with a log line per step, and stopped in reverse on Ctrl-C
+or SIGTERM. The API key is kept in the OS keyring: ``--api-key KEY`` stores it, ``--new-key`` makes
+and stores a random one (printed once), ``--forget-key`` removes it. Listening on anything but
+loopback without a key is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import secrets
+import signal
+import threading
+
+from ..settings import Settings
+
+log = logging.getLogger("fireside.serve")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve the OpenAI, Ollama and Anthropic APIs in the foreground")
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1; 0.0.0.0 opens it to the "
+                                  "network and needs an API key)")
+    p.add_argument("--port", type=int, help="port (default 8765; 11434 stands in for Ollama)")
+    keys = p.add_mutually_exclusive_group()
+    keys.add_argument("--api-key", help="require this key and store it in the OS keyring")
+    keys.add_argument("--new-key", action="store_true", help="make a random key, store it, and print it once")
+    keys.add_argument("--forget-key", action="store_true", help="remove the stored key and exit")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="let browser pages from this origin call the API (repeatable)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                   help="accept this Host header besides loopback names (repeatable)")
+    p.set_defaults(handler=cmd_serve)
+
+
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key to require: given, newly made, or the one in the keyring (stored when given or made)."""
+    from ..server.security import load_api_key, save_api_key
+
+    key = args.api_key
+    if args.new_key:
+        key = secrets.token_urlsafe(32)
+        print(f"new API key (stored in the OS keyring; shown only now): {key}")
+    if key:
+        save_api_key(key)
+        return key
+    return load_api_key()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..server.security import delete_api_key
+
+    if args.forget_key:
+        delete_api_key()
+        print("the API key is removed; the server now answers loopback clients without one")
+        return 0
+    settings = Settings.from_env()
+    host, port = args.host or settings.host, args.port or settings.port
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop)
+    return 0
+
+
+def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
+          stop: threading.Event) -> None:
+    """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
+    from ..library import Library
+    from ..runtime.runtime import Runtime
+    from ..server import SecurityPolicy, ServerThread, create_app
+    from ..server.security import check_bind
+
+    check_bind(host, key)
+    settings.ensure_dirs()
+    log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
+    library = Library(settings)
+    log.info("library: %d models", len(library.list()))
+    runtime = Runtime(settings)
+    policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts)
+    server = ServerThread(create_app(runtime, settings, library, policy=policy), host, port)
+    try:
+        server.start()
+        print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
+              f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}")
+        print("Ctrl-C stops it.")
+        while not stop.wait(0.5):  # wake now and then so Ctrl-C is seen on every platform
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        log.info("stopping the server")
+        server.stop()
+        log.info("stopping the runners")
+        runtime.close()
