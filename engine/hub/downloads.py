@@ -35,7 +35,6 @@ from ..errors import DiskFull, DownloadError, GatedRepo, HubError, IntegrityErro
 
 log = logging.getLogger(__name__)
 
-CHUNK = 256 * 1024
 DISK_MARGIN = 64 * 1024 * 1024  # leave the disk with room for the index, logs and the OS
 
 
@@ -201,7 +200,7 @@ class Downloader:
             with part.open("r+b") as fh:
                 fh.seek(state.done)
                 fh.truncate()
-                for chunk in r.iter_bytes(CHUNK):
+                for chunk in r.iter_bytes():  # as received: a drop loses no buffered bytes
                     if cancel.is_set():
                         raise DownloadCancelled(f"{spec.filename}: cancelled at {state.done:,} bytes; "
                                                 f"run again to resume")

@@ -52,7 +52,7 @@ class LibraryModel:
 
     @property
     def quant(self) -> str:
-        return quant_of(Path(self.path).stem) or self.info.file_type
+        return quant_of(model_id(Path(self.path).name)) or self.info.file_type
 
     def to_dict(self) -> dict[str, object]:
         return {
