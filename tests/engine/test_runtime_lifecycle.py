@@ -1,0 +1,98 @@
+"""Loading, unloading and scheduling runners: progress, cancel, several models, idle time-to-live."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+import pytest
+from fireside.engine.errors import LoadCancelled, QueueFull
+from fireside.engine.models.planner import LoadOptions
+from fireside.engine.runtime.runtime import Runtime, _fallback
+from fireside.engine.runtime.types import ChatRequest, Sampling
+from fireside.engine.settings import Settings
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture
+def make_runtime(tmp_path, smollm2_path):
+    made = []
+
+    def make(**kw) -> Runtime:
+        rt = Runtime(Settings.from_env({"FIRESIDE_HOME": str(tmp_path)}), resolver=lambda _: smollm2_path, **kw)
+        made.append(rt)
+        return rt
+
+    yield make
+    for rt in made:
+        rt.close()
+
+
+def hello(max_tokens: int = 4) -> ChatRequest:
+    return ChatRequest(messages=[{"role": "user", "content": "Hello"}], sampling=Sampling(max_tokens=max_tokens))
+
+
+def test_load_reports_progress_up_to_done(make_runtime):
+    seen = []
+    loaded = make_runtime(idle_ttl_s=0).load("a", LoadOptions(context=512), on_progress=seen.append)
+    assert seen and seen[-1].fraction == 1.0
+    assert [p.fraction for p in seen] == sorted(p.fraction for p in seen)
+    assert loaded.n_ctx == 512 and loaded.verdict == "cpu_only" and loaded.rss_bytes > 50_000_000
+
+
+def test_cancelled_load_says_so_and_leaves_nothing_running(make_runtime):
+    rt = make_runtime(idle_ttl_s=0)
+    cancel = threading.Event()
+    cancel.set()  # the user pressed Cancel before llama.cpp reported any progress
+    with pytest.raises(LoadCancelled):
+        rt.load("a", LoadOptions(context=512), cancel=cancel)
+    assert rt.loaded() == []
+    assert rt.load("a", LoadOptions(context=512)).n_ctx == 512  # and a later load works
+
+
+def test_several_models_at_once_and_unload_gives_memory_back(make_runtime):
+    rt = make_runtime(idle_ttl_s=0)
+    a = rt.load("a", LoadOptions(context=512))
+    b = rt.load("b", LoadOptions(context=512))
+    assert a.pid != b.pid and {m.model_id for m in rt.loaded()} == {"a", "b"}
+    assert rt.unload("a")
+    assert not psutil.pid_exists(a.pid) or psutil.Process(a.pid).status() == psutil.STATUS_ZOMBIE
+    assert [m.model_id for m in rt.loaded()] == ["b"]
+
+
+def test_idle_model_unloads_after_its_time_to_live(make_runtime):
+    rt = make_runtime(idle_ttl_s=1)
+    list(rt.chat("a", hello()))  # loaded just in time
+    assert rt.is_loaded("a")
+    deadline = time.monotonic() + 10
+    while rt.is_loaded("a") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not rt.is_loaded("a")
+
+
+def test_queue_limit_refuses_past_the_limit(make_runtime):
+    rt = make_runtime(idle_ttl_s=0, max_queue=1)
+    rt.load("a", LoadOptions(context=512))
+    first = rt.chat("a", hello(max_tokens=200))
+    next(first)  # the first request now holds the only slot
+    with pytest.raises(QueueFull):
+        next(rt.chat("a", hello()))
+    first.close()  # the caller went away: the slot frees
+    assert list(rt.chat("a", hello()))[-1].kind == "done"
+
+
+def test_a_failed_load_is_retried_smaller_and_says_what_changed(smollm2_path):
+    from dataclasses import replace
+
+    from fireside.engine.models import hardware
+    from fireside.engine.models.inspection import inspect_file
+    from fireside.engine.models.planner import plan_fit
+
+    plan = plan_fit(inspect_file(smollm2_path), hardware.detect(), LoadOptions(context=8192))
+    smaller, change = _fallback(plan)
+    assert smaller.context == 4096 and change == "a 4,096-token context instead of 8,192"
+    gpu_plan = replace(plan, n_gpu_layers=31)
+    smaller, change = _fallback(gpu_plan)
+    assert smaller.n_gpu_layers == 15 and change == "15 GPU layers instead of 31"
