@@ -1,0 +1,133 @@
+"""Fireside's desktop app: one explicit start-up sequence, and a shutdown that reverses it.
+
+Start-up, one log line per step: settings and folders, preferences, the chats database, the runtime,
+the task pool and engine bridge, the theme, the main window, the tray. Shutdown goes back down the
+same list: hide the tray, close the window, stop the server, set every cancel event, stop the task
+pool (joining its workers), close the runtime (its runner processes go), close the database.
+
+``Fireside`` holds the pieces so tests and tools can start exactly what ``main()`` starts, with their
+own runtime or settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from fireside.engine.settings import Settings
+from PySide6.QtWidgets import QApplication
+
+from .bridge import EngineBridge, Tasks
+from .context import AppContext
+from .prefs import Prefs
+from .store import Store
+
+log = logging.getLogger("fireside.app")
+
+
+class Fireside:
+    """The running app: its context, window and tray, started and stopped in order."""
+
+    def __init__(self, settings: Settings | None = None, runtime=None, *, tray: bool = True):
+        self.settings = settings or Settings.from_env()
+        self._own_runtime = runtime is None
+        self._runtime = runtime
+        self._want_tray = tray
+        self.ctx: AppContext | None = None
+        self.window = None
+        self.tray = None
+
+    def start(self):
+        from .theme import apply_theme
+        from .windows.mainwindow import MainWindow
+
+        s = self.settings
+        log.info("1/8 settings: data in %s, models in %s", s.data_dir, ", ".join(map(str, s.models_dirs)))
+        s.ensure_dirs()
+        prefs = Prefs(s.config_dir / "app.json")
+        log.info("2/8 preferences from %s", prefs.path)
+        s.models_dirs.extend(p for p in map(_path, prefs.get("models_dirs") or []) if p not in s.models_dirs)
+        store = Store(s.chats_db)
+        log.info("3/8 chats database %s (schema %d)", store.path, store.db.execute("PRAGMA user_version").fetchone()[0])
+        runtime = self._runtime or _make_runtime(s)
+        log.info("4/8 runtime ready")
+        tasks = Tasks()
+        bridge = EngineBridge(runtime, tasks)
+        log.info("5/8 task pool and engine bridge")
+        self.ctx = AppContext(s, prefs, store, runtime, tasks, bridge)
+        apply_theme(prefs.get("theme"))
+        log.info("6/8 theme: %s", prefs.get("theme"))
+        self.window = MainWindow(self.ctx)
+        log.info("7/8 main window")
+        if self._want_tray:
+            from .tray import Tray
+
+            self.tray = Tray.create(self)
+        log.info("8/8 tray: %s", "shown" if self.tray else "not available")
+        return self.window
+
+    def stop(self) -> None:
+        """Reverse of ``start``; safe to call twice."""
+        if self.ctx is None:
+            return
+        ctx, self.ctx = self.ctx, None
+        if self.tray:
+            self.tray.hide()
+            log.info("shutdown: tray hidden")
+        if self.window is not None:
+            server = self.window.pages["Server"]
+            self.window.dispose()
+            self.window.hide()
+            self.window.deleteLater()
+            log.info("shutdown: window closed")
+            if hasattr(server, "stop_server"):
+                server.stop_server(wait=True)
+                log.info("shutdown: server stopped")
+        ctx.bridge.cancel_all()
+        log.info("shutdown: cancel events set")
+        ctx.tasks.close(wait=True)
+        log.info("shutdown: task pool joined")
+        if self._own_runtime:
+            ctx.runtime.close()
+            log.info("shutdown: runtime closed")
+        ctx.store.close()
+        log.info("shutdown: chats database closed")
+
+
+def _path(p):
+    from pathlib import Path
+
+    return Path(p).expanduser()
+
+
+def _make_runtime(settings: Settings):
+    from fireside.engine.runtime.runtime import Runtime
+
+    return Runtime(settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
+    app.setApplicationName("Fireside")
+    app.setQuitOnLastWindowClosed(False)  # the tray may keep the server running; quit goes through us
+    fireside = Fireside()
+    window = fireside.start()
+    window.close_requested.connect(lambda: _on_close(fireside, app))
+    app.aboutToQuit.connect(fireside.stop)
+    window.show()
+    code = app.exec()
+    fireside.stop()
+    return code
+
+
+def _on_close(fireside: Fireside, app: QApplication) -> None:
+    """Closing the window quits, unless the user chose to keep a running server in the tray."""
+    if fireside.tray and fireside.tray.keeps_running():
+        fireside.tray.notify_hidden()
+        return
+    app.quit()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

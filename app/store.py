@@ -1,0 +1,245 @@
+"""Conversations on disk: SQLite in WAL mode, with a schema version and migrations from day one.
+
+Messages form a tree: each has a parent (``None`` for a conversation's first message), and editing a
+message or regenerating a reply adds a sibling instead of overwriting, so earlier versions stay as
+branches. A conversation remembers its current leaf; the thread shown is the path from the root to
+that leaf, and flipping to another sibling follows that sibling's newest descendants down to a leaf.
+
+Writes are small and synchronous on the caller's thread (the GUI thread, a few hundred microseconds
+each in WAL with ``synchronous=NORMAL``): a message is written when it completes, and a streaming reply
+is written before each batch of its text is shown, so a crash or a SIGKILL never loses text the user
+saw. ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` takes a database from version n
+to n + 1, and each runs in one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_V1 = """
+CREATE TABLE conversations (
+    id            INTEGER PRIMARY KEY,
+    title         TEXT NOT NULL,
+    model_id      TEXT,
+    system_prompt TEXT NOT NULL DEFAULT '',
+    sampling      TEXT NOT NULL DEFAULT '{}',
+    leaf_id       INTEGER,
+    created_at    REAL NOT NULL,
+    updated_at    REAL NOT NULL
+);
+CREATE TABLE messages (
+    id              INTEGER PRIMARY KEY,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    parent_id       INTEGER REFERENCES messages(id) ON DELETE CASCADE,
+    role            TEXT NOT NULL,
+    content         TEXT NOT NULL DEFAULT '',
+    state           TEXT NOT NULL DEFAULT 'complete',
+    model_id        TEXT,
+    stats           TEXT NOT NULL DEFAULT '{}',
+    created_at      REAL NOT NULL
+);
+"""
+
+# v2: folded reasoning with its duration, soft delete (for undo), and indexes for threads and search.
+_V2 = """
+ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';
+ALTER TABLE messages ADD COLUMN reasoning_s REAL;
+ALTER TABLE conversations ADD COLUMN deleted_at REAL;
+CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id);
+"""
+
+MIGRATIONS = [_V1, _V2]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass
+class Conversation:
+    id: int
+    title: str
+    model_id: str | None
+    system_prompt: str
+    sampling: dict[str, Any]
+    leaf_id: int | None
+    created_at: float
+    updated_at: float
+
+
+@dataclass
+class Message:
+    id: int
+    conversation_id: int
+    parent_id: int | None
+    role: str
+    content: str
+    state: str  # "complete", "streaming", "stopped" or "error"
+    model_id: str | None
+    created_at: float
+    stats: dict[str, Any] = field(default_factory=dict)
+    reasoning: str = ""
+    reasoning_s: float | None = None
+
+
+def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
+    """Bring ``db`` up to schema ``target``; returns the version it was at."""
+    start = db.execute("PRAGMA user_version").fetchone()[0]
+    if start > SCHEMA_VERSION:
+        raise RuntimeError(f"chats database is from a newer Fireside (schema {start} > {SCHEMA_VERSION})")
+    for version in range(start, target):
+        with db:
+            if not db.in_transaction:
+                db.execute("BEGIN")
+            for statement in filter(str.strip, MIGRATIONS[version].split(";")):
+                db.execute(statement)
+            db.execute(f"PRAGMA user_version = {version + 1}")
+    return start
+
+
+class Store:
+    """The chats database. One connection, used from the thread that made it (the GUI thread)."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(self.path), isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        self.db.execute("PRAGMA foreign_keys = ON")
+        migrate(self.db)
+        self.purge_deleted()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # --- conversations ---------------------------------------------------------------------------
+    def create_conversation(self, title: str = "New chat", model_id: str | None = None,
+                            system_prompt: str = "", sampling: dict | None = None) -> Conversation:
+        now = time.time()
+        cur = self.db.execute(
+            "INSERT INTO conversations (title, model_id, system_prompt, sampling, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)", (title, model_id, system_prompt, json.dumps(sampling or {}), now, now))
+        return self.conversation(cur.lastrowid)
+
+    def conversation(self, conv_id: int) -> Conversation:
+        row = self.db.execute("SELECT * FROM conversations WHERE id = ?", (conv_id,)).fetchone()
+        if row is None:
+            raise KeyError(conv_id)
+        return _conversation(row)
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """Newest first; ``search`` matches titles and message text, case-insensitively."""
+        sql = "SELECT * FROM conversations c WHERE deleted_at IS NULL"
+        args: tuple = ()
+        if search.strip():
+            like = f"%{_escape_like(search.strip())}%"
+            sql += (" AND (title LIKE ? ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE"
+                    " m.conversation_id = c.id AND m.content LIKE ? ESCAPE '\\'))")
+            args = (like, like)
+        rows = self.db.execute(sql + " ORDER BY updated_at DESC, id DESC", args).fetchall()
+        return [_conversation(r) for r in rows]
+
+    def update_conversation(self, conv_id: int, **fields: Any) -> None:
+        allowed = {"title", "model_id", "system_prompt", "sampling", "leaf_id"}
+        if not fields or set(fields) - allowed:
+            raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
+        if "sampling" in fields:
+            fields["sampling"] = json.dumps(fields["sampling"])
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        self.db.execute(f"UPDATE conversations SET {sets}, updated_at = ? WHERE id = ?",
+                        (*fields.values(), time.time(), conv_id))
+
+    def delete_conversation(self, conv_id: int) -> None:
+        """Hide a conversation; ``restore_conversation`` undoes this until the next start."""
+        self.db.execute("UPDATE conversations SET deleted_at = ? WHERE id = ?", (time.time(), conv_id))
+
+    def restore_conversation(self, conv_id: int) -> None:
+        self.db.execute("UPDATE conversations SET deleted_at = NULL WHERE id = ?", (conv_id,))
+
+    def purge_deleted(self) -> int:
+        return self.db.execute("DELETE FROM conversations WHERE deleted_at IS NOT NULL").rowcount
+
+    # --- messages --------------------------------------------------------------------------------
+    def add_message(self, conv_id: int, parent_id: int | None, role: str, content: str = "",
+                    state: str = "complete", model_id: str | None = None) -> Message:
+        """Add a message under ``parent_id`` and make it the conversation's current leaf."""
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            cur = self.db.execute(
+                "INSERT INTO messages (conversation_id, parent_id, role, content, state, model_id, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)", (conv_id, parent_id, role, content, state, model_id, now))
+            self.db.execute("UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
+                            (cur.lastrowid, now, conv_id))
+        return self.message(cur.lastrowid)
+
+    def message(self, message_id: int) -> Message:
+        row = self.db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        if row is None:
+            raise KeyError(message_id)
+        return _message(row)
+
+    def update_message(self, message_id: int, *, content: str | None = None, reasoning: str | None = None,
+                       state: str | None = None, stats: dict | None = None,
+                       reasoning_s: float | None = None) -> None:
+        fields = {k: v for k, v in (("content", content), ("reasoning", reasoning), ("state", state),
+                                    ("reasoning_s", reasoning_s)) if v is not None}
+        if stats is not None:
+            fields["stats"] = json.dumps(stats)
+        if fields:
+            sets = ", ".join(f"{k} = ?" for k in fields)
+            self.db.execute(f"UPDATE messages SET {sets} WHERE id = ?", (*fields.values(), message_id))
+
+    def thread(self, conv_id: int) -> list[Message]:
+        """The messages shown: from the first message down to the conversation's current leaf."""
+        leaf = self.conversation(conv_id).leaf_id
+        rows = self.db.execute(
+            "WITH RECURSIVE up(id, depth) AS (SELECT ?, 0 UNION ALL"
+            " SELECT m.parent_id, up.depth + 1 FROM messages m JOIN up ON m.id = up.id"
+            " WHERE m.parent_id IS NOT NULL)"
+            " SELECT m.* FROM up JOIN messages m ON m.id = up.id ORDER BY up.depth DESC", (leaf,)).fetchall()
+        return [_message(r) for r in rows]
+
+    def siblings(self, message: Message) -> list[int]:
+        """Ids of ``message`` and its alternatives (same parent), oldest first."""
+        rows = self.db.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id",
+            (message.conversation_id, message.parent_id)).fetchall()
+        return [r[0] for r in rows]
+
+    def switch_branch(self, message_id: int) -> None:
+        """Show the branch through ``message_id``: its newest descendants down to a leaf."""
+        leaf = message_id
+        while True:
+            row = self.db.execute("SELECT id FROM messages WHERE parent_id = ? ORDER BY id DESC LIMIT 1",
+                                  (leaf,)).fetchone()
+            if row is None:
+                break
+            leaf = row[0]
+        conv_id = self.message(message_id).conversation_id
+        self.db.execute("UPDATE conversations SET leaf_id = ? WHERE id = ?", (leaf, conv_id))
+
+    def all_messages(self, conv_id: int) -> list[Message]:
+        rows = self.db.execute("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
+        return [_message(r) for r in rows.fetchall()]
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _conversation(row: sqlite3.Row) -> Conversation:
+    return Conversation(id=row["id"], title=row["title"], model_id=row["model_id"],
+                        system_prompt=row["system_prompt"], sampling=json.loads(row["sampling"] or "{}"),
+                        leaf_id=row["leaf_id"], created_at=row["created_at"], updated_at=row["updated_at"])
+
+
+def _message(row: sqlite3.Row) -> Message:
+    return Message(id=row["id"], conversation_id=row["conversation_id"], parent_id=row["parent_id"],
+                   role=row["role"], content=row["content"], state=row["state"], model_id=row["model_id"],
+                   created_at=row["created_at"], stats=json.loads(row["stats"] or "{}"),
+                   reasoning=row["reasoning"], reasoning_s=row["reasoning_s"])

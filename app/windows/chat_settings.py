@@ -1,0 +1,97 @@
+"""The per-chat panel: system prompt and sampling parameters, saved with the conversation.
+
+Values are plain dicts in the store (``Sampling`` field names), so a chat keeps its settings across
+restarts and a new chat starts from the defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from fireside.engine.runtime.types import Sampling
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "top_k": 40, "repeat_penalty": 1.1, "max_tokens": 1024}
+
+
+def to_sampling(values: dict) -> Sampling:
+    known = {f.name for f in fields(Sampling)}
+    return Sampling(**{k: v for k, v in values.items() if k in known})
+
+
+class ChatSettingsPanel(QWidget):
+    """System prompt and sampling for the chat on show.
+
+    Signals:
+        changed(): the user edited a value (the chat page saves it).
+    """
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("chatSettings")
+        self.system_prompt = QPlainTextEdit(placeholderText="You are a helpful assistant.")
+        self.system_prompt.setMaximumHeight(140)
+        self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.05, decimals=2)
+        self.top_p = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, decimals=2)
+        self.top_k = QSpinBox(minimum=0, maximum=1000)
+        self.repeat_penalty = QDoubleSpinBox(minimum=0.5, maximum=2.0, singleStep=0.05, decimals=2)
+        self.max_tokens = QSpinBox(minimum=1, maximum=131072, singleStep=64)
+        self.fixed_seed = QCheckBox("Fixed seed")
+        self.seed = QSpinBox(minimum=0, maximum=2**31 - 1)
+        form = QFormLayout()
+        for label, w in (("Temperature", self.temperature), ("Top P", self.top_p), ("Top K", self.top_k),
+                         ("Repeat penalty", self.repeat_penalty), ("Max tokens", self.max_tokens)):
+            form.addRow(label, w)
+        form.addRow(self.fixed_seed, self.seed)
+        lay = QVBoxLayout(self)
+        lay.addWidget(QLabel("<b>System prompt</b>"))
+        lay.addWidget(self.system_prompt)
+        lay.addWidget(QLabel("<b>Sampling</b>"))
+        lay.addLayout(form)
+        lay.addStretch(1)
+        self.setFixedWidth(260)
+        self.system_prompt.textChanged.connect(self._on_value_changed)
+        for w in (self.temperature, self.top_p, self.top_k, self.repeat_penalty, self.max_tokens, self.seed):
+            w.valueChanged.connect(self._on_value_changed)
+        self.fixed_seed.toggled.connect(self._on_value_changed)
+        self._loading = False
+        self.set_values("", DEFAULT_SAMPLING)
+
+    def set_values(self, system_prompt: str, sampling: dict) -> None:
+        self._loading = True
+        values = {**DEFAULT_SAMPLING, **sampling}
+        self.system_prompt.setPlainText(system_prompt)
+        self.temperature.setValue(values["temperature"])
+        self.top_p.setValue(values["top_p"])
+        self.top_k.setValue(values["top_k"])
+        self.repeat_penalty.setValue(values["repeat_penalty"])
+        self.max_tokens.setValue(values.get("max_tokens") or 1024)
+        self.fixed_seed.setChecked(values.get("seed") is not None)
+        self.seed.setValue(values.get("seed") or 0)
+        self.seed.setEnabled(self.fixed_seed.isChecked())
+        self._loading = False
+
+    def values(self) -> tuple[str, dict]:
+        sampling = {"temperature": self.temperature.value(), "top_p": self.top_p.value(),
+                    "top_k": self.top_k.value(), "repeat_penalty": self.repeat_penalty.value(),
+                    "max_tokens": self.max_tokens.value(),
+                    "seed": self.seed.value() if self.fixed_seed.isChecked() else None}
+        return self.system_prompt.toPlainText(), sampling
+
+    @Slot()
+    def _on_value_changed(self, *_args) -> None:
+        self.seed.setEnabled(self.fixed_seed.isChecked())
+        if not self._loading:
+            self.changed.emit()

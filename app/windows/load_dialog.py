@@ -1,0 +1,141 @@
+"""The load dialog: GPU layers, context length, KV-cache type and flash attention for one model, with
+the fit planner's live estimate of VRAM and RAM and its verdict.
+
+"Auto" (the default) lets the planner choose everything. The model's header is read and the hardware
+detected once, off the GUI thread; each change then re-plans (a pure computation) and shows the result.
+What the user picks is remembered per model in the preferences.
+"""
+
+from __future__ import annotations
+
+from fireside.engine.models import hardware
+from fireside.engine.models.inspection import inspect_file
+from fireside.engine.models.planner import LoadOptions, plan_fit
+from PySide6.QtCore import Qt, Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QSlider,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..context import AppContext
+from ..feedback import show_error
+
+VERDICTS = {"full_gpu": "Fits on the GPU", "partial": "Split between GPU and CPU",
+            "cpu_only": "Runs on the CPU", "will_not_fit": "Will not fit"}
+FLASH = {"Auto": None, "On": True, "Off": False}
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+class LoadDialog(QDialog):
+    """Load settings for ``model_id``; ``options()`` is what to load with (``None`` for Auto)."""
+
+    def __init__(self, ctx: AppContext, model_id: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.ctx, self.model_id = ctx, model_id
+        self.setWindowTitle(f"Load {model_id}")
+        self.info = self.hw = None
+        self._build()
+        saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))
+        self._apply(saved, auto=saved == LoadOptions())
+        ctx.tasks.run_in_background(lambda: (inspect_file(ctx.runtime.resolver(model_id)), hardware.detect()),
+                                    self._on_inspected)
+
+    def _build(self) -> None:
+        self.auto = QCheckBox("Auto (let Fireside choose)")
+        self.layers = QSlider(Qt.Horizontal, minimum=0, maximum=1)
+        self.layers_label = QLabel()
+        self.context = QSpinBox(minimum=256, maximum=1 << 20, singleStep=1024, suffix=" tokens")
+        self.kv = QComboBox()
+        self.kv.addItems(["f16", "q8_0", "q4_0"])
+        self.flash = QComboBox()
+        self.flash.addItems(list(FLASH))
+        self.estimate = QLabel("Reading the model…", wordWrap=True, objectName="estimate")
+        form = QFormLayout()
+        form.addRow(self.auto)
+        form.addRow("GPU layers", self.layers)
+        form.addRow("", self.layers_label)
+        form.addRow("Context length", self.context)
+        form.addRow("KV cache", self.kv)
+        form.addRow("Flash attention", self.flash)
+        buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
+        buttons.button(QDialogButtonBox.Ok).setText("Load")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(self.estimate)
+        lay.addWidget(buttons)
+        for signal in (self.auto.toggled, self.layers.valueChanged, self.context.valueChanged,
+                       self.kv.currentIndexChanged, self.flash.currentIndexChanged):
+            signal.connect(self._on_changed)
+
+    def _apply(self, o: LoadOptions, auto: bool) -> None:
+        self.auto.setChecked(auto)
+        self.layers.setValue(o.n_gpu_layers or 0)
+        self.context.setValue(o.context or 4096)
+        self.kv.setCurrentText(o.kv_type)
+        self.flash.setCurrentText(next(k for k, v in FLASH.items() if v == o.flash_attn))
+
+    def options(self) -> LoadOptions | None:
+        if self.auto.isChecked():
+            return None
+        return LoadOptions(n_gpu_layers=self.layers.value(), context=self.context.value(),
+                           kv_type=self.kv.currentText(), flash_attn=FLASH[self.flash.currentText()])
+
+    def _on_inspected(self, result, error) -> None:
+        if error:
+            self.estimate.setText(f"Cannot read this model: {error}")
+            return
+        self.info, self.hw = result
+        self.layers.setMaximum(self.info.block_count + 1)
+        self.context.setMaximum(max(256, self.info.context_length))
+        self._on_changed()
+
+    @Slot()
+    def _on_changed(self, *_args) -> None:
+        manual = not self.auto.isChecked()
+        for w in (self.layers, self.context, self.kv, self.flash):
+            w.setEnabled(manual)
+        self.layers_label.setText(f"{self.layers.value()} of {self.layers.maximum()}")
+        if self.info is None:
+            return
+        try:
+            plan = plan_fit(self.info, self.hw, self.options() or LoadOptions())
+        except Exception as exc:
+            self.estimate.setText(show_error(exc, "planning the load"))
+            return
+        self.estimate.setText(
+            f"<b>{VERDICTS.get(plan.verdict, plan.verdict)}</b> · {plan.n_gpu_layers} GPU layers · "
+            f"context {plan.context:,}<br>VRAM {human_bytes(plan.gpu_bytes)} · RAM {human_bytes(plan.ram.total_bytes)}"
+            f" · largest context that fits: {plan.max_context:,}")
+        if self.auto.isChecked():
+            self.layers.blockSignals(True)
+            self.layers.setValue(plan.n_gpu_layers)
+            self.layers.blockSignals(False)
+            self.layers_label.setText(f"{plan.n_gpu_layers} of {self.layers.maximum()} (auto)")
+
+    def accept(self) -> None:
+        options = self.options()
+        self.ctx.prefs.put("load_options", self.model_id, {} if options is None else _as_dict(options))
+        super().accept()
+
+
+def _as_dict(o: LoadOptions) -> dict:
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(o).items() if v is not None}

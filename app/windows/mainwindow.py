@@ -1,0 +1,172 @@
+"""The main window: a side bar of pages (Chat, Discover, My Models, Server, Settings), a notice bar for
+errors and undo offers, and a status bar with the loaded models and their memory, and the server's
+state and address.
+
+Pages are built from the one ``AppContext``. The status bar refreshes when the bridge says the set of
+loaded models changed, and every few seconds for memory (the runtime's list is a quick, locked read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QSize, QTimer, Signal, Slot
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QMainWindow,
+    QPushButton,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .. import feedback
+from ..context import AppContext
+from .chat import ChatPage
+from .discover import DiscoverPage
+from .load_dialog import human_bytes
+from .models import ModelsPage
+from .server import ServerPage
+from .settings import SettingsPage
+
+PAGES = ("Chat", "Discover", "My Models", "Server", "Settings")
+
+
+class NoticeBar(QFrame):
+    """One line at the top of the window: the last error, or an offer to undo.
+
+    Signals:
+        action_clicked(): the user pressed the notice's action (Undo).
+    """
+
+    action_clicked = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("noticeBar")
+        self.text = QLabel(wordWrap=True)
+        self.action = QPushButton(visible=False)
+        self.close_button = QPushButton("Dismiss")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(12, 6, 12, 6)
+        lay.addWidget(self.text, 1)
+        lay.addWidget(self.action)
+        lay.addWidget(self.close_button)
+        self.action.clicked.connect(self._on_action_clicked)
+        self.close_button.clicked.connect(self.hide)
+        self._callback: Callable[[], None] | None = None
+        self.hide()
+
+    def show_message(self, text: str, kind: str = "error", action: str = "",
+                     callback: Callable[[], None] | None = None) -> None:
+        self.setProperty("kind", kind)
+        self.style().unpolish(self)
+        self.style().polish(self)
+        self.text.setText(text)
+        self.action.setText(action)
+        self.action.setVisible(bool(action))
+        self._callback = callback
+        self.show()
+
+    @Slot()
+    def _on_action_clicked(self) -> None:
+        callback, self._callback = self._callback, None
+        self.hide()
+        if callback:
+            callback()
+        self.action_clicked.emit()
+
+
+class MainWindow(QMainWindow):
+    """Fireside's window.
+
+    Signals:
+        close_requested(): the user closed the window (main decides: quit, or stay in the tray).
+    """
+
+    close_requested = Signal()
+
+    def __init__(self, ctx: AppContext):
+        super().__init__()
+        self.ctx = ctx
+        self.setWindowTitle("Fireside")
+        self.resize(1280, 800)
+        self.notice = NoticeBar()
+        self._sink = lambda text: self.notice.show_message(text)
+        feedback.add_sink(self._sink)
+        self.pages = {
+            "Chat": ChatPage(ctx), "Discover": DiscoverPage(ctx), "My Models": ModelsPage(ctx),
+            "Server": ServerPage(ctx), "Settings": SettingsPage(ctx),
+        }
+        self._build()
+        self.chat.undo_offered.connect(self._on_chat_undo_offered)
+        ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
+        self._timer = QTimer(self, interval=3000)
+        self._timer.timeout.connect(self._on_bridge_loaded_changed)
+        self._timer.start()
+        self._on_bridge_loaded_changed()
+
+    @property
+    def chat(self) -> ChatPage:
+        return self.pages["Chat"]
+
+    def _build(self) -> None:
+        self.sidebar = QListWidget(objectName="sidebar")
+        self.sidebar.setFixedWidth(150)
+        self.sidebar.setIconSize(QSize(18, 18))
+        self.stack = QStackedWidget()
+        for name in PAGES:
+            self.sidebar.addItem(QListWidgetItem(name))
+            self.stack.addWidget(self.pages[name])
+        self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.sidebar.setCurrentRow(0)
+        right = QVBoxLayout()
+        right.setContentsMargins(0, 0, 0, 0)
+        right.setSpacing(0)
+        right.addWidget(self.notice)
+        right.addWidget(self.stack, 1)
+        central = QWidget()
+        lay = QHBoxLayout(central)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.sidebar)
+        lay.addLayout(right, 1)
+        self.setCentralWidget(central)
+        self.models_label = QLabel()
+        self.server_label = QLabel()
+        self.statusBar().addWidget(self.models_label, 1)
+        self.statusBar().addPermanentWidget(self.server_label)
+
+    def show_page(self, name: str) -> None:
+        self.sidebar.setCurrentRow(PAGES.index(name))
+
+    @Slot()
+    def _on_bridge_loaded_changed(self) -> None:
+        loaded = self.ctx.runtime.loaded()
+        if loaded:
+            parts = [f"{m.model_id} · {human_bytes(m.rss_bytes or m.planned_ram_bytes)} RAM"
+                     + (f" · {human_bytes(m.planned_gpu_bytes)} VRAM" if m.planned_gpu_bytes else "") for m in loaded]
+            self.models_label.setText("Loaded: " + "  |  ".join(parts))
+        else:
+            self.models_label.setText("No model loaded")
+        self.server_label.setText(self.pages["Server"].status_text())
+
+    @Slot(str, object)
+    def _on_chat_undo_offered(self, text: str, undo) -> None:
+        self.notice.show_message(text, "info", "Undo", undo)
+
+    def closeEvent(self, event) -> None:
+        self.close_requested.emit()
+        event.accept()
+
+    def dispose(self) -> None:
+        """Detach from app-wide hooks; main calls this before tearing the engine down."""
+        feedback.remove_sink(self._sink)
+        self._timer.stop()
+        for page in self.pages.values():
+            if hasattr(page, "dispose"):
+                page.dispose()

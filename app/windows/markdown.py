@@ -1,0 +1,76 @@
+"""Markdown to the rich text a ``QTextBrowser`` shows, with highlighted code blocks and copy links.
+
+Qt renders CommonMark itself (``QTextDocument.setMarkdown``) but leaves code blocks plain, so a reply is
+cut at its fenced code blocks: prose goes through Qt's Markdown reader, code through Pygments (when it
+is installed; plain monospace otherwise), and each code block gets a "Copy" link whose href
+``copy:N`` names the block. An unclosed fence (a reply still streaming) is shown as code so far.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+from PySide6.QtGui import QTextDocument
+
+FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+_BODY = re.compile(r"<body[^>]*>(.*)</body>", re.DOTALL)
+
+
+@dataclass
+class Rendered:
+    html: str
+    code_blocks: list[str]
+
+
+def render(text: str, dark: bool = False) -> Rendered:
+    """Rich text for ``text``; ``code_blocks[n]`` is the source behind the link ``copy:n``."""
+    parts: list[str] = []
+    blocks: list[str] = []
+    pos = 0
+    for m in FENCE.finditer(text):
+        parts.append(_prose(text[pos:m.start()]))
+        code = m.group(2).rstrip("\n")
+        parts.append(_code(code, m.group(1), len(blocks), dark))
+        blocks.append(code)
+        pos = m.end()
+    parts.append(_prose(text[pos:]))
+    return Rendered("".join(parts), blocks)
+
+
+def _prose(text: str) -> str:
+    if not text.strip():
+        return ""
+    doc = QTextDocument()
+    doc.setMarkdown(text, QTextDocument.MarkdownDialectGitHub)
+    m = _BODY.search(doc.toHtml())
+    return m.group(1) if m else html.escape(text)
+
+
+def _code(code: str, language: str, index: int, dark: bool) -> str:
+    bg, fg = ("#1e1f24", "#e6e6e6") if dark else ("#f4f4f6", "#1e1e1e")
+    label = html.escape(language or "code")
+    head = (f'<table width="100%" cellspacing="0" cellpadding="2"><tr>'
+            f'<td><span style="color:#888;">{label}</span></td>'
+            f'<td align="right"><a href="copy:{index}">Copy</a></td></tr></table>')
+    body = _highlight(code, language, dark)
+    return (f'{head}<table width="100%" cellspacing="0" cellpadding="8" style="background-color:{bg};">'
+            f'<tr><td><pre style="color:{fg}; font-family:monospace;">{body}</pre></td></tr></table>')
+
+
+def _highlight(code: str, language: str, dark: bool) -> str:
+    try:
+        from pygments import highlight
+        from pygments.formatters import HtmlFormatter
+        from pygments.lexers import get_lexer_by_name, guess_lexer
+        from pygments.util import ClassNotFound
+    except ImportError:  # Pygments is optional: plain monospace still reads fine
+        return html.escape(code)
+    try:
+        lexer = get_lexer_by_name(language) if language else guess_lexer(code)
+    except ClassNotFound:
+        return html.escape(code)
+    style = "monokai" if dark else "default"
+    out = highlight(code, lexer, HtmlFormatter(nowrap=True, noclasses=True, style=style))
+    return out.rstrip("\n")

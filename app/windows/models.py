@@ -1,0 +1,17 @@
+"""Models page (placeholder)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from ..context import AppContext
+
+
+class ModelsPage(QWidget):
+    """My models. Signals: none."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.ctx = ctx
+        QVBoxLayout(self).addWidget(QLabel("My Models"))
+

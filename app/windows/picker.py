@@ -1,0 +1,158 @@
+"""The model bar above a chat: pick a model, load it with progress (cancellable), tune its load settings,
+eject it. The list comes from the library on a worker; loads go through the engine bridge.
+"""
+
+from __future__ import annotations
+
+from fireside.engine.errors import LoadCancelled
+from fireside.engine.library.starter import STARTER_ID
+from fireside.engine.models.planner import LoadOptions
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+
+from ..context import AppContext
+from ..feedback import show_error
+from .load_dialog import LoadDialog
+
+
+class ModelBar(QWidget):
+    """Model picker with load progress.
+
+    Signals:
+        model_chosen(str): the user picked a model for this chat.
+        model_ready(str): a model finished loading and can answer.
+    """
+
+    model_chosen = Signal(str)
+    model_ready = Signal(str)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.ctx = ctx
+        self.loading: str | None = None
+        self.combo = QComboBox(minimumWidth=280)
+        self.combo.setPlaceholderText("Choose a model")
+        self.combo.activated.connect(self._on_combo_activated)
+        self.settings_button = QPushButton("Load settings…", toolTip="GPU layers, context, KV cache")
+        self.settings_button.clicked.connect(self._on_settings_clicked)
+        self.eject_button = QPushButton("Eject", toolTip="Unload this model and free its memory")
+        self.eject_button.clicked.connect(self._on_eject_clicked)
+        self.progress = QProgressBar(maximum=100, visible=False, maximumWidth=220)
+        self.cancel_button = QPushButton("Cancel", visible=False)
+        self.cancel_button.clicked.connect(self._on_cancel_clicked)
+        self.state = QLabel(objectName="modelState")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        for w in (self.combo, self.settings_button, self.eject_button, self.progress, self.cancel_button, self.state):
+            lay.addWidget(w)
+        lay.addStretch(1)
+        ctx.bridge.load_progress.connect(self._on_bridge_load_progress)
+        ctx.bridge.load_finished.connect(self._on_bridge_load_finished)
+        ctx.bridge.load_failed.connect(self._on_bridge_load_failed)
+        ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
+        self.reload_list()
+
+    def reload_list(self) -> None:
+        self.ctx.tasks.run_in_background(lambda: [m.id for m in self.ctx.library().list()], self._on_listed)
+
+    def _on_listed(self, ids, error) -> None:
+        if error:
+            show_error(error, "listing models")
+            ids = [STARTER_ID]
+        current = self.current()
+        self.combo.clear()
+        self.combo.addItems(ids)
+        if current:
+            self.set_model(current)
+
+    def current(self) -> str | None:
+        return self.combo.currentText() or None
+
+    def set_model(self, model_id: str | None) -> None:
+        if model_id and self.combo.findText(model_id) < 0:
+            self.combo.addItem(model_id)
+        self.combo.setCurrentIndex(self.combo.findText(model_id) if model_id else -1)
+        self._on_bridge_loaded_changed()
+
+    def ensure_loaded(self, model_id: str) -> bool:
+        """True when ``model_id`` can answer now; otherwise start loading it (``model_ready`` follows)."""
+        if self.ctx.runtime.is_loaded(model_id):
+            return True
+        if self.loading != model_id:
+            self.load(model_id)
+        return False
+
+    def load(self, model_id: str, options: LoadOptions | None = None) -> None:
+        if options is None:
+            saved = (self.ctx.prefs.get("load_options") or {}).get(model_id) or self.ctx.prefs.get("default_load")
+            options = LoadOptions.from_dict(saved) if saved else None
+        self.loading = model_id
+        self.progress.setValue(0)
+        self.progress.setFormat(f"Loading {model_id}… %p%")
+        self.progress.show()
+        self.cancel_button.show()
+        self.state.clear()
+        self.ctx.bridge.load(model_id, options)
+
+    @Slot(int)
+    def _on_combo_activated(self, _index: int) -> None:
+        model_id = self.current()
+        if model_id:
+            self.model_chosen.emit(model_id)
+            self.ensure_loaded(model_id)
+
+    @Slot()
+    def _on_settings_clicked(self) -> None:
+        model_id = self.current()
+        if not model_id:
+            return
+        dialog = LoadDialog(self.ctx, model_id, self)
+        dialog.accepted.connect(lambda: self.load(model_id, dialog.options() or LoadOptions()))
+        dialog.open()
+
+    @Slot()
+    def _on_eject_clicked(self) -> None:
+        if self.current():
+            self.ctx.bridge.unload(self.current())
+
+    @Slot()
+    def _on_cancel_clicked(self) -> None:
+        if self.loading:
+            self.ctx.bridge.cancel_load(self.loading)
+
+    @Slot(str, float)
+    def _on_bridge_load_progress(self, model_id: str, fraction: float) -> None:
+        if model_id == self.loading:
+            self.progress.setValue(int(fraction * 100))
+
+    @Slot(str, object)
+    def _on_bridge_load_finished(self, model_id: str, loaded) -> None:
+        self._end_load(model_id)
+        self.ctx.prefs.put("last_used", model_id, loaded.loaded_at)
+        self.model_ready.emit(model_id)
+
+    @Slot(str, object)
+    def _on_bridge_load_failed(self, model_id: str, error) -> None:
+        self._end_load(model_id)
+        if not isinstance(error, LoadCancelled):
+            show_error(error, f"loading {model_id}")
+
+    def _end_load(self, model_id: str) -> None:
+        if model_id == self.loading:
+            self.loading = None
+            self.progress.hide()
+            self.cancel_button.hide()
+
+    @Slot()
+    def _on_bridge_loaded_changed(self) -> None:
+        model_id = self.current()
+        loaded = {m.model_id: m for m in self.ctx.runtime.loaded()}
+        self.eject_button.setEnabled(model_id in loaded)
+        if model_id in loaded:
+            self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}")
+        elif self.loading != model_id:
+            self.state.setText("Not loaded: sending a message loads it" if model_id else "")
+
+    def context_size(self, model_id: str | None) -> int:
+        loaded = {m.model_id: m for m in self.ctx.runtime.loaded()}
+        return loaded[model_id].n_ctx if model_id in loaded else 0

@@ -1,0 +1,251 @@
+"""The messages of one conversation, as a scrolling column of message cards.
+
+Each ``MessageView`` shows who spoke, the text rendered as Markdown (code highlighted, with a copy
+link per block), the reasoning folded behind "Thought for N s", the reply's stats, and the actions a
+message offers: copy, edit (yours), regenerate (the model's) and a ``‹ 2/3 ›`` switcher when a message
+has branches. ``Transcript`` lays the cards out and keeps the view pinned to the bottom while a reply
+streams, unless the user has scrolled up to read.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QSize, Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..store import Message
+from .markdown import render
+
+
+def is_dark() -> bool:
+    return QGuiApplication.palette().color(QPalette.Window).lightness() < 128
+
+
+def format_stats(stats: dict) -> str:
+    """``12.3 tok/s · 0.42 s to first token · 64 tokens · stop``: what a reply cost."""
+    if not stats:
+        return ""
+    parts = []
+    if stats.get("decode_tokens_per_s"):
+        parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
+    if stats.get("ttft_s"):
+        parts.append(f"{stats['ttft_s']:.2f} s to first token")
+    if "completion_tokens" in stats:
+        parts.append(f"{stats['completion_tokens']} tokens")
+    if stats.get("finish_reason") and stats["finish_reason"] != "stop":
+        parts.append({"length": "hit the token limit", "cancelled": "stopped"}.get(
+            stats["finish_reason"], stats["finish_reason"]))
+    return " · ".join(parts)
+
+
+class _Body(QTextBrowser):
+    """A text browser as tall as its text (the transcript scrolls, not each message)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setOpenLinks(False)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.viewport().setAutoFillBackground(False)
+        self.document().documentLayout().documentSizeChanged.connect(self._on_document_resized)
+
+    @Slot()
+    def _on_document_resized(self, *_args) -> None:
+        self.setFixedHeight(int(self.document().size().height()) + 4)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.document().setTextWidth(self.viewport().width())
+        self._on_document_resized()
+
+    def sizeHint(self) -> QSize:
+        return QSize(400, int(self.document().size().height()) + 4)
+
+
+class MessageView(QFrame):
+    """One message card.
+
+    Signals:
+        edit_requested(int): message id.
+        regenerate_requested(int): message id (a reply).
+        branch_requested(int, int): message id, step (-1 previous branch, +1 next).
+    """
+
+    edit_requested = Signal(int)
+    regenerate_requested = Signal(int)
+    branch_requested = Signal(int, int)
+
+    def __init__(self, message: Message, branch: tuple[int, int], parent: QWidget | None = None):
+        super().__init__(parent)
+        self.message = message
+        self.setObjectName("userMessage" if message.role == "user" else "assistantMessage")
+        self.code_blocks: list[str] = []
+        self._build(branch)
+        self.set_content(message.content, message.reasoning, message.reasoning_s)
+        self.set_stats(message.stats, message.state)
+
+    def _build(self, branch: tuple[int, int]) -> None:
+        who = "You" if self.message.role == "user" else (self.message.model_id or "Assistant")
+        self.who = QLabel(f"<b>{who}</b>")
+        self.thought = QToolButton(checkable=True, visible=False)
+        self.thought.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        self.thought.setArrowType(Qt.RightArrow)
+        self.thought.toggled.connect(self._on_thought_toggled)
+        self.reasoning = QLabel(wordWrap=True, visible=False, objectName="reasoning")
+        self.reasoning.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.body = _Body(self)
+        self.body.anchorClicked.connect(self._on_body_anchor_clicked)
+        self.stats = QLabel(objectName="stats")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 8, 12, 8)
+        lay.addWidget(self.who)
+        lay.addWidget(self.thought)
+        lay.addWidget(self.reasoning)
+        lay.addWidget(self.body)
+        lay.addLayout(self._actions(branch))
+
+    def _actions(self, branch: tuple[int, int]) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self._branch = branch
+        index, count = branch
+        self.prev_branch = self._button("‹", "Previous version", lambda: self.branch_requested.emit(self.message.id, -1))
+        self.branch_label = QLabel(f"{index + 1}/{count}")
+        self.next_branch = self._button("›", "Next version", lambda: self.branch_requested.emit(self.message.id, 1))
+        for w in (self.prev_branch, self.branch_label, self.next_branch):
+            w.setVisible(count > 1)
+            row.addWidget(w)
+        self.prev_branch.setEnabled(index > 0)
+        self.next_branch.setEnabled(index < count - 1)
+        row.addWidget(self.stats)
+        row.addStretch(1)
+        self.copy_button = self._button("Copy", "Copy this message", self._on_copy_clicked)
+        row.addWidget(self.copy_button)
+        if self.message.role == "user":
+            self.edit_button = self._button("Edit", "Edit and resend as a new branch",
+                                            lambda: self.edit_requested.emit(self.message.id))
+            row.addWidget(self.edit_button)
+        else:
+            self.regenerate_button = self._button("Regenerate", "Write another reply (kept as a branch)",
+                                                  lambda: self.regenerate_requested.emit(self.message.id))
+            row.addWidget(self.regenerate_button)
+        return row
+
+    def _button(self, text: str, tip: str, on_click) -> QToolButton:
+        button = QToolButton(text=text, toolTip=tip, autoRaise=True)
+        button.clicked.connect(on_click)
+        return button
+
+    def set_content(self, content: str, reasoning: str = "", reasoning_s: float | None = None) -> None:
+        self.message.content, self.message.reasoning = content, reasoning
+        shown = content if content or self.message.role == "user" else "…"
+        rendered = render(shown, is_dark())
+        self.code_blocks = rendered.code_blocks
+        self.body.setHtml(rendered.html)
+        self.thought.setVisible(bool(reasoning))
+        if reasoning:
+            self.reasoning.setText(reasoning)
+            done = reasoning_s is not None
+            self.thought.setText(f"Thought for {reasoning_s:.0f} s" if done else "Thinking…")
+
+    def set_stats(self, stats: dict, state: str) -> None:
+        self.message.stats, self.message.state = stats, state
+        text = format_stats(stats)
+        if state == "error":
+            text = "the reply failed" + (f" · {text}" if text else "")
+        self.stats.setText(text)
+
+    def set_busy(self, busy: bool) -> None:
+        for name in ("edit_button", "regenerate_button", "prev_branch", "next_branch"):
+            if hasattr(self, name):
+                getattr(self, name).setEnabled(not busy and self._can(name))
+
+    def _can(self, name: str) -> bool:
+        index, count = self._branch
+        return {"prev_branch": index > 0, "next_branch": index < count - 1}.get(name, True)
+
+    @Slot(bool)
+    def _on_thought_toggled(self, shown: bool) -> None:
+        self.reasoning.setVisible(shown)
+        self.thought.setArrowType(Qt.DownArrow if shown else Qt.RightArrow)
+
+    @Slot()
+    def _on_copy_clicked(self) -> None:
+        QGuiApplication.clipboard().setText(self.message.content)
+
+    @Slot(QUrl)
+    def _on_body_anchor_clicked(self, url: QUrl) -> None:
+        if url.scheme() == "copy":
+            index = int(url.path() or 0)
+            if 0 <= index < len(self.code_blocks):
+                QGuiApplication.clipboard().setText(self.code_blocks[index])
+        elif url.scheme() in ("http", "https"):
+            QDesktopServices.openUrl(url)
+
+
+class Transcript(QScrollArea):
+    """The column of message cards for the thread on show.
+
+    Signals:
+        edit_requested(int), regenerate_requested(int), branch_requested(int, int): forwarded from cards.
+    """
+
+    edit_requested = Signal(int)
+    regenerate_requested = Signal(int)
+    branch_requested = Signal(int, int)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        inner = QWidget(objectName="transcript")
+        self.column = QVBoxLayout(inner)
+        self.column.setContentsMargins(24, 16, 24, 16)
+        self.column.setSpacing(10)
+        self.column.addStretch(1)
+        self.setWidget(inner)
+        self.views: dict[int, MessageView] = {}
+        self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
+        self._pinned = True
+
+    def show_thread(self, messages: list[Message], branches: dict[int, tuple[int, int]]) -> None:
+        for view in self.views.values():
+            view.setParent(None)
+            view.deleteLater()
+        self.views.clear()
+        for msg in messages:
+            view = MessageView(msg, branches.get(msg.id, (0, 1)))
+            view.edit_requested.connect(self.edit_requested)
+            view.regenerate_requested.connect(self.regenerate_requested)
+            view.branch_requested.connect(self.branch_requested)
+            self.column.insertWidget(self.column.count() - 1, view)
+            self.views[msg.id] = view
+        self._pinned = True
+
+    def view(self, message_id: int) -> MessageView | None:
+        return self.views.get(message_id)
+
+    def set_busy(self, busy: bool) -> None:
+        for view in self.views.values():
+            view.set_busy(busy)
+
+    def before_update(self) -> None:
+        """Call before growing a message: stay pinned to the bottom only if the user was there."""
+        bar = self.verticalScrollBar()
+        self._pinned = bar.value() >= bar.maximum() - 8
+
+    @Slot(int, int)
+    def _on_range_changed(self, _low: int, high: int) -> None:
+        if self._pinned:
+            self.verticalScrollBar().setValue(high)

@@ -1,0 +1,72 @@
+"""Fixtures for the app tests: one real runtime (SmolLM2) shared by the session, and a started app per
+test whose chats, preferences and models folders live in the test's own Fireside home."""
+
+from __future__ import annotations
+
+import pytest
+
+from fireside.engine.models.planner import LoadOptions
+from fireside.engine.settings import Settings
+
+SMALL = LoadOptions(context=2048)
+
+
+@pytest.fixture(scope="session")
+def shared_runtime(tmp_path_factory, smollm2_path):
+    """A real runtime; loading SmolLM2 once keeps the suite fast on two cores."""
+    from fireside.engine.runtime.runtime import Runtime
+
+    home = tmp_path_factory.mktemp("runtime-home")
+    settings = Settings.from_env({"FIRESIDE_HOME": str(home)})
+    settings.ensure_dirs()
+    runtime = Runtime(settings, idle_ttl_s=0)
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture
+def loaded_runtime(shared_runtime):
+    shared_runtime.load("starter", SMALL)
+    return shared_runtime
+
+
+@pytest.fixture
+def make_app(qtbot):
+    """Start the app the way ``main`` does (no tray); every app started is stopped at the end."""
+    from fireside.app.main import Fireside
+
+    started = []
+
+    def start(runtime, settings: Settings | None = None):
+        app = Fireside(settings=settings, runtime=runtime, tray=False)
+        window = app.start()
+        window.show()
+        qtbot.waitExposed(window)
+        started.append(app)
+        return app
+
+    yield start
+    for app in reversed(started):
+        app.stop()
+
+
+@pytest.fixture
+def app(make_app, loaded_runtime):
+    return make_app(loaded_runtime)
+
+
+def send(qtbot, page, text: str, max_tokens: int = 8, timeout: int = 60_000):
+    """Type ``text``, press Send and wait for the reply to end; returns (reply id, state)."""
+    page.settings_panel.max_tokens.setValue(max_tokens)
+    page.composer.setPlainText(text)
+    with qtbot.waitSignal(page.reply_ended, timeout=timeout) as blocker:
+        page.send_button.click()
+    return blocker.args
+
+
+def pytest_collection_modifyitems(items):
+    # The offscreen platform warns that it cannot propagate size hints whenever a window is shown;
+    # that is the test platform talking, not the app.
+    for item in items:
+        if "tests/app/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.qt_log_ignore("propagateSizeHints"))
