@@ -180,3 +180,39 @@ def test_cli_pull_ls_rm(settings, fakehub, capsys, monkeypatch):
     assert main(["rm", "../../etc/passwd"]) == 1
     assert main(["pull", "../../etc:Q4_1"]) == 1
     assert "not a plain name" in capsys.readouterr().err
+
+
+def test_manager_runs_pulls_at_once_and_pauses_and_resumes(settings, fakehub):
+    from fireside.engine.hub.manager import DownloadManager
+
+    fault = fakehub.faults[Q4] = Fault(pause_after=128 * KiB)
+    manager = DownloadManager(make_hub(settings))
+    slow = manager.start(REPO, "Q4_1")
+    fast = manager.start(SPLIT)
+    assert fault.reached.wait(10)
+    assert fast.finished.wait(30) and fast.state == "done", fast.error  # not blocked by the slow one
+    manager.pause(slow.id)
+    fault.release.set()
+    assert slow.finished.wait(10) and slow.state == "paused"
+    kept = dest_of(settings).with_name(Q4 + ".part").stat().st_size
+    fakehub.faults.pop(Q4)
+    again = manager.resume(slow.id)
+    assert again.finished.wait(30) and again.state == "done", again.error
+    assert fakehub.ranges(Q4)[-1] == f"bytes={kept}-"
+    manager.shutdown()
+
+
+def test_import_from_the_cli(settings, tmp_path, capsys):
+    from fireside.engine.cli import main
+
+    from tests.helpers.gguf_builder import build_gguf
+
+    original = build_gguf(tmp_path / "lms/pub/Repo-GGUF/Thing-Q6_K.gguf")
+    assert main(["import", "--from", "lmstudio", "--dir", str(tmp_path / "lms"), "--dry-run"]) == 0
+    assert not list(settings.models_dir.rglob("*.gguf"))
+    assert main(["import", "--from", "lmstudio", "--dir", str(tmp_path / "lms")]) == 0
+    assert "imported pub/Repo-GGUF/Thing-Q6_K" in capsys.readouterr().out
+    linked = settings.models_dir / "pub/Repo-GGUF/Thing-Q6_K.gguf"
+    assert linked.stat().st_ino == original.stat().st_ino
+    assert main(["rm", "thing:q6_k"]) == 0
+    assert original.is_file() and "original file stays" in capsys.readouterr().out
