@@ -237,7 +237,8 @@ def _group_files(siblings: list) -> list[HubFile]:
             singles.append(_hub_file([s], name))
     for parts in sets.values():
         parts.sort(key=lambda p: p[0])
-        if [n for n, _ in parts] == list(range(1, len(parts) + 1)):
+        count = int(SPLIT_RE.match(parts[0][1].rfilename.split("/")[-1])["count"])
+        if [n for n, _ in parts] == list(range(1, count + 1)):  # an incomplete set is not offered
             singles.append(_hub_file([s for _, s in parts], parts[0][1].rfilename))
     return sorted(singles, key=lambda f: f.name)
 

@@ -134,3 +134,8 @@ def test_hostile_file_names_in_a_repo_are_not_offered(settings, fakehub):
     details = make_hub(settings).repo(REPO)
     assert sorted(f.name for f in details.files) == [Q4, Q8]
 
+
+
+def test_incomplete_split_set_is_not_offered(settings, fakehub):
+    del fakehub.repos[SPLIT].files["Big-Q8_0-00002-of-00002.gguf"]
+    assert make_hub(settings).repo(SPLIT).files == []
