@@ -139,3 +139,19 @@ def test_hostile_file_names_in_a_repo_are_not_offered(settings, fakehub):
 def test_incomplete_split_set_is_not_offered(settings, fakehub):
     del fakehub.repos[SPLIT].files["Big-Q8_0-00002-of-00002.gguf"]
     assert make_hub(settings).repo(SPLIT).files == []
+
+
+def test_cli_search_and_files_with_fit(settings, fakehub, monkeypatch, capsys):
+    import json
+
+    from fireside.engine.cli import main
+    from fireside.engine.models import hardware
+
+    monkeypatch.setenv("HF_ENDPOINT", fakehub.url)
+    monkeypatch.setattr(hardware, "detect", lambda refresh=False: cpu_machine(16 * GiB))
+    assert main(["search", "smol"]) == 0
+    assert REPO in capsys.readouterr().out
+    assert main(["files", REPO, "--fit", "--json"]) == 0
+    files = {f["quant"]: f for f in json.loads(capsys.readouterr().out)["files"]}
+    assert files["Q4_1"]["fit"] == "cpu_only" and files["Q4_1"]["size"] == len(fakehub.repos[REPO].files[Q4])
+    assert not (settings.models_dir / "bartowski").exists()
