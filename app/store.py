@@ -112,6 +112,8 @@ class Store:
         self.db.execute("PRAGMA foreign_keys = ON")
         migrate(self.db)
         self.purge_deleted()
+        # A reply still marked streaming was cut off by a crash: keep its text, call it stopped.
+        self.db.execute("UPDATE messages SET state = 'stopped' WHERE state = 'streaming'")
 
     def close(self) -> None:
         self.db.close()

@@ -86,6 +86,7 @@ class ChatPage(QWidget):
         self._reasoning_t: list[float] = []
         self._build()
         self._connect()
+        self.transcript.warm_up()
         self.conversations.refresh()
         first = self.conversations.model.items[:1]
         self.open_conversation(first[0].id) if first else self.new_chat()

@@ -233,6 +233,13 @@ class Transcript(QScrollArea):
             self.views[msg.id] = view
         self._pinned = True
 
+    def warm_up(self) -> None:
+        """Build and drop one card: the first one pays PySide's lazy type set-up (~0.2 s), which
+        belongs in start-up, not in the user's first Send."""
+        card = MessageView(Message(0, 0, None, "assistant", "**warm**", "complete", None, 0.0), (0, 1))
+        card.set_content("warm `up`\n\n```\nx\n```")
+        card.deleteLater()
+
     def view(self, message_id: int) -> MessageView | None:
         return self.views.get(message_id)
 

@@ -1,0 +1,58 @@
+"""The chats store: WAL, branches, search, soft delete with undo, and a migration from schema 1."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from fireside.app.store import MIGRATIONS, SCHEMA_VERSION, Store, migrate
+
+
+def test_wal_and_schema_version(tmp_path):
+    store = Store(tmp_path / "chats.sqlite3")
+    assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_migration_from_version_1_keeps_the_chats(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db, target=1)
+    db.execute("INSERT INTO conversations (id, title, created_at, updated_at, leaf_id) VALUES (1, 'old', 0, 0, 2)")
+    db.execute("INSERT INTO messages (id, conversation_id, role, content, created_at) VALUES (1, 1, 'user', 'hi', 0)")
+    db.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, created_at)"
+               " VALUES (2, 1, 1, 'assistant', 'hello', 0)")
+    db.close()
+    store = Store(path)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+    thread = store.thread(1)
+    assert [(m.role, m.content, m.reasoning) for m in thread] == [("user", "hi", ""), ("assistant", "hello", "")]
+    assert [c.title for c in store.conversations()] == ["old"]
+
+
+def test_branches_follow_the_newest_descendants(tmp_path):
+    store = Store(tmp_path / "c.sqlite3")
+    conv = store.create_conversation("t")
+    q1 = store.add_message(conv.id, None, "user", "q1")
+    a1 = store.add_message(conv.id, q1.id, "assistant", "a1")
+    q1b = store.add_message(conv.id, None, "user", "q1 edited")
+    a1b = store.add_message(conv.id, q1b.id, "assistant", "a1b")
+    assert [m.id for m in store.thread(conv.id)] == [q1b.id, a1b.id]
+    assert store.siblings(q1b) == [q1.id, q1b.id]
+    store.switch_branch(q1.id)
+    assert [m.id for m in store.thread(conv.id)] == [q1.id, a1.id]
+
+
+def test_search_matches_titles_and_text_and_delete_can_be_undone(tmp_path):
+    store = Store(tmp_path / "c.sqlite3")
+    a = store.create_conversation("Cats")
+    b = store.create_conversation("Other")
+    store.add_message(b.id, None, "user", "tell me about 100% dogs")
+    assert [c.title for c in store.conversations("cat")] == ["Cats"]
+    assert [c.title for c in store.conversations("100%")] == ["Other"]
+    store.delete_conversation(a.id)
+    assert [c.title for c in store.conversations()] == ["Other"]
+    store.restore_conversation(a.id)
+    assert len(store.conversations()) == 2
+    store.delete_conversation(a.id)
+    store.close()
+    assert [c.title for c in Store(tmp_path / "c.sqlite3").conversations()] == ["Other"]
