@@ -101,8 +101,12 @@ def cmd_files(args: argparse.Namespace) -> int:
 class ProgressBar:
     """A one-line progress bar on stderr, redrawn on each sampled update."""
 
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
+    def __init__(self, stream=None):
+        self._stream = stream
+
+    @property
+    def stream(self):
+        return self._stream or sys.stderr  # looked up late: tests and the app swap sys.stderr
 
     def __call__(self, p: Progress) -> None:
         frac = p.done / p.total if p.total else 1.0
