@@ -1,17 +1,230 @@
-"""Models page (placeholder)."""
+"""The My Models page: every model in the library as a sortable table (name, architecture, parameters,
+quantization, size, context, source, last used), with import (a file, a folder, other apps' models),
+delete with confirmation, show in the file manager, and per-model defaults (load settings, system
+prompt). Listing and importing run on workers; the table model only holds plain ``LibraryModel`` rows.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+import time
+from pathlib import Path
+
+from fireside.engine.library.imports import APPS, default_locations, find, import_found
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    QUrl,
+    Slot,
+)
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..context import AppContext
+from ..feedback import show_error
+from .load_dialog import LoadDialog, human_bytes
+
+COLUMNS = ("Name", "Architecture", "Parameters", "Quantization", "Size", "Context", "Source", "Last used")
+SortRole = Qt.UserRole + 1
+Index = QModelIndex | QPersistentModelIndex
+_ROOT = QModelIndex()
+
+
+def _params(n: int) -> str:
+    return f"{n / 1e9:.1f} B" if n >= 1e9 else f"{n / 1e6:.0f} M" if n else "?"
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "never"
+    minutes = (time.time() - ts) / 60
+    for limit, unit, size in ((60, "min", 1), (48 * 60, "h", 60), (float("inf"), "d", 1440)):
+        if minutes < limit:
+            return f"{minutes / size:.0f} {unit} ago"
+    return "long ago"
+
+
+class ModelsTableModel(QAbstractTableModel):
+    """The library as rows; ``last_used`` maps model ids to epoch seconds."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.rows: list = []
+        self.last_used: dict[str, float] = {}
+
+    def set_rows(self, rows: list, last_used: dict[str, float]) -> None:
+        self.beginResetModel()
+        self.rows, self.last_used = list(rows), dict(last_used)
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = _ROOT) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = _ROOT) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.DisplayRole):
+        if role == Qt.DisplayRole and orientation == Qt.Horizontal and 0 <= section < len(COLUMNS):
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.DisplayRole):
+        if not index.isValid() or not 0 <= index.row() < len(self.rows):
+            return None
+        m = self.rows[index.row()]
+        if role == Qt.ToolTipRole:
+            return str(m.path)
+        if role == Qt.TextAlignmentRole and index.column() in (2, 4, 5):
+            return int(Qt.AlignRight | Qt.AlignVCenter)
+        if role not in (Qt.DisplayRole, SortRole):
+            return None
+        used = self.last_used.get(m.id)
+        values = (
+            (m.id, m.id.lower()), (m.info.architecture, m.info.architecture),
+            (_params(m.info.parameter_count), m.info.parameter_count), (m.quant, m.quant),
+            (human_bytes(m.size), m.size), (f"{m.info.context_length:,}", m.info.context_length),
+            (m.source, m.source), (_ago(used), used or 0.0),
+        )
+        shown, key = values[index.column()]
+        return shown if role == Qt.DisplayRole else key
+
+    def model_at(self, row: int):
+        return self.rows[row] if 0 <= row < len(self.rows) else None
 
 
 class ModelsPage(QWidget):
-    """My models. Signals: none."""
+    """Models on this machine. Signals: none (it talks to the library and the chat's model bar)."""
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx = ctx
-        QVBoxLayout(self).addWidget(QLabel("My Models"))
+        self.table_model = ModelsTableModel(self)
+        self.proxy = QSortFilterProxyModel(self, sortRole=SortRole)
+        self.proxy.setSourceModel(self.table_model)
+        self.table = QTableView(sortingEnabled=True, alternatingRowColors=True)
+        self.table.setModel(self.proxy)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        self.table.setContextMenuPolicy(Qt.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._on_table_menu_requested)
+        self.summary = QLabel()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(16, 12, 16, 12)
+        lay.addLayout(self._toolbar())
+        lay.addWidget(self.table, 1)
+        lay.addWidget(self.summary)
+        self.refresh()
 
+    def _toolbar(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(QLabel("<h2>My Models</h2>"))
+        row.addStretch(1)
+        actions = (("Refresh", self.refresh), ("Import file…", self._on_import_file_clicked),
+                   ("Import folder…", self._on_import_folder_clicked))
+        for text, slot in actions:
+            button = QPushButton(text)
+            button.clicked.connect(slot)
+            row.addWidget(button)
+        other = QPushButton("Import from other apps")
+        menu = QMenu(other)
+        for app in APPS:
+            menu.addAction(app, lambda a=app: self.import_app(a))
+        other.setMenu(menu)
+        row.addWidget(other)
+        return row
+
+    @Slot()
+    def refresh(self) -> None:
+        self.ctx.tasks.run_in_background(lambda: self.ctx.library().list(), self._on_listed)
+
+    def _on_listed(self, models, error) -> None:
+        if error:
+            show_error(error, "listing models")
+            return
+        self.table_model.set_rows(models, self.ctx.prefs.get("last_used") or {})
+        total = sum(m.size for m in models)
+        self.summary.setText(f"{len(models)} models · {human_bytes(total)} on disk · "
+                             f"folders: {', '.join(str(p) for p in self.ctx.settings.models_dirs)}")
+
+    def selected(self):
+        rows = self.table.selectionModel().selectedRows()
+        return self.table_model.model_at(self.proxy.mapToSource(rows[0]).row()) if rows else None
+
+    # --- imports ---------------------------------------------------------------------------------
+    def import_paths(self, paths: list[Path]) -> None:
+        def work():
+            lib = self.ctx.library()
+            return [lib.add_file(p) for p in paths]
+        self.ctx.tasks.run_in_background(work, self._on_imported)
+
+    def import_app(self, app: str) -> None:
+        def work():
+            found = find(app, default_locations(app, self.ctx.settings))
+            return [m for _f, m in import_found(self.ctx.library(), found) if not isinstance(m, str)]
+        self.ctx.tasks.run_in_background(work, self._on_imported)
+
+    def _on_imported(self, added, error) -> None:
+        if error:
+            show_error(error, "importing")
+        self.refresh()
+
+    @Slot()
+    def _on_import_file_clicked(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Import GGUF models", str(Path.home()), "GGUF models (*.gguf)")
+        if files:
+            self.import_paths([Path(f) for f in files])
+
+    @Slot()
+    def _on_import_folder_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Import every GGUF model in a folder")
+        if folder:
+            self.import_paths(sorted(Path(folder).rglob("*.gguf")))
+
+    # --- per-model actions -----------------------------------------------------------------------
+    @Slot("QPoint")
+    def _on_table_menu_requested(self, pos) -> None:
+        model = self.selected()
+        if model is None:
+            return
+        menu = QMenu(self)
+        menu.addAction("Load settings…", lambda: LoadDialog(self.ctx, model.id, self).open())
+        menu.addAction("Default system prompt…", lambda: self.edit_system_prompt(model.id))
+        menu.addAction("Show in folder", lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(model.path.parent))))
+        menu.addSeparator()
+        menu.addAction("Delete…", lambda: self.confirm_delete(model))
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def edit_system_prompt(self, model_id: str) -> None:
+        defaults = (self.ctx.prefs.get("model_defaults") or {}).get(model_id, {})
+        text, ok = QInputDialog.getMultiLineText(self, "Default system prompt", f"For new chats with {model_id}:",
+                                                 defaults.get("system_prompt", ""))
+        if ok:
+            self.ctx.prefs.put("model_defaults", model_id, {**defaults, "system_prompt": text})
+
+    def confirm_delete(self, model) -> None:
+        box = QMessageBox(QMessageBox.Warning, "Delete model", f"Delete {model.id} ({human_bytes(model.size)})?",
+                          QMessageBox.Yes | QMessageBox.Cancel, self)
+        box.setInformativeText("Imported models are links: only the link goes, the other app keeps its file.")
+        box.finished.connect(lambda result: result == QMessageBox.Yes and self.delete(model.id))
+        box.open()
+
+    def delete(self, model_id: str) -> None:
+        self.ctx.bridge.unload(model_id)
+        self.ctx.tasks.run_in_background(lambda: self.ctx.library().remove(model_id), self._on_imported)

@@ -1,19 +1,255 @@
-"""Server page (placeholder)."""
+"""The Server page: start and stop the local API server (OpenAI, Ollama and Anthropic dialects over the
+same runtime the chat uses), its port, loopback or network (network forces an API key), the key itself
+(generated, copied, kept in the OS keyring), allowed origins, idle unload, a live request log and
+ready-to-copy snippets that show the real address.
+
+The server is ``create_app`` plus a ``ServerThread``; starting binds the port on a worker (a taken port
+is a clear error, never a hang) and stopping joins uvicorn's thread, also on a worker.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+import logging
+import secrets
+
+from fireside.engine.settings import DEFAULT_PORT
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..context import AppContext
+from ..feedback import show_error
+from .snippets import SNIPPETS, snippet
+
+
+class RequestLog(QObject, logging.Handler):
+    """Forwards uvicorn's access log lines (emitted on the server thread) to the GUI thread.
+
+    Signals:
+        line_logged(str): one request line.
+    """
+
+    line_logged = Signal(str)
+
+    def __init__(self):
+        QObject.__init__(self)
+        logging.Handler.__init__(self, logging.INFO)
+
+    def emit(self, record: logging.LogRecord) -> None:  # logging's emit, called on the server thread
+        try:
+            self.line_logged.emit(record.getMessage())
+        except RuntimeError:  # the page is gone while uvicorn finishes its last line
+            pass
 
 
 class ServerPage(QWidget):
-    """The local API server. Signals: none."""
+    """The API server. Signals: none (its state shows in the main window's status bar)."""
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx = ctx
-        QVBoxLayout(self).addWidget(QLabel("Server"))
+        self.thread = None
+        self.request_log = RequestLog()
+        self.request_log.line_logged.connect(self._on_request_log_line_logged)
+        logging.getLogger("uvicorn.access").addHandler(self.request_log)
+        prefs = ctx.prefs.get("server") or {}
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(24, 16, 24, 16)
+        lay.addLayout(self._header())
+        lay.addWidget(self._options(prefs))
+        self.tabs = QTabWidget()
+        self.log = QPlainTextEdit(readOnly=True, maximumBlockCount=2000, placeholderText="Requests appear here")
+        self.tabs.addTab(self.log, "Request log")
+        self.snippet_views = {}
+        for name in SNIPPETS:
+            view = QPlainTextEdit(readOnly=True)
+            self.snippet_views[name] = view
+            self.tabs.addTab(view, name)
+        lay.addWidget(self.tabs, 1)
+        copy = QPushButton("Copy snippet")
+        copy.clicked.connect(self._on_copy_snippet_clicked)
+        lay.addWidget(copy)
+        self._show_state()
+
+    def _header(self) -> QHBoxLayout:
+        self.state = QLabel(objectName="serverState")
+        self.toggle = QPushButton("Start server", objectName="primary")
+        self.toggle.clicked.connect(self._on_toggle_clicked)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("<h2>Local API server</h2>"))
+        row.addWidget(self.state, 1)
+        row.addWidget(self.toggle)
+        return row
+
+    def _options(self, prefs: dict) -> QGroupBox:
+        box = QGroupBox("Settings")
+        self.port = QSpinBox(minimum=1024, maximum=65535, value=prefs.get("port") or self.ctx.settings.port or DEFAULT_PORT)
+        self.reach = QComboBox()
+        self.reach.addItems(["This computer only (127.0.0.1)", "My network (0.0.0.0, API key required)"])
+        self.reach.setCurrentIndex(1 if prefs.get("network") else 0)
+        self.key = QLineEdit(echoMode=QLineEdit.Password, placeholderText="No key (loopback only)")
+        self.key.setText(_load_key() or "")
+        generate = QPushButton("Generate")
+        generate.clicked.connect(self._on_generate_clicked)
+        copy = QPushButton("Copy")
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.key.text()))
+        self.require_key = QCheckBox("Require the key on this computer too", checked=bool(self.key.text()))
+        self.origins = QLineEdit(prefs.get("origins", ""), placeholderText="https://my-app.example, http://localhost:3000")
+        self.idle = QSpinBox(minimum=0, maximum=24 * 60, suffix=" min", specialValueText="never",
+                             value=int(prefs.get("idle_min", 10)))
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.key, 1)
+        key_row.addWidget(generate)
+        key_row.addWidget(copy)
+        form = QFormLayout(box)
+        form.addRow("Port", self.port)
+        form.addRow("Reachable from", self.reach)
+        form.addRow("API key", key_row)
+        form.addRow("", self.require_key)
+        form.addRow("Allowed origins", self.origins)
+        form.addRow("Unload idle models after", self.idle)
+        for signal in (self.port.valueChanged, self.reach.currentIndexChanged, self.key.textChanged):
+            signal.connect(self._on_options_changed)
+        return box
+
+    # --- state -----------------------------------------------------------------------------------
+    def running(self) -> bool:
+        return bool(self.thread and self.thread.running)
+
+    def url(self) -> str:
+        if self.thread is not None:
+            return self.thread.url.replace("0.0.0.0", "localhost")
+        return f"http://127.0.0.1:{self.port.value()}"
 
     def status_text(self) -> str:
-        return "Server stopped"
+        return f"Server running at {self.url()}" if self.running() else "Server stopped"
+
+    def _show_state(self) -> None:
+        running = self.running()
+        self.state.setText(f"<b>Running</b> at {self.url()}" if running else "Stopped")
+        self.toggle.setText("Stop server" if running else "Start server")
+        self.toggle.setObjectName("danger" if running else "primary")
+        self.toggle.style().unpolish(self.toggle)
+        self.toggle.style().polish(self.toggle)
+        for w in (self.port, self.reach, self.key, self.origins, self.require_key):
+            w.setEnabled(not running)
+        key = self.key.text() if (self.require_key.isChecked() or self.reach.currentIndex()) else ""
+        for name, view in self.snippet_views.items():
+            view.setPlainText(snippet(name, self.url(), key))
+
+    # --- start and stop --------------------------------------------------------------------------
+    @Slot()
+    def _on_toggle_clicked(self) -> None:
+        if self.running():
+            self.stop_server()
+        else:
+            self.start_server()
+
+    def start_server(self) -> None:
+        network = self.reach.currentIndex() == 1
+        key = self.key.text().strip() or None
+        if network and not key:
+            key = secrets.token_urlsafe(24)
+            self.key.setText(key)
+        self._save_prefs()
+        self.toggle.setEnabled(False)
+        self.ctx.runtime.idle_ttl_s = self.idle.value() * 60.0
+        host = "0.0.0.0" if network else "127.0.0.1"
+        use_key = key if (network or self.require_key.isChecked()) else None
+        origins = [o.strip() for o in self.origins.text().split(",") if o.strip()]
+        self.ctx.tasks.run_in_background(lambda: self._start(host, self.port.value(), use_key, origins),
+                                         self._on_started)
+
+    def _start(self, host: str, port: int, key: str | None, origins: list[str]):
+        from fireside.engine.server.app import create_app
+        from fireside.engine.server.security import SecurityPolicy
+        from fireside.engine.server.thread import ServerThread
+
+        policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins)
+        thread = ServerThread(create_app(self.ctx.runtime, self.ctx.settings, policy=policy), host, port,
+                              access_log=True, log_level="info")
+        thread.start()
+        return thread
+
+    def _on_started(self, thread, error) -> None:
+        self.toggle.setEnabled(True)
+        if error:
+            show_error(error, "starting the server")
+        else:
+            self.thread = thread
+            self.log.appendPlainText(f"listening on {thread.url}")
+        self._show_state()
+
+    def stop_server(self, wait: bool = False) -> None:
+        thread, self.thread = self.thread, None
+        if thread is None:
+            return
+        if wait:
+            thread.stop()
+        else:
+            self.toggle.setEnabled(False)
+            self.ctx.tasks.run_in_background(thread.stop, self._on_stopped)
+        self._show_state()
+
+    def _on_stopped(self, _result, error) -> None:
+        self.toggle.setEnabled(True)
+        if error:
+            show_error(error, "stopping the server")
+        self._show_state()
+
+    def dispose(self) -> None:
+        logging.getLogger("uvicorn.access").removeHandler(self.request_log)
+
+    # --- options ---------------------------------------------------------------------------------
+    @Slot()
+    def _on_generate_clicked(self) -> None:
+        self.key.setText(secrets.token_urlsafe(24))
+
+    @Slot()
+    def _on_options_changed(self, *_args) -> None:
+        if self.key.text():
+            self.require_key.setChecked(True)
+        self._show_state()
+
+    def _save_prefs(self) -> None:
+        self.ctx.prefs.set("server", {"port": self.port.value(), "network": self.reach.currentIndex() == 1,
+                                      "origins": self.origins.text(), "idle_min": self.idle.value()})
+        try:
+            from fireside.engine.server.security import delete_api_key, save_api_key
+
+            save_api_key(self.key.text()) if self.key.text() else delete_api_key()
+        except Exception as exc:  # no keyring: the key still works for this session
+            show_error(exc, "keeping the API key in the keyring (it works for this session only)")
+
+    @Slot(str)
+    def _on_request_log_line_logged(self, line: str) -> None:
+        self.log.appendPlainText(line)
+
+    @Slot()
+    def _on_copy_snippet_clicked(self) -> None:
+        view = self.tabs.currentWidget()
+        if isinstance(view, QPlainTextEdit):
+            QGuiApplication.clipboard().setText(view.toPlainText())
+
+
+def _load_key() -> str | None:
+    try:
+        from fireside.engine.server.security import load_api_key
+
+        return load_api_key()
+    except Exception:  # no keyring, or no server module in this build: start without a key
+        return None

@@ -1,0 +1,133 @@
+"""Settings, My Models and Server pages: what a user changes there takes effect and is kept."""
+
+from __future__ import annotations
+
+import httpx
+import keyring
+import pytest
+from fireside.app import feedback
+from fireside.app.windows.models import COLUMNS, ModelsTableModel
+from keyring.backends import fail
+
+from tests.helpers.gguf_builder import build_gguf
+
+pytestmark = pytest.mark.gui
+
+
+@pytest.fixture
+def idle_app(make_app, shared_runtime):
+    """The app without loading a model: these pages never generate."""
+    return make_app(shared_runtime)
+
+
+def test_theme_switch_applies_and_is_remembered(qtbot, idle_app, qapp):
+    page = idle_app.window.pages["Settings"]
+    page.theme.setCurrentText("Dark")
+    assert qapp.palette().color(qapp.palette().ColorRole.Window).lightness() < 128
+    assert idle_app.ctx.prefs.get("theme") == "dark"
+    page.theme.setCurrentText("Light")
+    assert qapp.palette().color(qapp.palette().ColorRole.Window).lightness() > 128
+
+
+def test_hub_token_goes_to_the_keyring(qtbot, idle_app, memory_keyring):
+    page = idle_app.window.pages["Settings"]
+    assert not page.keyring_notice.isVisible()
+    page.token.setText("hf_secret")
+    _click(page, "Save")
+    assert "hf_secret" in memory_keyring.store.values()
+    assert page.token.text() == "" and "saved" in page.token_state.text()
+    prefs = idle_app.ctx.prefs.path
+    assert not prefs.exists() or "hf_secret" not in prefs.read_text()
+
+
+def test_no_keyring_shows_a_notice_and_a_clear_error(qtbot, make_app, shared_runtime):
+    keyring.set_keyring(fail.Keyring())
+    app = make_app(shared_runtime)
+    page = app.window.pages["Settings"]
+    app.window.show_page("Settings")
+    assert page.keyring_notice.isVisible()
+    page.token.setText("hf_secret")
+    _click(page, "Save")
+    assert "keyring" in feedback.history[-1] and app.window.notice.isVisible()
+
+
+def test_hardware_is_shown(qtbot, idle_app):
+    page = idle_app.window.pages["Settings"]
+    qtbot.waitUntil(lambda: "Backends" in page.hardware.text(), timeout=10_000)
+    assert "CPU" in page.hardware.text()
+
+
+def test_added_models_folder_is_listed_in_my_models(qtbot, idle_app, tmp_path, qtmodeltester):
+    build_gguf(tmp_path / "extra" / "me" / "tiny" / "tiny-F32.gguf")
+    idle_app.window.pages["Settings"].add_folder(tmp_path / "extra")
+    models = idle_app.window.pages["My Models"]
+    models.refresh()
+    qtbot.waitUntil(lambda: models.table_model.rowCount() == 2, timeout=10_000)
+    ids = [m.id for m in models.table_model.rows]
+    assert ids[0] == "starter" and "tiny" in ids[1]
+    assert idle_app.ctx.prefs.get("models_dirs") == [str(tmp_path / "extra")]
+    qtmodeltester.check(models.table_model, force_py=True)
+    qtmodeltester.check(models.proxy)
+
+
+def test_models_table_model_passes_the_model_tester(qtmodeltester):
+    model = ModelsTableModel()
+    qtmodeltester.check(model)
+    assert model.columnCount() == len(COLUMNS)
+
+
+def test_import_file_and_delete(qtbot, idle_app, tmp_path):
+    src = build_gguf(tmp_path / "outside" / "Other-Q8_0.gguf")
+    page = idle_app.window.pages["My Models"]
+    page.import_paths([src])
+    qtbot.waitUntil(lambda: page.table_model.rowCount() == 2, timeout=10_000)
+    imported = page.table_model.rows[1]
+    assert imported.source == "import"
+    page.delete(imported.id)
+    qtbot.waitUntil(lambda: page.table_model.rowCount() == 1, timeout=10_000)
+    assert src.exists(), "deleting an import must leave the other app's file alone"
+
+
+def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
+    page = idle_app.window.pages["Server"]
+    page.port.setValue(_free_port())
+    page.start_server()
+    qtbot.waitUntil(page.running, timeout=15_000)
+    assert page.url() in page.snippet_views["curl"].toPlainText()
+    assert "Server running" in page.status_text()
+    r = httpx.get(f"{page.url()}/v1/models", timeout=10)
+    assert r.status_code == 200 and any(m["id"] == "starter" for m in r.json()["data"])
+    qtbot.waitUntil(lambda: "/v1/models" in page.log.toPlainText(), timeout=5_000)
+    page.stop_server()
+    qtbot.waitUntil(lambda: page.toggle.isEnabled() and not page.running(), timeout=15_000)
+    assert page.toggle.text() == "Start server"
+
+
+def test_network_mode_forces_an_api_key(qtbot, idle_app):
+    page = idle_app.window.pages["Server"]
+    page.port.setValue(_free_port())
+    page.reach.setCurrentIndex(1)
+    page.key.clear()
+    page.start_server()
+    qtbot.waitUntil(page.running, timeout=15_000)
+    key = page.key.text()
+    assert len(key) > 20 and f"Bearer {key}" in page.snippet_views["curl"].toPlainText()
+    assert httpx.get(f"{page.url()}/v1/models", timeout=10).status_code == 401
+    ok = httpx.get(f"{page.url()}/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    assert ok.status_code == 200
+    page.stop_server(wait=True)
+
+
+def _click(widget, text: str) -> None:
+    from PySide6.QtWidgets import QPushButton
+
+    button = next(b for b in widget.findChildren(QPushButton) if b.text() == text)
+    button.click()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
