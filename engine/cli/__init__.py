@@ -8,9 +8,9 @@ import logging
 import sys
 
 from ..errors import FiresideError
-from . import chat, library, models, server
+from . import bench, chat, library, models, server
 
-GROUPS = [models, chat, library, server]
+GROUPS = [models, chat, library, server, bench]
 
 
 def build_parser() -> argparse.ArgumentParser:
