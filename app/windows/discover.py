@@ -1,16 +1,217 @@
-"""Discover: search the hub (filled in below once the hub lands)."""
+"""The Discover page: search the Hugging Face hub for GGUF models, open a repo to see its files by
+quantization and size with a fit pill read from each file's real header, and download one; the
+downloads panel below tracks every pull.
+
+Every hub call blocks on the network, so each runs through ``run_in_background``; a search or repo
+answer that arrives after the user has moved on is dropped (each request carries a sequence number).
+The ``Hub`` is built on first use from ``ctx.extras["hub_factory"]`` when a test supplies one.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Slot
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..context import AppContext
+from ..feedback import show_error
+from .downloads import DownloadsPanel
+from .load_dialog import VERDICTS, human_bytes
+
+Index = QModelIndex | QPersistentModelIndex
+_ROOT = QModelIndex()
+
+
+class RowsModel(QAbstractTableModel):
+    """A read-only table of plain rows: ``columns`` names, ``cells(row)`` gives the shown strings."""
+
+    def __init__(self, columns: tuple[str, ...], cells, parent=None):
+        super().__init__(parent)
+        self.columns, self.cells, self.rows = columns, cells, []
+
+    def set_rows(self, rows: list) -> None:
+        self.beginResetModel()
+        self.rows = list(rows)
+        self.endResetModel()
+
+    def update_row(self, row: int) -> None:
+        self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.columns) - 1), [Qt.DisplayRole])
+
+    def rowCount(self, parent: Index = _ROOT) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = _ROOT) -> int:
+        return 0 if parent.isValid() else len(self.columns)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.DisplayRole):
+        if role == Qt.DisplayRole and orientation == Qt.Horizontal and 0 <= section < len(self.columns):
+            return self.columns[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.DisplayRole):
+        if role != Qt.DisplayRole or not index.isValid() or not 0 <= index.row() < len(self.rows):
+            return None
+        return self.cells(self.rows[index.row()])[index.column()]
+
+
+def _repo_cells(r) -> tuple[str, ...]:
+    gated = " (gated)" if r.gated else ""
+    return (r.id + gated, f"{r.downloads:,}", f"{r.likes:,}", (r.last_modified or "")[:10])
 
 
 class DiscoverPage(QWidget):
-    """Search the Hugging Face hub for GGUF models. Signals: none."""
+    """Search and download. Signals: none."""
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx = ctx
-        QVBoxLayout(self).addWidget(QLabel("Discover"))
+        self.hub = None
+        self.details = None
+        self.fits: dict[str, str] = {}
+        self._seq = 0
+        self.results = RowsModel(("Repository", "Downloads", "Likes", "Updated"), _repo_cells, self)
+        self.files = RowsModel(("Quantization", "File", "Size", "Fit on this machine"), self._file_cells, self)
+        self._build()
+
+    def _build(self) -> None:
+        self.query = QLineEdit(placeholderText="Search GGUF models on Hugging Face (e.g. qwen, llama, smollm)")
+        self.query.returnPressed.connect(self.search)
+        self.sort = QComboBox()
+        self.sort.addItems(["downloads", "likes", "recent", "trending"])
+        go = QPushButton("Search", objectName="primary")
+        go.clicked.connect(self.search)
+        self.status = QLabel()
+        self.results_view = self._table(self.results)
+        self.results_view.selectionModel().currentRowChanged.connect(self._on_results_current_changed)
+        self.repo_title = QLabel("<i>Choose a repository to see its files</i>")
+        self.files_view = self._table(self.files)
+        self.download = QPushButton("Download", objectName="primary", enabled=False)
+        self.download.clicked.connect(self._on_download_clicked)
+        self.files_view.selectionModel().currentRowChanged.connect(
+            lambda cur, _prev: self.download.setEnabled(cur.isValid()))
+        self.downloads = DownloadsPanel()
+        top = QHBoxLayout()
+        for w, stretch in ((self.query, 1), (self.sort, 0), (go, 0)):
+            top.addWidget(w, stretch)
+        repo = QWidget()
+        repo_lay = QVBoxLayout(repo)
+        repo_lay.setContentsMargins(0, 0, 0, 0)
+        repo_lay.addWidget(self.repo_title)
+        repo_lay.addWidget(self.files_view, 1)
+        repo_lay.addWidget(self.download, 0, Qt.AlignRight)
+        split = QSplitter()
+        split.addWidget(self.results_view)
+        split.addWidget(repo)
+        split.setSizes([500, 600])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(16, 12, 16, 12)
+        lay.addLayout(top)
+        lay.addWidget(self.status)
+        lay.addWidget(split, 1)
+        lay.addWidget(self.downloads)
+
+    def _table(self, model) -> QTableView:
+        view = QTableView(alternatingRowColors=True)
+        view.setModel(model)
+        view.setSelectionBehavior(QAbstractItemView.SelectRows)
+        view.setSelectionMode(QAbstractItemView.SingleSelection)
+        view.verticalHeader().hide()
+        view.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        return view
+
+    def _hub(self):
+        if self.hub is None:
+            factory = self.ctx.extras.get("hub_factory")
+            if factory is None:
+                from fireside.engine.hub.hub import Hub
+
+                def factory():
+                    return Hub(self.ctx.settings)
+            self.hub = factory()
+            from fireside.engine.hub.manager import DownloadManager
+
+            self.downloads.attach(DownloadManager(self.hub))
+        return self.hub
+
+    def _file_cells(self, f) -> tuple[str, ...]:
+        return (f.quant, f.name + (f" (+{len(f.parts) - 1} parts)" if len(f.parts) > 1 else ""),
+                human_bytes(f.size), self.fits.get(f.name, "checking…"))
+
+    # --- search and repo -------------------------------------------------------------------------
+    @Slot()
+    def search(self) -> None:
+        self._seq += 1
+        seq, query, sort = self._seq, self.query.text().strip(), self.sort.currentText()
+        self.status.setText("Searching…")
+        self.ctx.tasks.run_in_background(lambda: self._hub().search(query, sort=sort, limit=40),
+                                         lambda r, e: self._on_searched(seq, r, e))
+
+    def _on_searched(self, seq: int, results, error) -> None:
+        if seq != self._seq:
+            return
+        if error:
+            self.status.setText("")
+            show_error(error, "searching the hub")
+            return
+        self.status.setText(f"{len(results)} repositories")
+        self.results.set_rows(results)
+
+    @Slot(QModelIndex, QModelIndex)
+    def _on_results_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if current.isValid():
+            self.open_repo(self.results.rows[current.row()].id)
+
+    def open_repo(self, repo_id: str) -> None:
+        self._seq += 1
+        seq = self._seq
+        self.repo_title.setText(f"<b>{repo_id}</b> · loading…")
+        self.files.set_rows([])
+        self.ctx.tasks.run_in_background(lambda: self._hub().repo(repo_id), lambda r, e: self._on_repo(seq, r, e))
+
+    def _on_repo(self, seq: int, details, error) -> None:
+        if seq != self._seq:
+            return
+        if error:
+            self.repo_title.setText("")
+            show_error(error, "opening the repository")
+            return
+        self.details, self.fits = details, {}
+        self.repo_title.setText(f"<b>{details.id}</b> · {details.license or 'no license given'} · "
+                                f"{details.downloads:,} downloads")
+        self.files.set_rows(sorted(details.files, key=lambda f: f.size))
+        for row, f in enumerate(self.files.rows):
+            self.ctx.tasks.run_in_background(lambda f=f: self._hub().fit(details.id, f),
+                                             lambda r, e, row=row, f=f: self._on_fit(seq, row, f, r, e))
+
+    def _on_fit(self, seq: int, row: int, file, check, error) -> None:
+        if seq != self._seq:
+            return
+        self.fits[file.name] = f"? ({error})" if error else VERDICTS.get(check.plan.verdict, check.plan.verdict)
+        self.files.update_row(row)
+
+    @Slot()
+    def _on_download_clicked(self) -> None:
+        rows = self.files_view.selectionModel().selectedRows()
+        if not rows or self.details is None:
+            return
+        file = self.files.rows[rows[0].row()]
+        self.downloads.add(self._hub_manager().start(self.details.id, file.name))
+
+    def _hub_manager(self):
+        self._hub()
+        return self.downloads.manager
+
+    def dispose(self) -> None:
+        if self.downloads.manager is not None:
+            self.downloads.manager.shutdown()

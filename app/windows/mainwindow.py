@@ -104,6 +104,7 @@ class MainWindow(QMainWindow):
         }
         self._build()
         self.chat.undo_offered.connect(self._on_chat_undo_offered)
+        self.pages["Discover"].downloads.model_added.connect(self._on_downloads_model_added)
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
         self._timer = QTimer(self, interval=3000)
         self._timer.timeout.connect(self._on_bridge_loaded_changed)
@@ -154,6 +155,11 @@ class MainWindow(QMainWindow):
         else:
             self.models_label.setText("No model loaded")
         self.server_label.setText(self.pages["Server"].status_text())
+
+    @Slot(object)
+    def _on_downloads_model_added(self, _job) -> None:
+        self.pages["My Models"].refresh()
+        self.chat.model_bar.reload_list()
 
     @Slot(str, object)
     def _on_chat_undo_offered(self, text: str, undo) -> None:

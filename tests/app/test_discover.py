@@ -1,0 +1,39 @@
+"""Discover against a local fake hub serving real GGUF bytes: search, open a repo, see fit pills from
+the real headers, download with progress, and find the model in My Models."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tests.helpers.hubfixtures import Q4, REPO, make_hub, run_fakehub
+
+pytestmark = pytest.mark.gui
+fakehub = pytest.fixture(run_fakehub)
+
+
+def test_search_open_fit_and_download(qtbot, qtmodeltester, make_app, shared_runtime, fakehub):
+    app = make_app(shared_runtime)
+    settings = replace(app.ctx.settings, hf_endpoint=fakehub.url)
+    app.ctx.extras["hub_factory"] = lambda: make_hub(settings)
+    page = app.window.pages["Discover"]
+    qtbot.keyClicks(page.query, "smol")
+    page.search()
+    qtbot.waitUntil(lambda: page.results.rowCount() >= 1, timeout=15_000)
+    assert page.results.rows[0].id == REPO
+    page.results_view.selectRow(0)
+    qtbot.waitUntil(lambda: page.files.rowCount() == 2, timeout=15_000)
+    qtbot.waitUntil(lambda: len(page.fits) == 2, timeout=15_000)
+    assert all(not v.startswith("?") for v in page.fits.values()), page.fits
+    qtmodeltester.check(page.results)
+    qtmodeltester.check(page.files)
+    row = next(i for i, f in enumerate(page.files.rows) if f.name == Q4)
+    page.files_view.selectRow(row)
+    models = app.window.pages["My Models"]
+    with qtbot.waitSignal(page.downloads.model_added, timeout=30_000) as done:
+        page.download.click()
+    job = done.args[0]
+    assert job.state == "done" and job.model.path.name == Q4
+    assert page.downloads.rows[job.id].bar.value() == 1000
+    qtbot.waitUntil(lambda: any(m.path.name == Q4 for m in models.table_model.rows), timeout=10_000)
