@@ -18,7 +18,8 @@
     │   ├── GatedRepo           the repo needs accepted terms and a token
     │   └── DownloadError       a download failed for good
     │       ├── IntegrityError  the downloaded bytes do not match the hub's hash
-    │       └── DiskFull        not enough free space to start or finish
+    │       ├── DiskFull        not enough free space to start or finish
+    │       └── DownloadCancelled  the user cancelled; the part file stays for a resume
     └── ServerError             the local API server could not start or stop
 
 Each error carries a message meant for a person: what went wrong and, where there is one, what to do.
@@ -110,6 +111,10 @@ class IntegrityError(DownloadError):
 
 class DiskFull(DownloadError):
     """Not enough free disk space for the download."""
+
+
+class DownloadCancelled(DownloadError):
+    """The download was cancelled; its part file is kept so it can resume."""
 
 
 class ServerError(FiresideError):

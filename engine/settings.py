@@ -11,6 +11,7 @@ Environment variables:
     FIRESIDE_HOST     the API server's bind address (default 127.0.0.1)
     FIRESIDE_PORT     the API server's port (default 8765)
     HF_ENDPOINT       the Hugging Face hub (or a mirror); read by huggingface_hub too
+    HF_TOKEN          a hub token for this session, used when the OS keyring holds none
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Settings:
     port: int = DEFAULT_PORT
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
     idle_ttl_s: float = 600.0
+    hf_token: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -64,6 +66,7 @@ class Settings:
             host=env.get("FIRESIDE_HOST", DEFAULT_HOST),
             port=int(env.get("FIRESIDE_PORT", DEFAULT_PORT)),
             hf_endpoint=env.get("HF_ENDPOINT", DEFAULT_HF_ENDPOINT).rstrip("/"),
+            hf_token=env.get("HF_TOKEN") or None,
         )
 
     @property

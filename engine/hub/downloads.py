@@ -31,15 +31,11 @@ from pathlib import Path
 
 import httpx
 
-from ..errors import DiskFull, DownloadError, GatedRepo, HubError, IntegrityError
+from ..errors import DiskFull, DownloadCancelled, DownloadError, GatedRepo, HubError, IntegrityError
 
 log = logging.getLogger(__name__)
 
 DISK_MARGIN = 64 * 1024 * 1024  # leave the disk with room for the index, logs and the OS
-
-
-class DownloadCancelled(DownloadError):
-    """The download was cancelled; its part file is kept so it can resume."""
 
 
 @dataclass(frozen=True)

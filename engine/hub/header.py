@@ -9,8 +9,6 @@ on disk, minus the extent checks, and feeds the fit planner.
 
 from __future__ import annotations
 
-import io
-
 import httpx
 
 from ..errors import HeaderIncomplete, HubError, InvalidModelFile
@@ -47,18 +45,17 @@ def fetch_info(client: httpx.Client, urls: list[str], names: list[str], total_si
     """Inspect a hub model (every part of a split set) from its headers alone."""
     headers = [_fetch_header(client, url, name, i, auth, probe, cap)
                for i, (url, name) in enumerate(zip(urls, names))]
-    # inspection's parser and summary are shared on purpose: one GGUF reader, whatever the bytes' source
-    info = inspection._summarize(names[0], total_size, headers)
+    info = inspection.summarize_headers(names[0], total_size, headers)
     info.split_files = list(names) if len(names) > 1 else []
     return info
 
 
 def _fetch_header(client: httpx.Client, url: str, name: str, index: int, auth: httpx.Auth | None,
-                  probe: int, cap: int) -> inspection._Header:
+                  probe: int, cap: int) -> inspection.Header:
     data = fetch_range(client, url, 0, probe - 1, auth)
     while True:
         try:
-            return inspection._parse(io.BytesIO(data), len(data), partial=True, label=name, file_index=index)
+            return inspection.read_header(data, name, index)
         except HeaderIncomplete as exc:
             if len(data) < probe and len(data) < exc.needed:
                 raise InvalidModelFile(f"{name}: the file ends inside its header") from exc

@@ -103,7 +103,7 @@ class Hub:
                  downloader: Downloader | None = None, probe: int = PROBE, cap: int = CAP):
         self.settings = settings
         self.endpoint = settings.hf_endpoint.rstrip("/")
-        self.token: str | None = get_token() if token is _KEYRING else token  # type: ignore[assignment]
+        self.token: str | None = (get_token() or settings.hf_token) if token is _KEYRING else token  # type: ignore[assignment]
         self.auth = HubAuth(self.token, self.endpoint)
         self.client = client or httpx.Client(follow_redirects=True, timeout=httpx.Timeout(30.0, connect=15.0))
         self.api = api or HfApi(endpoint=self.endpoint, token=self.token or False)

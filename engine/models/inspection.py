@@ -237,14 +237,14 @@ def _type_bytes(type_id: int, n_elements: int, label: str, name: str) -> tuple[s
 
 
 @dataclass
-class _Header:
+class Header:
     version: int
     kv: dict[str, object]
     tensors: list[TensorInfo]
     data_offset: int
 
 
-def _parse(fh: BinaryIO, size: int, partial: bool, label: str, file_index: int = 0) -> _Header:
+def _parse(fh: BinaryIO, size: int, partial: bool, label: str, file_index: int = 0) -> Header:
     r = _Reader(fh, size, partial, label)
     magic = r.take(4, "magic")
     if magic != GGUF_MAGIC:
@@ -267,7 +267,7 @@ def _parse(fh: BinaryIO, size: int, partial: bool, label: str, file_index: int =
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
         raise InvalidModelFile(f"{label}: general.alignment {alignment!r} is not a power of two")
     data_offset = (r.pos + alignment - 1) // alignment * alignment
-    return _Header(version, kv, tensors, data_offset)
+    return Header(version, kv, tensors, data_offset)
 
 
 def _read_tensor(r: _Reader, label: str, file_index: int) -> TensorInfo:
@@ -288,12 +288,22 @@ def _read_tensor(r: _Reader, label: str, file_index: int) -> TensorInfo:
     return TensorInfo(name, shape, type_name, offset, n_bytes, file_index)
 
 
-def _check_extents(header: _Header, size: int, label: str) -> None:
+def _check_extents(header: Header, size: int, label: str) -> None:
     for t in header.tensors:
         end = header.data_offset + t.offset + t.n_bytes
         if end > size:
             raise InvalidModelFile(f"{label}: tensor {t.name} runs to byte {end:,}, past the end of the "
                                    f"file ({size:,} bytes); the file is truncated or corrupt")
+
+
+def read_header(data: bytes, name: str = "header", file_index: int = 0) -> Header:
+    """Parse one file's header from its first bytes (``HeaderIncomplete`` asks for more)."""
+    return _parse(io.BytesIO(data), len(data), partial=True, label=name, file_index=file_index)
+
+
+def summarize_headers(name: str, total_size: int, headers: list[Header]) -> ModelInfo:
+    """One ``ModelInfo`` from the headers of every part of a model (the first holds the metadata)."""
+    return _summarize(name, total_size, headers)
 
 
 def inspect_header(data: bytes, name: str = "header", file_size: int | None = None) -> ModelInfo:
@@ -345,7 +355,7 @@ def split_parts(path: Path) -> list[Path]:
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.")
 
 
-def _summarize(path: str, file_size: int, headers: list[_Header]) -> ModelInfo:
+def _summarize(path: str, file_size: int, headers: list[Header]) -> ModelInfo:
     kv = headers[0].kv
     tensors = [t for h in headers for t in h.tensors]
     arch = _get(kv, "general.architecture", str, None)
