@@ -1,0 +1,73 @@
+"""The Anthropic dialect through the official ``anthropic`` package, against the real server and SmolLM2."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+pytestmark = pytest.mark.model
+HI = [{"role": "user", "content": "Say hello."}]
+WEATHER = {"name": "get_weather", "description": "Current weather in a city",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+
+
+@pytest.fixture(scope="module")
+def client(base_url):
+    return anthropic.Anthropic(base_url=base_url, api_key="unused", max_retries=0)
+
+
+def test_whole_message_with_system(client):
+    m = client.messages.create(model="starter", max_tokens=5, system="You are terse.", messages=HI)
+    assert m.type == "message" and m.role == "assistant" and m.stop_reason == "max_tokens"
+    assert m.content[0].type == "text" and m.content[0].text
+    assert m.usage.output_tokens == 5 and m.usage.input_tokens > 0
+
+
+def test_streamed_message_events(client):
+    with client.messages.stream(model="starter", max_tokens=5, messages=HI) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    kinds = [e.type for e in events]
+    assert kinds[0] == "message_start" and "content_block_delta" in kinds and "message_stop" in kinds
+    deltas = "".join(e.delta.text for e in events if e.type == "content_block_delta")
+    assert deltas and final.content[0].text == deltas
+    assert final.stop_reason == "max_tokens" and final.usage.output_tokens == 5
+
+
+def test_forced_tool_use_and_tool_result_turn(client):
+    ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
+    m = client.messages.create(model="starter", max_tokens=40, tools=[WEATHER], messages=ask,
+                               tool_choice={"type": "tool", "name": "get_weather"})
+    assert m.stop_reason == "tool_use"
+    use = next(b for b in m.content if b.type == "tool_use")
+    assert use.name == "get_weather" and isinstance(use.input["city"], str) and use.id
+    follow = ask + [{"role": "assistant", "content": [b.model_dump() for b in m.content]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "Sunny, 21 C"}]}]
+    reply = client.messages.create(model="starter", max_tokens=6, tools=[WEATHER], messages=follow,
+                                   tool_choice={"type": "none"})
+    assert reply.content[0].type == "text" and reply.content[0].text
+
+
+def test_streamed_tool_use(client):
+    with client.messages.stream(model="starter", max_tokens=40, tools=[WEATHER], tool_choice={"type": "any"},
+                                messages=[{"role": "user", "content": "Weather in Lima?"}]) as stream:
+        final = stream.get_final_message()
+    use = next(b for b in final.content if b.type == "tool_use")
+    assert use.name == "get_weather" and "city" in use.input
+    assert final.stop_reason == "tool_use"
+
+
+def test_count_tokens_grows_with_the_conversation(client):
+    short = client.messages.count_tokens(model="starter", messages=HI).input_tokens
+    turns = HI + [{"role": "assistant", "content": "Hello!"}, {"role": "user", "content": "Now say goodbye."}]
+    longer = client.messages.count_tokens(model="starter", messages=turns).input_tokens
+    assert 0 < short < longer
+
+
+def test_errors_in_anthropic_shape(client):
+    with pytest.raises(anthropic.NotFoundError) as err:
+        client.messages.create(model="nope", max_tokens=5, messages=HI)
+    assert err.value.body["type"] == "error" and err.value.body["error"]["type"] == "not_found_error"
+    with pytest.raises(anthropic.BadRequestError) as err:
+        client.messages.create(model="starter", max_tokens=5, messages=[{"role": "system", "content": "x"}])
+    assert err.value.body["error"]["type"] == "invalid_request_error"

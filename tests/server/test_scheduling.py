@@ -1,0 +1,113 @@
+"""Scheduling through the server: error statuses, a full queue, 20 concurrent streams, a client that
+hangs up freeing its place at once, and a runner crash reported mid-stream and recovered from."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+import pytest
+
+from fireside.engine.runtime.types import ChatRequest, Sampling
+
+pytestmark = pytest.mark.model
+LONG = {"model": "starter", "messages": [{"role": "user", "content": "Write a long story."}],
+        "max_tokens": 2000, "stream": True}
+
+
+def wait_until(predicate, timeout: float) -> float:
+    """Poll ``predicate`` until true; return the seconds it took (fails the test on timeout)."""
+    started = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - started < timeout, "timed out waiting"
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def test_context_overflow_is_400(base_url):
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model="starter", max_tokens=2,
+                                       messages=[{"role": "user", "content": "hello " * 9000}])
+    assert err.value.body["code"] == "context_length_exceeded" and "context holds" in err.value.body["message"]
+
+
+@pytest.mark.parametrize("body, param", [
+    ({"model": "starter"}, "messages"),
+    ({"model": "starter", "messages": [], "max_tokens": 2}, "messages"),
+    ({"model": "starter", "messages": [{"role": "user", "content": "x"}], "temperature": 9}, "temperature"),
+    ({"model": "starter", "messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}, "tool_choice"),
+    ({"model": "starter", "messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {}}}, "response_format"),
+])
+def test_validation_errors_are_400_in_openai_shape(base_url, body, param):
+    r = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 400
+    error = r.json()["error"]
+    assert error["type"] == "invalid_request_error" and param in (error["param"] or "") and error["message"]
+
+
+def test_twenty_concurrent_streams_all_complete(base_url, runtime):
+    # One prompt (its prefix stays cached), four seeds: each stream must carry exactly its own tokens.
+    messages = [{"role": "user", "content": "Tell me about the sea."}]
+    expected = {seed: "".join(c.text for c in runtime.chat("starter", ChatRequest(
+        messages, Sampling(max_tokens=4, seed=seed))) if c.kind == "text") for seed in range(4)}
+    assert len(set(expected.values())) > 1
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
+
+    def one(i: int) -> tuple[int, str, str, int]:
+        events = list(client.chat.completions.create(
+            model="starter", messages=messages, max_tokens=4, seed=i % 4, stream=True,
+            stream_options={"include_usage": True}))
+        text = "".join(e.choices[0].delta.content or "" for e in events if e.choices)
+        finish = [e.choices[0].finish_reason for e in events if e.choices][-1]
+        return i % 4, text, finish, events[-1].usage.completion_tokens
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(one, range(20)))
+    assert len(results) == 20
+    for seed, text, finish, n_tokens in results:
+        assert (text, finish, n_tokens) == (expected[seed], "length", 4)
+
+
+def first_event(lines) -> dict:
+    for line in lines:
+        if line.startswith("data: "):
+            return json.loads(line[6:])
+    raise AssertionError("the stream ended without an event")
+
+
+def test_full_queue_is_503_and_a_disconnect_frees_the_slot(narrow):
+    server, rt = narrow
+    with httpx.Client(timeout=60) as a:
+        with a.stream("POST", f"{server.url}/v1/chat/completions", json=LONG) as stream:
+            assert first_event(stream.iter_lines())["choices"][0]["delta"]["role"] == "assistant"
+            busy = httpx.post(f"{server.url}/v1/chat/completions", json={**LONG, "stream": False}, timeout=30)
+            assert busy.status_code == 503 and busy.headers["retry-after"]
+            assert busy.json()["error"]["code"] == "queue_full"
+            client = rt._slots["starter"].client
+            assert client.in_flight == 1
+        freed_in = wait_until(lambda: client.in_flight == 0, timeout=10)
+    assert freed_in < 3  # within a few tokens, not the ~2000 the story asked for
+    r = httpx.post(f"{server.url}/v1/chat/completions", json={**LONG, "stream": False, "max_tokens": 2}, timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+
+
+def test_runner_crash_mid_stream_is_reported_and_the_next_request_recovers(narrow):
+    server, rt = narrow
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=LONG, timeout=60) as stream:
+        lines = stream.iter_lines()
+        first_event(lines)
+        pid = rt._slots["starter"].client.pid
+        os.kill(pid, signal.SIGKILL)
+        events = [json.loads(line[6:]) for line in lines if line.startswith("data: ") and line != "data: [DONE]"]
+    error = events[-1]["error"]
+    assert error["code"] == "runner_crashed" and "SIGKILL" in error["message"]
+    r = httpx.post(f"{server.url}/v1/chat/completions", json={**LONG, "stream": False, "max_tokens": 2}, timeout=60)
+    assert r.status_code == 200
+    assert rt._slots["starter"].client.pid != pid
