@@ -4,13 +4,15 @@ Devices come from ggml's backend device API (``ggml_backend_dev_*``) in the shar
 llama-cpp-python ships, read with ctypes, so Fireside sees exactly the devices its llama.cpp build
 will use: a CUDA build lists each NVIDIA GPU with its free memory, a Metal build the Apple GPU, a
 CPU-only build just the CPU. ``detect()`` caches its answer; ``detect(refresh=True)`` re-reads free
-memory. Runs on any thread.
+memory. Runs on any thread. An installer bundle also says which backend it built llama.cpp for
+(``built_for``, from the ``fireside_build.json`` that ``installers/fireside.spec`` writes).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
@@ -53,6 +55,7 @@ class Hardware:
     system_info: str = ""
     llama_cpp_version: str = ""
     notes: list[str] = field(default_factory=list)
+    built_for: str = ""  # the installer's llama.cpp backend ("cpu", "cuda", ...); "" for a pip install
 
     @property
     def gpus(self) -> list[Device]:
@@ -60,6 +63,20 @@ class Hardware:
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+
+def build_info() -> dict[str, object]:
+    """What the installer recorded about this bundle (backend, llama-cpp-python version, date), or {}
+    when Fireside runs from a pip install rather than a frozen bundle."""
+    if not getattr(sys, "frozen", False):
+        return {}
+    for folder in (getattr(sys, "_MEIPASS", None), os.path.dirname(sys.executable)):
+        path = Path(folder or ".") / "fireside_build.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    return {}
 
 
 def _lib_dir() -> Path:
@@ -156,4 +173,5 @@ def _detect() -> Hardware:
         system_info=llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
         llama_cpp_version=getattr(llama_cpp, "__version__", ""),
         notes=notes,
+        built_for=str(build_info().get("backend", "")),
     )
