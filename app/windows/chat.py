@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fireside.engine.library.starter import STARTER_ID, starter_path
 from fireside.engine.runtime.types import ChatRequest
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -107,12 +107,12 @@ class ChatPage(QWidget):
         self.composer.setMaximumHeight(110)
         self.send_button = QPushButton("Send", objectName="primary")
         self.stop_button = QPushButton("Stop", visible=False, objectName="danger")
-        self.meter = QProgressBar(objectName="contextMeter", maximumWidth=260, textVisible=True)
+        self.meter = QProgressBar(objectName="contextMeter", minimumWidth=240, maximumWidth=320, textVisible=True)
         self.meter.setFormat("context: not loaded")
         self.meter.setValue(0)
         top = QHBoxLayout()
         top.addWidget(self.model_bar, 1)
-        top.addWidget(self.settings_toggle)
+        top.addWidget(self.settings_toggle, 0, Qt.AlignTop)
         bottom = QHBoxLayout()
         bottom.addWidget(self.composer, 1)
         buttons = QVBoxLayout()
@@ -121,6 +121,7 @@ class ChatPage(QWidget):
         buttons.addStretch(1)
         bottom.addLayout(buttons)
         center = QVBoxLayout()
+        center.setContentsMargins(10, 8, 10, 8)
         center.addLayout(top)
         center.addWidget(self.stack, 1)
         center.addWidget(self.edit_banner)
@@ -134,7 +135,7 @@ class ChatPage(QWidget):
 
     def _empty_state(self) -> QWidget:
         box = QWidget(objectName="emptyState")
-        title = QLabel("<h2>Chat with a model on your own machine</h2>", alignment=Qt.AlignCenter)
+        title = QLabel("<h2>Chat with a model on your own machine</h2>", alignment=Qt.AlignCenter, wordWrap=True)
         hint = QLabel("Nothing you type leaves this computer.", alignment=Qt.AlignCenter)
         self.start_button = QPushButton("Start chatting with SmolLM2 (built in)", objectName="primary")
         self.start_button.setVisible(starter_path() is not None)
@@ -377,6 +378,12 @@ class ChatPage(QWidget):
         self.reply_ended.emit(msg.id, state)
 
     # --- helpers ---------------------------------------------------------------------------------
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # a theme switch: code blocks follow the new scheme
+            for view in self.transcript.views.values():
+                view.set_content(view.message.content, view.message.reasoning, view.message.reasoning_s)
+
     def _show_thread(self) -> None:
         messages = self.store.thread(self.conv_id) if self.conv_id is not None else []
         branches = {}

@@ -61,7 +61,7 @@ class ChatSettingsPanel(QWidget):
         lay.addWidget(QLabel("<b>Sampling</b>"))
         lay.addLayout(form)
         lay.addStretch(1)
-        self.setFixedWidth(260)
+        self.setFixedWidth(230)
         self.system_prompt.textChanged.connect(self._on_value_changed)
         for w in (self.temperature, self.top_p, self.top_k, self.repeat_penalty, self.max_tokens, self.seed):
             w.valueChanged.connect(self._on_value_changed)

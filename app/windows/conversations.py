@@ -103,6 +103,9 @@ class ConversationList(QWidget):
         self.search.textChanged.connect(self._on_search_changed)
         self.view = QListView()
         self.view.setModel(self.model)
+        self.view.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.view.setTextElideMode(Qt.ElideRight)
+        self.view.setUniformItemSizes(True)
         self.view.setEditTriggers(QAbstractItemView.DoubleClicked | QAbstractItemView.EditKeyPressed)
         self.view.setContextMenuPolicy(Qt.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._on_view_menu_requested)
@@ -117,8 +120,8 @@ class ConversationList(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.search)
         lay.addWidget(self.view)
-        self.setMinimumWidth(200)
-        self.setMaximumWidth(300)
+        self.setMinimumWidth(170)
+        self.setMaximumWidth(260)
 
     def refresh(self, select: int | None = None) -> None:
         blocker = self.view.selectionModel().blockSignals(True)

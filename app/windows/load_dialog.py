@@ -48,6 +48,7 @@ class LoadDialog(QDialog):
         super().__init__(parent)
         self.ctx, self.model_id = ctx, model_id
         self.setWindowTitle(f"Load {model_id}")
+        self.setMinimumWidth(460)
         self.info = self.hw = None
         self._build()
         saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))

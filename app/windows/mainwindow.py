@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
         self.chat.undo_offered.connect(self._on_chat_undo_offered)
         self.pages["Discover"].downloads.model_added.connect(self._on_downloads_model_added)
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
+        self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
         self._timer = QTimer(self, interval=3000)
         self._timer.timeout.connect(self._on_bridge_loaded_changed)
         self._timer.start()

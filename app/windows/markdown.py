@@ -56,7 +56,7 @@ def _code(code: str, language: str, index: int, dark: bool) -> str:
             f'<td align="right"><a href="copy:{index}">Copy</a></td></tr></table>')
     body = _highlight(code, language, dark)
     return (f'{head}<table width="100%" cellspacing="0" cellpadding="8" style="background-color:{bg};">'
-            f'<tr><td><pre style="color:{fg}; font-family:monospace;">{body}</pre></td></tr></table>')
+            f'<tr><td><pre style="color:{fg}; font-family:monospace; white-space:pre-wrap;">{body}</pre></td></tr></table>')
 
 
 def _highlight(code: str, language: str, dark: bool) -> str:

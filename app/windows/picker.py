@@ -8,7 +8,16 @@ from fireside.engine.errors import LoadCancelled
 from fireside.engine.library.starter import STARTER_ID
 from fireside.engine.models.planner import LoadOptions
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..context import AppContext
 from ..feedback import show_error
@@ -30,10 +39,10 @@ class ModelBar(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.loading: str | None = None
-        self.combo = QComboBox(minimumWidth=280)
+        self.combo = QComboBox(minimumWidth=160, maximumWidth=340)
         self.combo.setPlaceholderText("Choose a model")
         self.combo.activated.connect(self._on_combo_activated)
-        self.settings_button = QPushButton("Load settings…", toolTip="GPU layers, context, KV cache")
+        self.settings_button = QPushButton("Load…", toolTip="Load settings: GPU layers, context length, KV cache")
         self.settings_button.clicked.connect(self._on_settings_clicked)
         self.eject_button = QPushButton("Eject", toolTip="Unload this model and free its memory")
         self.eject_button.clicked.connect(self._on_eject_clicked)
@@ -41,11 +50,16 @@ class ModelBar(QWidget):
         self.cancel_button = QPushButton("Cancel", visible=False)
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
         self.state = QLabel(objectName="modelState")
-        lay = QHBoxLayout(self)
+        self.state.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # long states must not widen the window
+        row = QHBoxLayout()
+        for w in (self.combo, self.settings_button, self.eject_button, self.progress, self.cancel_button):
+            row.addWidget(w)
+        row.addStretch(1)
+        lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        for w in (self.combo, self.settings_button, self.eject_button, self.progress, self.cancel_button, self.state):
-            lay.addWidget(w)
-        lay.addStretch(1)
+        lay.setSpacing(2)
+        lay.addLayout(row)
+        lay.addWidget(self.state)
         ctx.bridge.load_progress.connect(self._on_bridge_load_progress)
         ctx.bridge.load_finished.connect(self._on_bridge_load_finished)
         ctx.bridge.load_failed.connect(self._on_bridge_load_failed)

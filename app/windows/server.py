@@ -14,7 +14,7 @@ import secrets
 
 from fireside.engine.settings import DEFAULT_PORT
 from PySide6.QtCore import QObject, Signal, Slot
-from PySide6.QtGui import QGuiApplication
+from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from ..context import AppContext
 from ..feedback import show_error
+from .settings import keyring_available
 from .snippets import SNIPPETS, snippet
 
 
@@ -57,7 +58,13 @@ class RequestLog(QObject, logging.Handler):
 
 
 class ServerPage(QWidget):
-    """The API server. Signals: none (its state shows in the main window's status bar)."""
+    """The API server.
+
+    Signals:
+        state_changed(): started, stopped or failed to start (the status bar shows the state).
+    """
+
+    state_changed = Signal()
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
@@ -72,11 +79,14 @@ class ServerPage(QWidget):
         lay.addLayout(self._header())
         lay.addWidget(self._options(prefs))
         self.tabs = QTabWidget()
+        mono = QFontDatabase.systemFont(QFontDatabase.FixedFont)
         self.log = QPlainTextEdit(readOnly=True, maximumBlockCount=2000, placeholderText="Requests appear here")
+        self.log.setFont(mono)
         self.tabs.addTab(self.log, "Request log")
         self.snippet_views = {}
         for name in SNIPPETS:
             view = QPlainTextEdit(readOnly=True)
+            view.setFont(mono)
             self.snippet_views[name] = view
             self.tabs.addTab(view, name)
         lay.addWidget(self.tabs, 1)
@@ -97,6 +107,7 @@ class ServerPage(QWidget):
 
     def _options(self, prefs: dict) -> QGroupBox:
         box = QGroupBox("Settings")
+        box.setMaximumWidth(820)
         self.port = QSpinBox(minimum=1024, maximum=65535, value=prefs.get("port") or self.ctx.settings.port or DEFAULT_PORT)
         self.reach = QComboBox()
         self.reach.addItems(["This computer only (127.0.0.1)", "My network (0.0.0.0, API key required)"])
@@ -150,6 +161,7 @@ class ServerPage(QWidget):
         key = self.key.text() if (self.require_key.isChecked() or self.reach.currentIndex()) else ""
         for name, view in self.snippet_views.items():
             view.setPlainText(snippet(name, self.url(), key))
+        self.state_changed.emit()
 
     # --- start and stop --------------------------------------------------------------------------
     @Slot()
@@ -228,11 +240,17 @@ class ServerPage(QWidget):
     def _save_prefs(self) -> None:
         self.ctx.prefs.set("server", {"port": self.port.value(), "network": self.reach.currentIndex() == 1,
                                       "origins": self.origins.text(), "idle_min": self.idle.value()})
+        key = self.key.text()
+        if not keyring_available():
+            if key:
+                show_error("No OS keyring on this machine: the API key works until Fireside quits, and a new "
+                           "one is needed after a restart")
+            return
         try:
             from fireside.engine.server.security import delete_api_key, save_api_key
 
-            save_api_key(self.key.text()) if self.key.text() else delete_api_key()
-        except Exception as exc:  # no keyring: the key still works for this session
+            save_api_key(key) if key else delete_api_key()
+        except Exception as exc:  # a locked or broken keyring: the key still works for this session
             show_error(exc, "keeping the API key in the keyring (it works for this session only)")
 
     @Slot(str)
