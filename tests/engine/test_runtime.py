@@ -43,7 +43,7 @@ def test_reply_streams_in_pieces_and_reports_usage(runtime):
     assert done.kind == "done" and done.finish_reason in ("stop", "length")
     u = done.usage
     assert u.prompt_tokens > 10 and 0 < u.completion_tokens <= 24
-    assert u.ttft_s > 0 and u.decode_tokens_per_s > 5
+    assert u.ttft_s > 0 and u.decode_tokens_per_s > 0  # speed itself is bench/runtime.py's business
 
 
 def test_max_tokens_ends_the_reply_with_length(runtime):
