@@ -10,7 +10,6 @@ reach session fixtures.
 from __future__ import annotations
 
 import pytest
-
 from fireside.engine.library import Library
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
@@ -60,9 +59,9 @@ class FakePuller:
         self.settings, self.library, self.calls = settings, library, []
 
     def __call__(self, name, on_progress=None, cancel=None):
-        from tests.helpers.gguf_builder import build_gguf
-
         from fireside.engine.hub.downloads import Progress
+
+        from tests.helpers.gguf_builder import build_gguf
 
         self.calls.append(name)
         for done in (0, 512, 1024):
