@@ -151,7 +151,9 @@ def _compute_bytes(info: ModelInfo, ctx: int, ubatch: int, flash: bool, with_out
         padded = (ctx + 255) // 256 * 256
         attention = ubatch * padded * info.head_count * 4
     logits = ubatch * info.vocab_size * 4 if with_output else 0
-    return activations + attention + logits
+    # ggml's allocator reuses memory between graph nodes: the attention scores and the logits are never
+    # alive at once, so the buffer is sized by the larger phase, not their sum.
+    return activations + max(attention, logits)
 
 
 def _distribute(n: int, ratios: list[float]) -> list[int]:

@@ -4,7 +4,8 @@ One ``Runtime`` lives in the app process (or in ``fireside serve``). The chat wi
 HTTP server are peers that call it from their own threads. Each loaded model has one runner; a
 request for a model that is not loaded loads it first (just in time), a model idle past its
 time-to-live is unloaded, a runner that dies turns into a clear error for the requests it held and
-the next request starts a fresh one.
+the next request starts a fresh one. Ids of the form ``remote/NAME/MODEL`` are handed to the
+``RemoteEngine`` (``engine/remote``), which forwards them to a remote server and yields the same chunks.
 
 Threading: every public method may be called from any thread. ``chat`` and ``complete`` return
 generators that block between chunks; run them off the GUI thread.
@@ -23,6 +24,7 @@ from ..errors import ContextOverflow, LoadCancelled, ModelTooLarge, RunnerCrashe
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..remote import RemoteEngine, is_remote
 from ..settings import Settings
 from .client import RunnerClient
 from .grammar import forced_tool_names, grammar_for
@@ -54,7 +56,8 @@ class _Slot:
 
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
-                 idle_ttl_s: float | None = None, runner_command: list[str] | None = None):
+                 idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
+                 remotes: RemoteEngine | None = None):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -62,6 +65,7 @@ class Runtime:
         self.max_queue = max_queue
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
+        self.remotes = remotes or RemoteEngine(settings)
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
         self._lock = threading.RLock()
@@ -74,6 +78,8 @@ class Runtime:
     def load(self, model_id: str, options: LoadOptions | None = None, *, on_progress: ProgressFn | None = None,
              cancel: threading.Event | None = None, ttl_s: float | None = None, embedding: bool = False) -> LoadedModel:
         """Load ``model_id`` (a no-op if it is loaded with the same options). Blocks until loaded."""
+        if is_remote(model_id):  # nothing to load here: check that the remote serves it
+            return self.remotes.check(model_id)
         key = self._key(model_id, embedding)
         with self._lock:
             lock = self._load_locks.setdefault(key, threading.Lock())
@@ -114,11 +120,13 @@ class Runtime:
             plan = smaller
             client, result = self._spawn(model_id, path, plan, embedding, on_progress, cancel)
         gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
+        reported = reported_bytes(result.get("buffers", {}))
         loaded = LoadedModel(
             model_id=model_id, path=str(path), pid=client.pid, n_ctx=result["n_ctx"], n_gpu_layers=gpu_layers,
             n_layers=info.block_count, verdict=plan.verdict, planned_ram_bytes=plan.ram.total_bytes,
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
-            last_used=time.time(), embedding=embedding, notes=notes,
+            last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
+            calibration=plan.compare(reported) if reported else {},
         )
         log.info("loaded %s in runner %d (%s, ctx %d)", model_id, client.pid, plan.verdict, loaded.n_ctx)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
@@ -180,6 +188,8 @@ class Runtime:
         return f"{model_id}#embedding" if embedding else model_id
 
     def _slot(self, model_id: str, embedding: bool = False, ttl_s: float | None = None) -> _Slot:
+        if is_remote(model_id):
+            raise RuntimeFailure(f"{model_id} runs on a remote engine: it cannot tokenize or render prompts here")
         key = self._key(model_id, embedding)
         with self._lock:
             slot = self._slots.get(key)
@@ -200,6 +210,9 @@ class Runtime:
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
         """Stream a chat reply. Loads the model first if needed. Runs on the caller's thread."""
+        if is_remote(model_id):
+            yield from self.remotes.chat(model_id, request, cancel)
+            return
         slot = self._slot(model_id, ttl_s=ttl_s)
         tools = request.tools if request.tool_choice != "none" else None
         prompt = slot.template.render(request.messages, tools=tools)
@@ -219,6 +232,9 @@ class Runtime:
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
                  ttl_s: float | None = None) -> Iterator[Chunk]:
         """Stream a raw completion of ``request.prompt`` (no chat template)."""
+        if is_remote(model_id):
+            yield from self.remotes.complete(model_id, request, cancel)
+            return
         slot = self._slot(model_id, ttl_s=ttl_s)
         yield from self._generate(slot, request.prompt, request.sampling, request.grammar, cancel)
 
@@ -258,6 +274,8 @@ class Runtime:
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
         """Embedding vectors for ``inputs`` (normalized), and the tokens they took."""
+        if is_remote(model_id):
+            return self.remotes.embed(model_id, inputs)
         slot = self._slot(model_id, embedding=True)
         result = slot.client.request("embed", inputs=inputs)
         slot.loaded.last_used = time.time()
@@ -277,10 +295,21 @@ class Runtime:
     def close(self) -> None:
         """Stop every runner and the idle reaper. Idempotent."""
         self._closed.set()
+        self.remotes.close()
         with self._lock:
             keys = list(self._slots)
         for key in keys:
             self._drop(key)
+
+
+def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:
+    """Sum llama.cpp's logged buffer sizes ("CUDA0 KV": 512.0 MiB, ...) into weights, kv and compute."""
+    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
+    for name, mib in buffers.items():
+        kind = name.rsplit(" ", 1)[-1]
+        key = {"model": "weights", "KV": "kv", "RS": "kv"}.get(kind, "compute")
+        out[key] += mib
+    return {k: int(v * 1024 * 1024) for k, v in out.items() if v}
 
 
 def _runner_error(slot: _Slot, msg: dict) -> Exception:

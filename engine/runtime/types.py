@@ -111,3 +111,5 @@ class LoadedModel:
     last_used: float = 0.0
     embedding: bool = False
     notes: list[str] = field(default_factory=list)
+    reported_bytes: dict[str, int] = field(default_factory=dict)  # what llama.cpp said it allocated
+    calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported

@@ -96,3 +96,12 @@ def test_a_failed_load_is_retried_smaller_and_says_what_changed(smollm2_path):
     gpu_plan = replace(plan, n_gpu_layers=31)
     smaller, change = _fallback(gpu_plan)
     assert smaller.n_gpu_layers == 15 and change == "15 GPU layers instead of 31"
+
+
+def test_plan_matches_what_llama_cpp_reports_allocating(make_runtime):
+    """The planner's estimates, set beside the buffer sizes llama.cpp logs while loading."""
+    loaded = make_runtime(idle_ttl_s=0).load("a", LoadOptions(context=2048, flash_attn=False))
+    cal = loaded.calibration
+    assert cal["weights"]["ratio"] == pytest.approx(1.0, abs=0.05)
+    assert cal["kv"]["ratio"] == pytest.approx(1.0, abs=0.02)  # 30 layers x 3 heads x 128 x 2 B x 2048
+    assert 0.9 <= cal["compute"]["ratio"] <= 1.5  # the estimate may be generous, never far short
