@@ -4,7 +4,8 @@
 ``context(request)``, so nothing lives in module globals and two apps in one process stay apart.
 ``resolve`` is the one door from a client's model name to the runtime: names go through the library
 (``Library.get`` refuses anything path-like before looking), so an API client can never make the
-runtime open a file by naming it.
+runtime open a file by naming it. ``remote/NAME/MODEL`` ids go to the runtime's remote engines, and
+their models are listed after the library's.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from starlette.requests import Request
 
 from ..errors import ModelNotFound
 from ..library.paths import is_path_like
+from ..remote import is_remote
 from ..runtime.runtime import Runtime
 from ..settings import Settings
 from .security import SecurityPolicy
@@ -67,10 +69,13 @@ class ServerContext:
         """The library id the runtime knows ``name`` by; ``ModelNotFound`` for unknown or path-like names."""
         if not isinstance(name, str) or is_path_like(name):
             raise ModelNotFound(f"no model named {name!r} (model ids are names, not paths)")
+        if is_remote(name):
+            return self.runtime.remotes.resolve(name)
         return self.library.get(name).id
 
     def models(self) -> list[Any]:
-        return self.library.list()
+        """Library models, then those of every remote engine that answers (a dead one lists nothing)."""
+        return self.library.list() + self.runtime.remotes.models()
 
 
 def context(request: Request) -> ServerContext:

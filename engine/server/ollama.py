@@ -77,18 +77,23 @@ def options_sampling(options: dict[str, Any] | None):
 
 
 def keep_alive_s(value: str | float | None) -> float | None:
-    """Ollama's keep_alive as the runtime's ttl: None keeps the default; negative keeps it loaded
-    for ever (ttl 0 means "never reap"); 0 unloads it after the request."""
+    """Ollama's keep_alive in seconds: None keeps the default, negative means for ever, 0 means
+    unload once the reply is over."""
     if value is None:
         return None
     if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        m = _DURATION_RE.match(value.strip())
-        if not m:
-            raise ApiError(f"keep_alive {value!r} is not a duration like 5m, 30s or -1")
-        seconds = float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
-    return 0.0 if seconds < 0 else max(seconds, 0.001)
+        return float(value)
+    m = _DURATION_RE.match(value.strip())
+    if not m:
+        raise ApiError(f"keep_alive {value!r} is not a duration like 5m, 30s or -1")
+    return float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+
+
+def runtime_ttl(keep_alive: float | None) -> float | None:
+    """The runtime's ttl for a keep_alive (its ttl 0 means "never unload")."""
+    if keep_alive is None or keep_alive == 0:
+        return None
+    return 0.0 if keep_alive < 0 else keep_alive
 
 
 def engine_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -209,7 +214,7 @@ async def chat(body: ChatBody, request: Request):
     apply_format(req, body.format)
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=ttl or None)
+        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl))
 
     return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, True),
                         body.stream)
@@ -235,7 +240,7 @@ async def generate(body: GenerateBody, request: Request):
 
     def source(cancel):
         run = ctx.runtime.complete if body.raw else ctx.runtime.chat
-        return run(model_id, req, cancel=cancel, ttl_s=ttl or None)
+        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl))
 
     return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, False),
                         body.stream)
@@ -245,7 +250,7 @@ async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | 
     if ttl == 0.0:
         await run_in_threadpool(ctx.runtime.unload, model_id)
         return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
-    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=ttl))
+    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=runtime_ttl(ttl)))
     return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
 
 
