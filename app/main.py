@@ -12,6 +12,7 @@ own runtime or settings.
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 
 from fireside.engine.settings import Settings
@@ -116,9 +117,21 @@ def main(argv: list[str] | None = None) -> int:
     window.close_requested.connect(lambda: _on_close(fireside, app))
     app.aboutToQuit.connect(fireside.stop)
     window.show()
+    _quit_on_signals(app)
     code = app.exec()
     fireside.stop()
     return code
+
+
+def _quit_on_signals(app: QApplication) -> None:
+    """Ctrl+C or SIGTERM in a terminal quits through the same shutdown sequence as the Quit menu."""
+    from PySide6.QtCore import QTimer
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: app.quit())
+    timer = QTimer(app, interval=250)  # lets Python run its signal handlers while Qt's loop spins
+    timer.timeout.connect(lambda: None)
+    timer.start()
 
 
 def _on_close(fireside: Fireside, app: QApplication) -> None:

@@ -241,6 +241,8 @@ class ChatPage(QWidget):
 
     def _ensure_conversation(self, text: str, model_id: str) -> int:
         system_prompt, sampling = self.settings_panel.values()
+        if not system_prompt.strip():  # a new chat starts from the model's default system prompt, if any
+            system_prompt = ((self.ctx.prefs.get("model_defaults") or {}).get(model_id) or {}).get("system_prompt", "")
         if self.conv_id is None:
             title = " ".join(text.split())[:48] or "New chat"
             self.conv_id = self.store.create_conversation(title, model_id, system_prompt, sampling).id
