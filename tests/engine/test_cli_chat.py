@@ -49,3 +49,31 @@ def test_ctrl_c_stops_the_reply_and_the_next_prompt_works():
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_ps_lists_what_a_running_server_has_loaded(tmp_path):
+    from fireside.engine.models.planner import LoadOptions
+    from fireside.engine.runtime.runtime import Runtime
+    from fireside.engine.server import ServerThread, create_app
+    from fireside.engine.settings import Settings
+
+    env = {**os.environ, "FIRESIDE_HOME": str(tmp_path)}
+    settings = Settings.from_env(env)
+    runtime = Runtime(settings, idle_ttl_s=0)
+    server = ServerThread(create_app(runtime, settings), "127.0.0.1", 0)
+    server.start()
+    try:
+        ps = [sys.executable, "-m", "fireside.engine", "ps"]
+        env["FIRESIDE_PORT"] = str(server.port)
+        empty = subprocess.run(ps, capture_output=True, text=True, timeout=60, env=env)
+        assert "no models loaded" in empty.stdout
+        runtime.load("starter", LoadOptions(context=1024))
+        out = subprocess.run(ps, capture_output=True, text=True, timeout=60, env=env)
+        assert out.returncode == 0, out.stderr
+        row = next(line for line in out.stdout.splitlines() if line.startswith("starter"))
+        assert "100% CPU" in row and "1024" in row
+    finally:
+        server.stop()
+        runtime.close()
+    gone = subprocess.run(ps, capture_output=True, text=True, timeout=60, env=env)
+    assert "no Fireside server answers" in gone.stdout
