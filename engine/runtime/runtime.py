@@ -101,7 +101,7 @@ class Runtime:
         path = self.resolver(model_id)
         info = inspect_file(path)
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
-        plan = plan_fit(info, hardware.detect(), opts)
+        plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
         notes = list(plan.notes)
         if not plan.fits and opts.n_gpu_layers is None:
             raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
