@@ -32,6 +32,7 @@ def write_plot(report: BenchReport, path: Path) -> None:
     left, right = fig.subplots(1, 2)
     left.plot(x, [lv.output_tokens_per_s for lv in levels], marker="o", color="tab:blue")
     left.set(title="Output throughput", xlabel="concurrency", ylabel="output tokens/s")
+    left.set_ylim(bottom=0)  # from zero, so a small wobble does not look like a collapse
     for name, attr, color in (("TTFT", "ttft_ms", "tab:red"), ("TPOT", "tpot_ms", "tab:green"),
                               ("ITL", "itl_ms", "tab:purple")):
         right.plot(x, [max(getattr(lv, attr).p99, 1e-3) for lv in levels], marker="o", label=f"{name} p99",

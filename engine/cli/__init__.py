@@ -8,9 +8,9 @@ import logging
 import sys
 
 from ..errors import FiresideError
-from . import bench, chat, library, models, server
+from . import bench, chat, library, models, remote, server
 
-GROUPS = [models, chat, library, server, bench]
+GROUPS = [models, chat, library, server, bench, remote]
 
 
 def build_parser() -> argparse.ArgumentParser:

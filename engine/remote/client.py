@@ -1,0 +1,199 @@
+"""One remote engine over HTTP: list its models, and stream chat and completion replies as engine chunks.
+
+Requests go out in OpenAI's shape (``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``),
+the one dialect every serving engine speaks, and the SSE stream comes back as the runtime's own
+``Chunk`` values: ``text``, ``reasoning``, one ``tool_calls`` chunk once the streamed call fragments
+are complete, and ``done`` with the finish reason and usage (token counts from the remote, timings
+measured here). Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
+own message. Connecting is bounded by a short timeout, so a dead remote answers within seconds;
+``cancel`` is checked between events, and closing the generator closes the connection, which tells
+the remote to stop.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from ..errors import ModelNotFound
+from ..runtime.types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
+from .registry import RemoteEndpoint, RemoteError
+
+CONNECT_TIMEOUT_S = 3.0
+LIST_TIMEOUT_S = 4.0
+READ_TIMEOUT_S = 300.0  # the longest wait for the next event of a reply (a big prompt on a busy engine)
+
+
+class RemoteClient:
+    """Thread-safe: one ``httpx.Client`` shared by every request to this remote."""
+
+    def __init__(self, endpoint: RemoteEndpoint, api_key: str | None = None, client: httpx.Client | None = None):
+        self.endpoint = endpoint
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = client or httpx.Client(base_url=endpoint.base_url, headers=headers,
+                                           timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
+
+    def list_models(self) -> list[dict]:
+        """The remote's ``/v1/models`` entries; ``RemoteError`` within a few seconds if it does not answer."""
+        body = _json_or_text(self._call("GET", "/v1/models", timeout=LIST_TIMEOUT_S))
+        data = body.get("data") if isinstance(body, dict) else None
+        if not isinstance(data, list):
+            raise RemoteError(f"remote engine {self.endpoint.name!r} sent a model list without `data`")
+        return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+    def embed(self, model: str, inputs: list[str]) -> tuple[list[list[float]], int]:
+        body = self._call("POST", "/v1/embeddings", json={"model": model, "input": inputs}).json()
+        vectors = [d["embedding"] for d in sorted(body.get("data", []), key=lambda d: d.get("index", 0))]
+        return vectors, int((body.get("usage") or {}).get("prompt_tokens", 0))
+
+    def chat(self, model: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
+        body = {"model": model, "messages": request.messages, **_sampling(request.sampling)}
+        if request.tools and request.tool_choice != "none":
+            body["tools"], body["tool_choice"] = request.tools, _tool_choice(request.tool_choice)
+        if request.json_schema is not None:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "reply", "schema": request.json_schema}}
+        elif request.json_mode:
+            body["response_format"] = {"type": "json_object"}
+        yield from self._stream("/v1/chat/completions", body, cancel)
+
+    def complete(self, model: str, request: CompletionRequest,
+                 cancel: threading.Event | None = None) -> Iterator[Chunk]:
+        if request.grammar:
+            raise RemoteError("GBNF grammars are not sent to remote engines")
+        yield from self._stream("/v1/completions", {"model": model, "prompt": request.prompt,
+                                                    **_sampling(request.sampling)}, cancel)
+
+    def _stream(self, path: str, body: dict, cancel: threading.Event | None) -> Iterator[Chunk]:
+        body.update(stream=True, stream_options={"include_usage": True})
+        reader = _StreamReader()
+        try:
+            with self.http.stream("POST", path, json=body) as r:
+                if r.status_code != 200:
+                    r.read()
+                    raise self._failure(r, body.get("model", ""))
+                for line in r.iter_lines():
+                    if cancel is not None and cancel.is_set():
+                        reader.finish = "cancelled"
+                        break
+                    if line.startswith("data:") and (data := line[5:].strip()) != "[DONE]":
+                        yield from reader.feed(self._event(data))
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        yield from reader.end()
+
+    def _event(self, data: str) -> dict:
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise RemoteError(f"remote engine {self.endpoint.name!r} sent a malformed event: {data[:120]}") from None
+        if isinstance(event, dict) and "error" in event:
+            raise RemoteError(f"remote engine {self.endpoint.name!r} failed mid-reply: {_message(event)}")
+        return event
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            r = self.http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        if r.status_code != 200:
+            raise self._failure(r, (kwargs.get("json") or {}).get("model", ""))
+        return r
+
+    def _unreachable(self, exc: httpx.HTTPError) -> RemoteError:
+        what = "did not answer in time" if isinstance(exc, httpx.TimeoutException) else "cannot be reached"
+        return RemoteError(f"remote engine {self.endpoint.name!r} at {self.endpoint.base_url} {what} "
+                           f"({type(exc).__name__}: {exc or 'no detail'}); local models are unaffected")
+
+    def _failure(self, r: httpx.Response, model: str) -> Exception:
+        name, message = self.endpoint.name, _message(_json_or_text(r))
+        if r.status_code == 404 and model:
+            return ModelNotFound(f"remote engine {name!r} has no model {model!r} ({message})")
+        if r.status_code in (401, 403):
+            return RemoteError(f"remote engine {name!r} refused the request (HTTP {r.status_code}: {message}); "
+                               f"set its key with `fireside remote add {name} URL --api-key KEY`")
+        return RemoteError(f"remote engine {name!r} answered HTTP {r.status_code}: {message}")
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class _StreamReader:
+    """OpenAI stream events in, engine chunks out; tool-call fragments are joined by their index."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.first: float | None = None
+        self.finish: str | None = None
+        self.usage: dict = {}
+        self.calls: dict[int, dict] = {}
+
+    def feed(self, event: dict) -> Iterator[Chunk]:
+        self.usage = event.get("usage") or self.usage
+        for choice in event.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text = choice.get("text") or delta.get("content")
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if (text or reasoning) and self.first is None:
+                self.first = time.perf_counter()
+            if reasoning:
+                yield Chunk("reasoning", reasoning)
+            if text:
+                yield Chunk("text", text)
+            for part in delta.get("tool_calls") or []:
+                self._call_part(part)
+            self.finish = choice.get("finish_reason") or self.finish
+
+    def _call_part(self, part: dict) -> None:
+        call = self.calls.setdefault(int(part.get("index", len(self.calls))), {"id": "", "name": "", "arguments": ""})
+        fn = part.get("function") or {}
+        call["id"] = part.get("id") or call["id"]
+        call["name"] += fn.get("name") or ""
+        call["arguments"] += fn.get("arguments") or ""
+
+    def end(self) -> Iterator[Chunk]:
+        if self.calls:
+            yield Chunk("tool_calls", tool_calls=[ToolCall(c["name"], c["arguments"], c["id"])
+                                                  for _, c in sorted(self.calls.items())])
+        total = time.perf_counter() - self.start
+        ttft = (self.first or time.perf_counter()) - self.start
+        done = int(self.usage.get("completion_tokens", 0))
+        cached = int((self.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        usage = Usage(prompt_tokens=int(self.usage.get("prompt_tokens", 0)), completion_tokens=done,
+                      cached_tokens=cached, ttft_s=ttft, total_s=total,
+                      decode_tokens_per_s=done / (total - ttft) if done and total > ttft else 0.0)
+        finish = self.finish if self.finish in ("stop", "length", "tool_calls", "cancelled") else "stop"
+        yield Chunk("done", finish_reason="tool_calls" if self.calls and finish != "cancelled" else finish,
+                    usage=usage)
+
+
+def _sampling(s: Sampling) -> dict:
+    """The standard OpenAI sampling fields; llama.cpp-only knobs (top_k, min_p...) stay home."""
+    out: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p}
+    optional = {"max_tokens": s.max_tokens, "seed": s.seed, "stop": s.stop or None,
+                "frequency_penalty": s.frequency_penalty or None, "presence_penalty": s.presence_penalty or None}
+    out.update({k: v for k, v in optional.items() if v is not None})
+    return out
+
+
+def _tool_choice(choice: str | dict) -> str | dict:
+    return {"type": "function", "function": {"name": choice["name"]}} if isinstance(choice, dict) else choice
+
+
+def _json_or_text(r: httpx.Response) -> Any:
+    try:
+        return r.json()
+    except ValueError:
+        return r.text[:300]
+
+
+def _message(body: Any) -> str:
+    err = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(err, dict):
+        err = err.get("message", err)
+    return str(err)[:400] or "no detail"

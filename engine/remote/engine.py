@@ -1,0 +1,191 @@
+"""``RemoteEngine``: the runtime's door to every remote engine, under ids that never meet local ones.
+
+A remote model's id is ``remote/NAME/MODEL``: the remote's name as the user added it, then the id the
+remote itself uses (which may hold slashes, as ``meta-llama/Llama-3.1-8B-Instruct`` does). The
+runtime sends every ``remote/`` id here; everything else stays local. The ``remote/`` namespace is
+reserved: a local model would have to sit in a models folder named ``remote`` to share the prefix,
+and the runtime would still route its id here.
+
+Model lists are asked of every remote at once, each bounded by a short timeout, and kept for a
+little while (a failure for less), so listing models never waits long on a dead remote, and a dead
+remote simply lists nothing. Threading: every method may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from ..errors import ModelNotFound
+from ..runtime.types import ChatRequest, Chunk, CompletionRequest, LoadedModel
+from ..settings import Settings
+from .client import LIST_TIMEOUT_S, RemoteClient
+from .registry import RemoteEndpoint, RemoteError, RemoteRegistry
+
+log = logging.getLogger(__name__)
+PREFIX = "remote/"
+LIST_TTL_S = 30.0
+FAILED_TTL_S = 10.0
+
+
+def is_remote(model_id: object) -> bool:
+    return isinstance(model_id, str) and model_id.startswith(PREFIX)
+
+
+def remote_id(name: str, model: str) -> str:
+    return f"{PREFIX}{name}/{model}"
+
+
+def split_id(model_id: str) -> tuple[str, str]:
+    """``(remote name, the remote's model id)`` of a ``remote/NAME/MODEL`` id."""
+    name, _, model = model_id.removeprefix(PREFIX).partition("/")
+    if not name or not model:
+        raise ModelNotFound(f"{model_id!r} is not a remote model id: they look like remote/NAME/MODEL")
+    return name, model
+
+
+@dataclass
+class RemoteInfo:
+    """The little a remote says about a model, in the shape the server's model lists read."""
+
+    architecture: str = "remote"
+    parameter_count: int = 0
+    chat_template: str = ""
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class RemoteModel:
+    """A remote model, shaped like a library model for the server's lists (no file, no size)."""
+
+    id: str
+    remote: str
+    remote_model: str
+    base_url: str
+    added_at: float = 0.0
+    aliases: list[str] = field(default_factory=list)
+    size: int = 0
+    sha256: str | None = None
+    quant: str = "remote"
+    info: RemoteInfo = field(default_factory=RemoteInfo)
+
+    @property
+    def source(self) -> str:
+        return f"remote:{self.remote}"
+
+
+@dataclass
+class RemoteStatus:
+    endpoint: RemoteEndpoint
+    models: list[RemoteModel]
+    error: str = ""
+    checked_at: float = 0.0
+
+
+class RemoteEngine:
+    def __init__(self, settings: Settings, registry: RemoteRegistry | None = None):
+        self.registry = registry or RemoteRegistry(settings)
+        self._clients: dict[str, tuple[RemoteEndpoint, RemoteClient]] = {}
+        self._statuses: dict[str, RemoteStatus] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fireside-remote-list")
+
+    def client(self, name: str) -> RemoteClient:
+        endpoint = self.registry.get(name)
+        with self._lock:
+            known = self._clients.get(name)
+            if known and known[0] == endpoint:
+                return known[1]
+        client = RemoteClient(endpoint, self.registry.api_key(endpoint))
+        with self._lock:
+            old = self._clients.pop(name, None)
+            self._clients[name] = (endpoint, client)
+        if old:
+            old[1].close()
+        return client
+
+    # --- listing ---------------------------------------------------------------------------------
+    def statuses(self, fresh: bool = False) -> list[RemoteStatus]:
+        """Every remote with its models or its error; asks those not asked lately, all at once, and
+        waits at most a few seconds. Never raises for a remote that fails."""
+        try:
+            endpoints = self.registry.list()
+        except RemoteError as exc:
+            log.warning("%s", exc)
+            return []
+        now = time.monotonic()
+        stale = [e for e in endpoints if fresh or self._stale(e, now)]
+        futures = {self._pool.submit(self._ask, e): e for e in stale}
+        wait(futures, timeout=LIST_TIMEOUT_S + 1.0)
+        for future, endpoint in futures.items():
+            if not future.done():  # still waiting: report it as slow now; its answer lands later
+                self._remember(RemoteStatus(endpoint, [], "did not answer in time", now))
+        with self._lock:
+            return [self._statuses.get(e.name) or RemoteStatus(e, [], "not asked yet") for e in endpoints]
+
+    def _stale(self, endpoint: RemoteEndpoint, now: float) -> bool:
+        with self._lock:
+            status = self._statuses.get(endpoint.name)
+        if status is None or status.endpoint != endpoint:
+            return True
+        return now - status.checked_at > (FAILED_TTL_S if status.error else LIST_TTL_S)
+
+    def _ask(self, endpoint: RemoteEndpoint) -> None:
+        try:
+            entries = self.client(endpoint.name).list_models()
+            models = [RemoteModel(remote_id(endpoint.name, m["id"]), endpoint.name, m["id"], endpoint.base_url,
+                                  float(m.get("created") or 0)) for m in entries]
+            status = RemoteStatus(endpoint, models, "", time.monotonic())
+        except Exception as exc:  # any failure is this remote's status, never the caller's problem
+            status = RemoteStatus(endpoint, [], str(exc), time.monotonic())
+        self._remember(status)
+
+    def _remember(self, status: RemoteStatus) -> None:
+        with self._lock:
+            self._statuses[status.endpoint.name] = status
+
+    def models(self) -> list[RemoteModel]:
+        """The models of every remote that answers (bounded wait; dead remotes list nothing)."""
+        return [m for s in self.statuses() for m in s.models]
+
+    # --- requests --------------------------------------------------------------------------------
+    def resolve(self, model_id: str) -> str:
+        """``model_id`` itself once its remote is known; ``ModelNotFound``/``RemoteError`` otherwise."""
+        name, _ = split_id(model_id)
+        self.registry.get(name)
+        return model_id
+
+    def check(self, model_id: str) -> LoadedModel:
+        """What ``Runtime.load`` returns for a remote model: asks the remote that it serves the model."""
+        name, model = split_id(model_id)
+        client = self.client(name)
+        if model not in {m["id"] for m in client.list_models()}:
+            raise ModelNotFound(f"remote engine {name!r} does not list a model {model!r}")
+        return LoadedModel(model_id=model_id, path=client.endpoint.base_url, pid=0, n_ctx=0, n_gpu_layers=0,
+                           n_layers=0, verdict="remote", planned_ram_bytes=0, planned_gpu_bytes=0,
+                           loaded_at=time.time(), last_used=time.time(),
+                           notes=[f"served by {client.endpoint.base_url}"])
+
+    def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
+        name, model = split_id(model_id)
+        return self.client(name).chat(model, request, cancel)
+
+    def complete(self, model_id: str, request: CompletionRequest,
+                 cancel: threading.Event | None = None) -> Iterator[Chunk]:
+        name, model = split_id(model_id)
+        return self.client(name).complete(model, request, cancel)
+
+    def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
+        name, model = split_id(model_id)
+        return self.client(name).embed(model, inputs)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for _, client in clients:
+            client.close()
