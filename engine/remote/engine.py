@@ -156,7 +156,10 @@ class RemoteEngine:
     def resolve(self, model_id: str) -> str:
         """``model_id`` itself once its remote is known; ``ModelNotFound``/``RemoteError`` otherwise."""
         name, _ = split_id(model_id)
-        self.registry.get(name)
+        try:
+            self.registry.get(name)
+        except RemoteError as exc:  # to an API client, an unknown remote is an unknown model
+            raise ModelNotFound(str(exc)) from None
         return model_id
 
     def check(self, model_id: str) -> LoadedModel:
