@@ -10,6 +10,7 @@ The ``Hub`` is built on first use from ``ctx.extras["hub_factory"]`` when a test
 from __future__ import annotations
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Slot
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -29,6 +30,7 @@ from ..feedback import show_error
 from .downloads import DownloadsPanel
 from .load_dialog import VERDICTS, human_bytes
 
+PILL_COLORS = {"full_gpu": "#bfe8c4", "partial": "#cfe0fb", "cpu_only": "#fde7c2", "will_not_fit": "#f7c6bf"}
 Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
 
@@ -36,9 +38,10 @@ _ROOT = QModelIndex()
 class RowsModel(QAbstractTableModel):
     """A read-only table of plain rows: ``columns`` names, ``cells(row)`` gives the shown strings."""
 
-    def __init__(self, columns: tuple[str, ...], cells, parent=None):
+    def __init__(self, columns: tuple[str, ...], cells, parent=None, pill=None):
         super().__init__(parent)
         self.columns, self.cells, self.rows = columns, cells, []
+        self.pill = pill  # row -> a colour for the last column (the fit pill), or None
 
     def set_rows(self, rows: list) -> None:
         self.beginResetModel()
@@ -60,9 +63,16 @@ class RowsModel(QAbstractTableModel):
         return None
 
     def data(self, index: Index, role: int = Qt.DisplayRole):
-        if role != Qt.DisplayRole or not index.isValid() or not 0 <= index.row() < len(self.rows):
+        if not index.isValid() or not 0 <= index.row() < len(self.rows):
             return None
-        return self.cells(self.rows[index.row()])[index.column()]
+        if role == Qt.DisplayRole:
+            return self.cells(self.rows[index.row()])[index.column()]
+        if role == Qt.BackgroundRole and self.pill and index.column() == len(self.columns) - 1:
+            color = self.pill(self.rows[index.row()])
+            return QColor(color) if color else None
+        if role == Qt.ForegroundRole and self.pill and index.column() == len(self.columns) - 1:
+            return QColor("#1d1d1d") if self.pill(self.rows[index.row()]) else None
+        return None
 
 
 def _repo_cells(r) -> tuple[str, ...]:
@@ -81,7 +91,9 @@ class DiscoverPage(QWidget):
         self.fits: dict[str, str] = {}
         self._seq = 0
         self.results = RowsModel(("Repository", "Downloads", "Likes", "Updated"), _repo_cells, self)
-        self.files = RowsModel(("Quantization", "File", "Size", "Fit on this machine"), self._file_cells, self)
+        self.verdicts: dict[str, str] = {}
+        self.files = RowsModel(("Quantization", "File", "Size", "Fit"), self._file_cells, self,
+                               pill=lambda f: PILL_COLORS.get(self.verdicts.get(f.name, "")))
         self._build()
 
     def _build(self) -> None:
@@ -95,7 +107,7 @@ class DiscoverPage(QWidget):
         self.results_view = self._table(self.results)
         self.results_view.selectionModel().currentRowChanged.connect(self._on_results_current_changed)
         self.repo_title = QLabel("<i>Choose a repository to see its files</i>")
-        self.files_view = self._table(self.files)
+        self.files_view = self._table(self.files, stretch=1)
         self.download = QPushButton("Download", objectName="primary", enabled=False)
         self.download.clicked.connect(self._on_download_clicked)
         self.files_view.selectionModel().currentRowChanged.connect(
@@ -121,13 +133,15 @@ class DiscoverPage(QWidget):
         lay.addWidget(split, 1)
         lay.addWidget(self.downloads)
 
-    def _table(self, model) -> QTableView:
+    def _table(self, model, stretch: int = 0) -> QTableView:
         view = QTableView(alternatingRowColors=True)
         view.setModel(model)
         view.setSelectionBehavior(QAbstractItemView.SelectRows)
         view.setSelectionMode(QAbstractItemView.SingleSelection)
         view.verticalHeader().hide()
-        view.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        view.horizontalHeader().setSectionResizeMode(stretch, QHeaderView.Stretch)
+        view.setWordWrap(False)
+        view.setTextElideMode(Qt.ElideMiddle)
         return view
 
     def _hub(self):
@@ -198,6 +212,7 @@ class DiscoverPage(QWidget):
         if seq != self._seq:
             return
         self.fits[file.name] = f"? ({error})" if error else VERDICTS.get(check.plan.verdict, check.plan.verdict)
+        self.verdicts[file.name] = "" if error else check.plan.verdict
         self.files.update_row(row)
 
     @Slot()

@@ -43,14 +43,18 @@ def shot(window, name: str) -> None:
 
 def chat(fireside, window, prompt: str, tokens: int) -> None:
     page = window.chat
-    ended = []
+    ended, shown = [], []
     page.reply_ended.connect(lambda *a: ended.append(a))
+    page.reply_shown.connect(lambda *a: shown.append(a))
     page.settings_panel.max_tokens.setValue(tokens)
     page.settings_panel.fixed_seed.setChecked(True)
     page.settings_panel.seed.setValue(7)
     page.composer.setPlainText(prompt)
     page.send()
-    wait(until=lambda: ended)
+    wait(until=lambda: len(shown) >= 12 or ended, timeout_ms=600_000)
+    if not ended:
+        shot(window, "chat-streaming")
+    wait(until=lambda: ended, timeout_ms=600_000)
 
 
 def free_port() -> int:
