@@ -36,7 +36,7 @@ def test_streamed_message_events(client):
 
 def test_forced_tool_use_and_tool_result_turn(client):
     ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
-    m = client.messages.create(model="starter", max_tokens=40, tools=[WEATHER], messages=ask,
+    m = client.messages.create(model="starter", max_tokens=60, tools=[WEATHER], messages=ask,
                                tool_choice={"type": "tool", "name": "get_weather"})
     assert m.stop_reason == "tool_use"
     use = next(b for b in m.content if b.type == "tool_use")
@@ -49,7 +49,7 @@ def test_forced_tool_use_and_tool_result_turn(client):
 
 
 def test_streamed_tool_use(client):
-    with client.messages.stream(model="starter", max_tokens=40, tools=[WEATHER], tool_choice={"type": "any"},
+    with client.messages.stream(model="starter", max_tokens=60, tools=[WEATHER], tool_choice={"type": "any"},
                                 messages=[{"role": "user", "content": "Weather in Lima?"}]) as stream:
         final = stream.get_final_message()
     use = next(b for b in final.content if b.type == "tool_use")

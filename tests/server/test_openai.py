@@ -61,7 +61,8 @@ def test_stream_ends_with_done_marker(base_url):
 def test_forced_tool_call_comes_back_structured(client):
     r = client.chat.completions.create(
         model="starter", messages=[{"role": "user", "content": "What is the weather in Paris?"}],
-        tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=40)
+        tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}}, max_tokens=60,
+        seed=1)
     choice = r.choices[0]
     assert choice.finish_reason == "tool_calls"
     call = choice.message.tool_calls[0]
@@ -72,7 +73,7 @@ def test_forced_tool_call_comes_back_structured(client):
 def test_required_tool_call_streams_as_tool_call_deltas(client):
     events = list(client.chat.completions.create(
         model="starter", messages=[{"role": "user", "content": "Weather in Rome?"}], tools=[WEATHER],
-        tool_choice="required", max_tokens=40, stream=True))
+        tool_choice="required", max_tokens=60, seed=1, stream=True))
     deltas = [tc for e in events if e.choices for tc in e.choices[0].delta.tool_calls or []]
     assert deltas and deltas[0].index == 0 and deltas[0].function.name == "get_weather"
     assert "city" in json.loads("".join(d.function.arguments for d in deltas))
