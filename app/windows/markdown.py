@@ -2,12 +2,13 @@
 
 Qt renders CommonMark itself (``QTextDocument.setMarkdown``) but leaves code blocks plain, so a reply is
 cut at its fenced code blocks: prose goes through Qt's Markdown reader, code through Pygments (when it
-is installed; plain monospace otherwise), and each code block gets a "Copy" link whose href
-``copy:N`` names the block. An unclosed fence (a reply still streaming) is shown as code so far.
+is installed and the fence names a language; plain monospace otherwise), and each code block gets a
+"Copy" link whose href ``copy:N`` names the block. An unclosed fence (a reply still streaming) is shown as code so far.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -60,17 +61,38 @@ def _code(code: str, language: str, index: int, dark: bool) -> str:
 
 
 def _highlight(code: str, language: str, dark: bool) -> str:
-    try:
-        from pygments import highlight
-        from pygments.formatters import HtmlFormatter
-        from pygments.lexers import get_lexer_by_name, guess_lexer
-        from pygments.util import ClassNotFound
-    except ImportError:  # Pygments is optional: plain monospace still reads fine
+    lexer = _lexer(language.lower()) if language else None
+    if lexer is None:  # no language, an unknown one, or no Pygments: plain monospace reads fine
         return html.escape(code)
+    from pygments import highlight
+
+    return highlight(code, lexer, _formatter(dark)).rstrip("\n")
+
+
+@functools.lru_cache(maxsize=64)
+def _lexer(language: str):
+    """The lexer for ``language``, or None; cached, misses too (a streamed reply is re-rendered several
+    times a second, and looking up an unknown name walks every Pygments plugin)."""
+    if language not in _aliases():
+        return None
+    from pygments.lexers import get_lexer_by_name
+
+    return get_lexer_by_name(language)
+
+
+@functools.lru_cache(maxsize=1)
+def _aliases() -> frozenset[str]:
+    """Pygments' built-in lexer names. Only these are looked up: an unknown name would make Pygments
+    scan every installed package's entry points (over a second, on the GUI thread)."""
     try:
-        lexer = get_lexer_by_name(language) if language else guess_lexer(code)
-    except ClassNotFound:
-        return html.escape(code)
-    style = "monokai" if dark else "default"
-    out = highlight(code, lexer, HtmlFormatter(nowrap=True, noclasses=True, style=style))
-    return out.rstrip("\n")
+        from pygments.lexers import get_all_lexers
+    except ImportError:
+        return frozenset()
+    return frozenset(alias for _name, aliases, _files, _mimes in get_all_lexers(plugins=False) for alias in aliases)
+
+
+@functools.lru_cache(maxsize=2)
+def _formatter(dark: bool):
+    from pygments.formatters import HtmlFormatter
+
+    return HtmlFormatter(nowrap=True, noclasses=True, style="monokai" if dark else "default")

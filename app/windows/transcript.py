@@ -237,7 +237,7 @@ class Transcript(QScrollArea):
         """Build and drop one card: the first one pays PySide's lazy type set-up (~0.2 s), which
         belongs in start-up, not in the user's first Send."""
         card = MessageView(Message(0, 0, None, "assistant", "**warm**", "complete", None, 0.0), (0, 1))
-        card.set_content("warm `up`\n\n```\nx\n```")
+        card.set_content("warm `up`\n\n```python\nx = 1\n```\n```nosuchlanguage\ny\n```")
         card.deleteLater()
 
     def view(self, message_id: int) -> MessageView | None:
