@@ -159,8 +159,8 @@ class Runtime:
         """Stop the model's runners; all their memory goes back. Returns whether anything was loaded."""
         with self._lock:
             keys = [k for k in self._slots if k in (model_id, self._key(model_id, True))]
-            for key in keys:
-                self._drop(key)
+        for key in keys:  # outside the lock: stopping a runner takes a while, and loaded() must not wait
+            self._drop(key)
         return bool(keys)
 
     def _drop(self, key: str) -> None:
