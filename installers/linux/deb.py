@@ -142,6 +142,8 @@ def build(bundle: Path, out_dir: Path, *, version: str, icons: dict[int, Path], 
         encoding="utf-8",
     )
     deb = out_dir / f"fireside_{version}_{arch}.deb"
-    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(stage), str(deb)], check=True,
+    # zstd: every dpkg new enough for the libc6 this bundle needs reads it (dpkg >= 1.21.18), and it
+    # packs the bundle in seconds where xz takes minutes on two cores.
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zzstd", "--build", str(stage), str(deb)], check=True,
                    stdout=subprocess.DEVNULL)
     return Deb(deb, installed, deps, missing)
