@@ -139,7 +139,9 @@ class DiscoverPage(QWidget):
         view.setSelectionBehavior(QAbstractItemView.SelectRows)
         view.setSelectionMode(QAbstractItemView.SingleSelection)
         view.verticalHeader().hide()
-        view.horizontalHeader().setSectionResizeMode(stretch, QHeaderView.Stretch)
+        header = view.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # verdicts and numbers stay readable
+        header.setSectionResizeMode(stretch, QHeaderView.Stretch)
         view.setWordWrap(False)
         view.setTextElideMode(Qt.ElideMiddle)
         return view
