@@ -93,7 +93,7 @@ def run(rt: Runtime, url: str, tokens: int, rounds: int) -> None:
         print(f"{name:8} {ttft * 1000:9.1f} {tps:13.1f} {n:7d}")
     d, s = med["direct"], med["server"]
     print(f"server/direct: decode {s[1] / d[1]:.3f}x ({(1 - s[1] / d[1]) * 100:+.1f}% cost), "
-          f"TTFT {s[0] / d[0]:.3f}x (+{(s[0] - d[0]) * 1000:.1f} ms)")
+          f"TTFT {s[0] / d[0]:.3f}x ({(s[0] - d[0]) * 1000:+.1f} ms)")
 
 
 if __name__ == "__main__":
