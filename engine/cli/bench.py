@@ -111,13 +111,23 @@ def http_target(args: argparse.Namespace) -> HttpTarget:
         settings = Settings.from_env()
         args.base_url = f"http://{settings.host}:{settings.port}"
         if key is None:
-            from ..server.security import load_api_key
-
-            key = load_api_key()
+            key = _stored_key()
     target = HttpTarget(args.base_url, args.model or "", endpoint=args.endpoint, api_key=key,
                         timeout_s=args.timeout, max_connections=max(args.concurrency) + 2)
     target.model = args.model or first_model(target)
     return target
+
+
+def _stored_key() -> str | None:
+    """The local server's key from the OS keyring; None when there is none, or no keyring at all."""
+    from keyring.errors import KeyringError
+
+    from ..server.security import load_api_key
+
+    try:
+        return load_api_key()
+    except KeyringError:
+        return None
 
 
 def _progress(level: LevelResult) -> None:
