@@ -66,6 +66,12 @@ class RunnerClient:
             raise RuntimeFailure(f"the runner for {label} did not start properly")
         self._reader = threading.Thread(target=self._read_loop, name=f"runner-reader-{self.pid}", daemon=True)
         self._reader.start()
+        # One watcher per runner forwards cancel events (set by a Stop button or a client disconnect),
+        # so waiting callers block on their queues instead of each polling their event.
+        self._cancels: dict[str, threading.Event] = {}
+        self._watching = threading.Event()
+        self._watcher = threading.Thread(target=self._watch_cancels, name=f"runner-cancel-{self.pid}", daemon=True)
+        self._watcher.start()
 
     @property
     def alive(self) -> bool:
@@ -114,16 +120,18 @@ class RunnerClient:
             if op == "generate" and len(self._pending) >= self.max_queue:
                 raise QueueFull(f"{self.label} already has {len(self._pending)} requests waiting")
             self._pending[req_id] = q
-        sent_cancel = complete = False
+        complete = False
+        if cancel is not None:
+            with self._lock:
+                self._cancels[req_id] = cancel
+            self._watching.set()
         try:
             self.pipe.send({"op": op, "id": req_id, **payload})
             while True:
                 try:
-                    msg = q.get(timeout=0.01 if cancel is not None else 0.5)
+                    msg = q.get(timeout=1.0)
                 except queue.Empty:
-                    if cancel is not None and cancel.is_set() and not sent_cancel:
-                        sent_cancel = self._send_cancel(req_id)
-                    continue
+                    continue  # a crash arrives on the queue too; nothing to do but wait
                 kind = msg["type"]
                 if kind == "crash":
                     raise RunnerCrashed(msg["message"])
@@ -136,15 +144,30 @@ class RunnerClient:
         finally:
             with self._lock:
                 self._pending.pop(req_id, None)
-            if not complete and not sent_cancel and self.alive:
+                self._cancels.pop(req_id, None)
+            if not complete and self.alive:
                 self._send_cancel(req_id)  # the caller stopped listening: free the runner
 
-    def _send_cancel(self, req_id: str) -> bool:
+    def _watch_cancels(self) -> None:
+        """Runs on the watcher thread: tell the runner about each cancel event once it is set."""
+        sent: set[str] = set()
+        while self._watching.wait() and self.dead is None:
+            with self._lock:
+                watched = list(self._cancels.items())
+                if not watched:
+                    self._watching.clear()
+            for req_id, event in watched:
+                if event.is_set() and req_id not in sent:
+                    sent.add(req_id)
+                    self._send_cancel(req_id)
+            sent &= {req_id for req_id, _ in watched}
+            time.sleep(0.005)  # a token takes 10 ms or more: this keeps Stop within one token
+
+    def _send_cancel(self, req_id: str) -> None:
         try:
             self.pipe.send({"op": "cancel", "id": req_id})
         except PipeClosed:
-            pass
-        return True
+            pass  # the runner is gone: nothing left to stop
 
     def request(self, op: str, **payload: Any) -> dict:
         """Send one request and return its ``result`` (raising on error)."""
@@ -165,6 +188,7 @@ class RunnerClient:
                 self.proc.kill()
                 self.proc.wait()
         self._reader.join(timeout=timeout)
+        self._watching.set()  # wakes the cancel watcher, which sees the runner is gone and ends
         for stream in (self.proc.stdin, self.proc.stdout):
             try:
                 stream.close()

@@ -47,7 +47,9 @@ class Runner:
                 break
             op = msg.get("op")
             if op == "cancel":
-                self.cancels.setdefault(msg["id"], threading.Event()).set()
+                event = self.cancels.get(msg["id"])  # a cancel for a finished request is moot
+                if event is not None:
+                    event.set()
             elif op == "shutdown":
                 break
             else:

@@ -85,7 +85,10 @@ def test_full_queue_is_503_and_a_disconnect_frees_the_slot(narrow):
     server, rt = narrow
     with httpx.Client(timeout=60) as a:
         with a.stream("POST", f"{server.url}/v1/chat/completions", json=LONG) as stream:
-            assert first_event(stream.iter_lines())["choices"][0]["delta"]["role"] == "assistant"
+            lines = stream.iter_lines()
+            assert first_event(lines)["choices"][0]["delta"]["role"] == "assistant"
+            while not first_event(lines)["choices"][0]["delta"].get("content"):
+                pass  # the role comes before generation starts; a token means the runner holds the slot
             busy = httpx.post(f"{server.url}/v1/chat/completions", json={**LONG, "stream": False}, timeout=30)
             assert busy.status_code == 503 and busy.headers["retry-after"]
             assert busy.json()["error"]["code"] == "queue_full"
