@@ -11,7 +11,8 @@
     │   ├── LoadCancelled       the user cancelled a load
     │   ├── ContextOverflow     the prompt does not fit in the context window
     │   ├── TemplateError       the chat template failed to render (or was refused)
-    │   └── QueueFull           too many requests are waiting for one model
+    │   ├── QueueFull           too many requests are waiting for one model
+    │   └── RemoteError         a remote engine is unknown, unreachable, or answered with an error
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
     ├── HubError                the Hugging Face hub answered with an error
@@ -83,6 +84,10 @@ class TemplateError(RuntimeFailure):
 
 class QueueFull(RuntimeFailure):
     """Too many requests are already waiting for this model."""
+
+
+class RemoteError(RuntimeFailure):
+    """A remote engine is unknown, unreachable, refused the request, or answered with an error."""
 
 
 class LibraryError(FiresideError):

@@ -80,8 +80,9 @@ def _start(args: argparse.Namespace) -> tuple[Runtime, LoadOptions]:
     return runtime, opts
 
 
-def _stream(runtime: Runtime, model: str, request: ChatRequest, out=sys.stdout) -> tuple[str, Usage | None]:
+def _stream(runtime: Runtime, model: str, request: ChatRequest, out=None) -> tuple[str, Usage | None]:
     """Print a reply as it streams; Ctrl-C stops it (the runner is told at once) and keeps what came."""
+    out = out or sys.stdout  # looked up per call, so redirected stdout is honoured
     cancel = threading.Event()
     stream = runtime.chat(model, request, cancel=cancel)
     text, usage = [], None

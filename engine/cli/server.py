@@ -13,8 +13,10 @@ import argparse
 import logging
 import secrets
 import signal
+import sys
 import threading
 
+from ..errors import ServerError
 from ..settings import Settings
 
 log = logging.getLogger("fireside.serve")
@@ -45,7 +47,10 @@ def api_key(args: argparse.Namespace) -> str | None:
         key = secrets.token_urlsafe(32)
         print(f"new API key (stored in the OS keyring; shown only now): {key}")
     if key:
-        save_api_key(key)
+        try:
+            save_api_key(key)
+        except ServerError as exc:  # no keyring here: the key still guards this run
+            print(f"warning: {exc}", file=sys.stderr)
         return key
     return load_api_key()
 

@@ -17,15 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import RuntimeFailure
+from ..errors import RemoteError
 from ..settings import Settings
 
 KEYRING_SERVICE = "Fireside remote engines"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-
-
-class RemoteError(RuntimeFailure):
-    """A remote engine is unknown, unreachable, refused the request, or answered with an error."""
 
 
 @dataclass

@@ -22,12 +22,15 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ServerError
 from .errors import dialect_of, error_body, status_problem
+
+log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "Fireside"
 KEYRING_USER = "api-server-key"
@@ -110,25 +113,39 @@ def offered_key(headers: dict[str, str]) -> str | None:
 
 
 def load_api_key() -> str | None:
+    """The saved API key, or None (also where no OS keyring exists: then no key was ever saved)."""
     import keyring
+    from keyring.errors import KeyringError
 
-    return keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
+    try:
+        return keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
+    except KeyringError as exc:
+        log.info("no API key read from the OS keyring: %s", exc)
+        return None
 
 
 def save_api_key(key: str) -> None:
+    """Keep the key in the OS keyring; ``ServerError`` says so where there is none."""
     import keyring
+    from keyring.errors import KeyringError
 
-    keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
+    try:
+        keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
+    except KeyringError as exc:
+        raise ServerError(f"the API key cannot be kept: no usable OS keyring ({exc}). Pass it with "
+                          "--api-key each time, or install and unlock a keyring") from exc
 
 
 def delete_api_key() -> None:
     import keyring
-    from keyring.errors import PasswordDeleteError
+    from keyring.errors import KeyringError, PasswordDeleteError
 
     try:
         keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
     except PasswordDeleteError:
         pass
+    except KeyringError as exc:
+        log.info("no API key to remove from the OS keyring: %s", exc)
 
 
 class SecurityMiddleware:

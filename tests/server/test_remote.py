@@ -7,14 +7,12 @@ Greedy decoding (temperature 0) makes every route give the same text as asking t
 from __future__ import annotations
 
 import socket
-import sys
 import time
 
 import anthropic
 import ollama
 import openai
 import pytest
-from fireside.engine.cli import chat as cli_chat
 from fireside.engine.cli import main
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
 from fireside.engine.runtime.runtime import Runtime
@@ -150,8 +148,6 @@ def test_local_models_still_answer_beside_a_dead_remote(oai):
 
 
 def test_cli_adds_lists_uses_and_removes_a_remote(remote, direct_text, memory_keyring, capsys, monkeypatch):
-    # `fireside run` prints to the sys.stdout bound as a default argument at import: point it at capsys
-    monkeypatch.setattr(cli_chat._stream, "__defaults__", (sys.stdout,))
     assert main(["remote", "add", "second", remote.url, "--api-key", REMOTE_KEY]) == 0
     assert "added remote second" in capsys.readouterr().out
     assert ("Fireside remote engines", "second") in memory_keyring.store  # the key is in the keyring...
