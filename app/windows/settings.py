@@ -236,5 +236,6 @@ class SettingsPage(QWidget):
                          f"{human_bytes(d.free_bytes)} free of {human_bytes(d.total_bytes)}")
         if hw.llama_cpp_version:
             lines.append(f"<b>llama.cpp:</b> {hw.llama_cpp_version}")
+        lines.append(f"<b>Engine build:</b> {hardware.engine_build(hw)}")
         lines += [f"<i>{n}</i>" for n in hw.notes]
         self.hardware.setText("<br>".join(lines))

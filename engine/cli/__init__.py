@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `fireside ls | head`: the reader left, which is fine
+        sys.stdout = None
+        return 0
 
 
 if __name__ == "__main__":

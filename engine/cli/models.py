@@ -55,7 +55,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         print_json(hw.to_dict())
         return 0
     print(f"llama.cpp {hw.llama_cpp_version}   backends: {', '.join(hw.backends) or 'none'}   "
-          f"GPU offload: {'yes' if hw.gpu_offload else 'no'}")
+          f"GPU offload: {'yes' if hw.gpu_offload else 'no'}   engine: {hardware.engine_build(hw)}")
     print(f"CPU: {hw.cpu_cores} cores, {hw.cpu_threads} threads   RAM: "
           f"{human_bytes(hw.ram_available_bytes)} free of {human_bytes(hw.ram_total_bytes)}")
     rows = [[str(d.index), d.name, d.kind, d.backend, human_bytes(d.free_bytes), human_bytes(d.total_bytes),

@@ -175,3 +175,10 @@ def _detect() -> Hardware:
         notes=notes,
         built_for=str(build_info().get("backend", "")),
     )
+
+
+def engine_build(hw: Hardware) -> str:
+    """Which llama.cpp this is, in words: the installer's backend, or a build made by pip here."""
+    if hw.built_for:
+        return f"{hw.built_for} (from the installer)"
+    return "built by pip on this machine (llama-cpp-python from source)"

@@ -55,6 +55,7 @@ def test_hardware_is_shown(qtbot, idle_app):
     page = idle_app.window.pages["Settings"]
     qtbot.waitUntil(lambda: "Backends" in page.hardware.text(), timeout=10_000)
     assert "CPU" in page.hardware.text()
+    assert "Engine build:</b> built by pip on this machine" in page.hardware.text()
 
 
 def test_added_models_folder_is_listed_in_my_models(qtbot, idle_app, tmp_path, qtmodeltester):
