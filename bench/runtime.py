@@ -46,7 +46,7 @@ def bench_plain(path: str, ctx: int, threads: int, tokens: int, runs: int) -> li
     llm = Llama(model_path=path, n_ctx=ctx, n_threads=threads, n_batch=512, verbose=False)
     results = []
     for i in range(runs + 1):
-        llm.reset()
+        # no reset: like Fireside's runner, llama-cpp-python reuses the prefix the runs share
         started = time.perf_counter()
         first = None
         n = 0
