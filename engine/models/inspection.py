@@ -166,6 +166,12 @@ class _Reader:
         except UnicodeDecodeError:
             return raw.decode("utf-8", errors="replace")
 
+    def unread(self, n: int) -> None:
+        """Step back over the last ``n`` bytes taken (they were read ahead, not used)."""
+        if n:
+            self.fh.seek(-n, io.SEEK_CUR)
+            self.pos -= n
+
     def skip(self, n: int, what: str) -> None:
         if n < 0 or self.pos + n > self.size:
             self.take(n, what)  # raises the right error
@@ -202,19 +208,42 @@ def _read_array(r: _Reader, item_type: int, count: int, key: str) -> object:
     if item_type == GGUFValueType.STRING:
         if count * 8 > r.size - r.pos and not r.partial:
             raise InvalidModelFile(f"{r.label}: array {key} claims {count:,} strings, more than the file holds")
-        items: list[str] = []
-        for i in range(count):
-            n = r.u64(f"length of {key}[{i}]")
-            if n > MAX_STRING:
-                raise InvalidModelFile(f"{r.label}: {key}[{i}] claims {n:,} bytes")
-            if keep:
-                items.append(r.take(n, key).decode("utf-8", errors="replace"))
-            else:
-                r.skip(n, key)
+        items = _read_strings(r, count, key, keep)
         return items if keep else _Skimmed(count)
     if item_type == GGUFValueType.ARRAY:
         raise InvalidModelFile(f"{r.label}: {key} nests arrays, which GGUF readers do not accept")
     raise InvalidModelFile(f"{r.label}: array {key} has unknown item type {item_type}")
+
+
+def _read_strings(r: _Reader, count: int, key: str, keep: bool) -> list[str]:
+    """Read ``count`` length-prefixed strings. Vocabularies hold 50,000 to 250,000 of them, so this
+    parses blocks in memory rather than calling the bounded reader twice per string; every length
+    is still checked before it is used, and a block that runs out is refilled through ``take``."""
+    items: list[str] = []
+    unpack = _U64.unpack_from
+    block, off, size, done = b"", 0, 0, 0
+    while done < count:
+        if off + 8 <= size:
+            end = off + 8 + unpack(block, off)[0]
+            if end <= size:
+                if keep:
+                    items.append(block[off + 8:end].decode("utf-8", errors="replace"))
+                off, done = end, done + 1
+                continue
+            need = end - off
+        else:
+            need = 8
+        if need - 8 > MAX_STRING:
+            raise InvalidModelFile(f"{r.label}: {key}[{done}] claims {need - 8:,} bytes")
+        r.unread(size - off)
+        want = max(need, min(BLOCK, r.size - r.pos))  # past the end, take() raises the right error
+        block, off = r.take(want, key), 0
+        size = len(block)
+    r.unread(size - off)
+    return items
+
+
+BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
