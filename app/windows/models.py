@@ -46,7 +46,12 @@ _ROOT = QModelIndex()
 
 
 def _params(n: int) -> str:
-    return f"{n / 1e9:.1f} B" if n >= 1e9 else f"{n / 1e6:.0f} M" if n else "?"
+    if not n:
+        return "?"
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= size:
+            return f"{n / size:.1f} {unit}" if unit == "B" else f"{n / size:.0f} {unit}"
+    return str(n)
 
 
 def _ago(ts: float | None) -> str:
