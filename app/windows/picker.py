@@ -7,6 +7,7 @@ from __future__ import annotations
 from fireside.engine.errors import LoadCancelled
 from fireside.engine.library.starter import STARTER_ID
 from fireside.engine.models.planner import LoadOptions
+from fireside.engine.remote import is_remote
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
@@ -67,7 +68,11 @@ class ModelBar(QWidget):
         self.reload_list()
 
     def reload_list(self) -> None:
-        self.ctx.tasks.run_in_background(lambda: [m.id for m in self.ctx.library().list()], self._on_listed)
+        self.ctx.tasks.run_in_background(self._list_ids, self._on_listed)
+
+    def _list_ids(self) -> list[str]:
+        """Runs on a worker: local models, then the remote engines' (a dead remote lists nothing)."""
+        return [m.id for m in self.ctx.library().list()] + [m.id for m in self.ctx.runtime.remotes.models()]
 
     def _on_listed(self, ids, error) -> None:
         if error:
@@ -90,8 +95,8 @@ class ModelBar(QWidget):
 
     def ensure_loaded(self, model_id: str) -> bool:
         """True when ``model_id`` can answer now; otherwise start loading it (``model_ready`` follows)."""
-        if self.ctx.runtime.is_loaded(model_id):
-            return True
+        if is_remote(model_id) or self.ctx.runtime.is_loaded(model_id):
+            return True  # a remote model is loaded on its own server; errors come with the reply
         if self.loading != model_id:
             self.load(model_id)
         return False
@@ -164,6 +169,8 @@ class ModelBar(QWidget):
         self.eject_button.setEnabled(model_id in loaded)
         if model_id in loaded:
             self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}")
+        elif is_remote(model_id):
+            self.state.setText("Remote model: it runs on its own server")
         elif self.loading != model_id:
             self.state.setText("Not loaded: sending a message loads it" if model_id else "")
 
