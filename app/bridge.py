@@ -19,8 +19,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from fireside.engine.runtime.types import ChatRequest, Chunk, LoadProgress
 from PySide6.QtCore import QObject, Signal, Slot
+
+from fireside.engine.runtime.types import ChatRequest, Chunk, LoadProgress
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,9 @@ import logging
 import signal
 import sys
 
-from fireside.engine.settings import Settings
 from PySide6.QtWidgets import QApplication
+
+from fireside.engine.settings import Settings
 
 from .bridge import EngineBridge, Tasks
 from .context import AppContext

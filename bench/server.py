@@ -17,6 +17,7 @@ import tempfile
 import time
 
 import httpx
+
 from fireside.engine.library import Library
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.runtime.types import ChatRequest, Sampling

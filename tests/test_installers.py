@@ -114,6 +114,7 @@ def test_entry_picks_the_mode_from_name_and_flags(entry, argv, expected):
 
 def test_llama_libraries_land_where_llama_cpp_and_hardware_look(spec):
     import llama_cpp
+
     from fireside.engine.models import hardware
 
     lib_dir = hardware._lib_dir()

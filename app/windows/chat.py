@@ -14,8 +14,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from fireside.engine.library.starter import STARTER_ID, starter_path
-from fireside.engine.runtime.types import ChatRequest
 from PySide6.QtCore import QEvent, Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -28,6 +26,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from fireside.engine.library.starter import STARTER_ID, starter_path
+from fireside.engine.runtime.types import ChatRequest
 
 from .. import export
 from ..context import AppContext

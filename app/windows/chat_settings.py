@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from fireside.engine.runtime.types import Sampling
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -20,6 +19,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from fireside.engine.runtime.types import Sampling
 
 DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "top_k": 40, "repeat_penalty": 1.1, "max_tokens": 1024}
 

@@ -8,9 +8,6 @@ What the user picks is remembered per model in the preferences.
 
 from __future__ import annotations
 
-from fireside.engine.models import hardware
-from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -24,6 +21,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from fireside.engine.models import hardware
+from fireside.engine.models.inspection import inspect_file
+from fireside.engine.models.planner import LoadOptions, plan_fit
 
 from ..context import AppContext
 from ..feedback import show_error

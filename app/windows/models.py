@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from fireside.engine.library.imports import APPS, default_locations, find, import_found
 from PySide6.QtCore import (
     QAbstractTableModel,
     QModelIndex,
@@ -34,6 +33,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from fireside.engine.library.imports import APPS, default_locations, find, import_found
 
 from ..context import AppContext
 from ..feedback import show_error

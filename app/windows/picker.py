@@ -4,10 +4,6 @@ eject it. The list comes from the library on a worker; loads go through the engi
 
 from __future__ import annotations
 
-from fireside.engine.errors import LoadCancelled
-from fireside.engine.library.starter import STARTER_ID
-from fireside.engine.models.planner import LoadOptions
-from fireside.engine.remote import is_remote
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
@@ -19,6 +15,11 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from fireside.engine.errors import LoadCancelled
+from fireside.engine.library.starter import STARTER_ID
+from fireside.engine.models.planner import LoadOptions
+from fireside.engine.remote import is_remote
 
 from ..context import AppContext
 from ..feedback import show_error

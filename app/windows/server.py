@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import secrets
 
-from fireside.engine.settings import DEFAULT_PORT
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
@@ -30,6 +29,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from fireside.engine.settings import DEFAULT_PORT
 
 from ..context import AppContext
 from ..feedback import show_error
@@ -122,6 +123,9 @@ class ServerPage(QWidget):
         self.origins = QLineEdit(prefs.get("origins", ""), placeholderText="https://my-app.example, http://localhost:3000")
         self.idle = QSpinBox(minimum=0, maximum=24 * 60, suffix=" min", specialValueText="never",
                              value=int(prefs.get("idle_min", 10)))
+        self.jit = QCheckBox("Load a model when a request names it (just in time)",
+                             checked=bool(prefs.get("jit", True)))
+        self.jit.setToolTip("Off: only models you loaded here answer; requests for others get a 404")
         key_row = QHBoxLayout()
         key_row.addWidget(self.key, 1)
         key_row.addWidget(generate)
@@ -133,6 +137,7 @@ class ServerPage(QWidget):
         form.addRow("", self.require_key)
         form.addRow("Allowed origins", self.origins)
         form.addRow("Unload idle models after", self.idle)
+        form.addRow("", self.jit)
         for signal in (self.port.valueChanged, self.reach.currentIndexChanged, self.key.textChanged):
             signal.connect(self._on_options_changed)
         return box
@@ -156,7 +161,7 @@ class ServerPage(QWidget):
         self.toggle.setObjectName("danger" if running else "primary")
         self.toggle.style().unpolish(self.toggle)
         self.toggle.style().polish(self.toggle)
-        for w in (self.port, self.reach, self.key, self.origins, self.require_key):
+        for w in (self.port, self.reach, self.key, self.origins, self.require_key, self.jit):
             w.setEnabled(not running)
         key = self.key.text() if (self.require_key.isChecked() or self.reach.currentIndex()) else ""
         for name, view in self.snippet_views.items():
@@ -183,16 +188,17 @@ class ServerPage(QWidget):
         host = "0.0.0.0" if network else "127.0.0.1"
         use_key = key if (network or self.require_key.isChecked()) else None
         origins = [o.strip() for o in self.origins.text().split(",") if o.strip()]
-        self.ctx.tasks.run_in_background(lambda: self._start(host, self.port.value(), use_key, origins),
+        jit = self.jit.isChecked()
+        self.ctx.tasks.run_in_background(lambda: self._start(host, self.port.value(), use_key, origins, jit),
                                          self._on_started)
 
-    def _start(self, host: str, port: int, key: str | None, origins: list[str]):
+    def _start(self, host: str, port: int, key: str | None, origins: list[str], jit: bool = True):
         from fireside.engine.server.app import create_app
         from fireside.engine.server.security import SecurityPolicy
         from fireside.engine.server.thread import ServerThread
 
         policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins)
-        thread = ServerThread(create_app(self.ctx.runtime, self.ctx.settings, policy=policy), host, port,
+        thread = ServerThread(create_app(self.ctx.runtime, self.ctx.settings, policy=policy, jit=jit), host, port,
                               access_log=True, log_level="info")
         thread.start()
         return thread
@@ -239,7 +245,8 @@ class ServerPage(QWidget):
 
     def _save_prefs(self) -> None:
         self.ctx.prefs.set("server", {"port": self.port.value(), "network": self.reach.currentIndex() == 1,
-                                      "origins": self.origins.text(), "idle_min": self.idle.value()})
+                                      "origins": self.origins.text(), "idle_min": self.idle.value(),
+                                      "jit": self.jit.isChecked()})
         key = self.key.text()
         if not keyring_available():
             if key:

@@ -35,6 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="let browser pages from this origin call the API (repeatable)")
     p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
                    help="accept this Host header besides loopback names (repeatable)")
+    p.add_argument("--load", action="append", default=[], metavar="MODEL",
+                   help="load this model before serving (repeatable)")
+    p.add_argument("--no-jit", dest="jit", action="store_false", default=True,
+                   help="answer only for models already loaded (default: load a model on its first request)")
     p.set_defaults(handler=cmd_serve)
 
 
@@ -66,12 +70,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     host, port = args.host or settings.host, args.port or settings.port
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop)
+    serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
+          preload=args.load, jit=args.jit)
     return 0
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
-          stop: threading.Event) -> None:
+          stop: threading.Event, *, preload: list[str] = (), jit: bool = True) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
     from ..library import Library
     from ..runtime.runtime import Runtime
@@ -83,9 +88,12 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
-    runtime = Runtime(settings)
+    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path)
+    for ref in preload:
+        loaded = runtime.load(library.get(ref).id)
+        log.info("loaded %s (%s, context %d)", loaded.model_id, loaded.verdict, loaded.n_ctx)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts)
-    server = ServerThread(create_app(runtime, settings, library, policy=policy), host, port)
+    server = ServerThread(create_app(runtime, settings, library, policy=policy, jit=jit), host, port)
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "

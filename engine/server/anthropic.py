@@ -110,7 +110,7 @@ def usage_of(u: Usage | None) -> dict:
 @router.post("")
 async def messages(body: MessagesBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     req = chat_request(body)
 
     def source(cancel):
@@ -133,7 +133,7 @@ async def messages(body: MessagesBody, request: Request):
 @router.post("/count_tokens")
 async def count_tokens(body: CountBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice)
     return {"input_tokens": await run_in_threadpool(ctx.runtime.count_chat_tokens, model_id, req)}

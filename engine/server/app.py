@@ -24,12 +24,13 @@ log = logging.getLogger(__name__)
 
 
 def create_app(runtime: Runtime, settings: Settings, library: LibraryLike | None = None, *,
-               policy: SecurityPolicy | None = None, puller: Puller | None = None) -> FastAPI:
+               policy: SecurityPolicy | None = None, puller: Puller | None = None, jit: bool = True) -> FastAPI:
     """The API server's ASGI app over ``runtime``.
 
     ``library`` answers model names (default: ``Library(settings)``); ``policy`` says who may call
     (default: loopback on the settings' host and port, no key); ``puller(name, on_progress, cancel)``
-    downloads a model for ``/api/pull`` (default: the hub). Safe to call from any thread; the app
+    downloads a model for ``/api/pull`` (default: the hub); ``jit`` loads a model on its first request
+    (off: only models already loaded answer). Safe to call from any thread; the app
     itself runs on uvicorn's event loop.
     """
     if library is None:
@@ -40,7 +41,7 @@ def create_app(runtime: Runtime, settings: Settings, library: LibraryLike | None
     check_bind(policy.bind_host, policy.api_key)
     app = FastAPI(title="Fireside", version=engine_version,
                   description="OpenAI, Ollama and Anthropic compatible API over local models.")
-    app.state.fireside = ServerContext(runtime, settings, library, policy, puller or _hub_puller(settings))
+    app.state.fireside = ServerContext(runtime, settings, library, policy, puller or _hub_puller(settings), jit=jit)
     install_errors(app)
     for module in (openai, responses, anthropic, ollama):
         app.include_router(module.router)

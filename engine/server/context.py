@@ -64,6 +64,7 @@ class ServerContext:
     puller: Puller | None = None
     responses: ResponseStore = field(default_factory=ResponseStore)
     started_at: float = field(default_factory=time.time)
+    jit: bool = True  # load a model on its first request; off: only models the user loaded answer
 
     def resolve(self, name: str) -> str:
         """The library id the runtime knows ``name`` by; ``ModelNotFound`` for unknown or path-like names."""
@@ -72,6 +73,15 @@ class ServerContext:
         if is_remote(name):
             return self.runtime.remotes.resolve(name)
         return self.library.get(name).id
+
+    def ready(self, name: str) -> str:
+        """``resolve`` for a request that runs the model: with just-in-time loading off, a model the
+        user has not loaded is refused (404, so clients treat it as unavailable) instead of loaded."""
+        model_id = self.resolve(name)
+        if not self.jit and not is_remote(model_id) and not self.runtime.is_loaded(model_id):
+            raise ModelNotFound(f"{model_id} is not loaded, and this server does not load models on request "
+                                "(just-in-time loading is off): load it in Fireside first")
+        return model_id
 
     def models(self) -> list[Any]:
         """Library models, then those of every remote engine that answers (a dead one lists nothing)."""

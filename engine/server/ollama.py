@@ -205,7 +205,7 @@ async def _serve(request: Request, source, encoder: NdjsonEncoder, streamed: boo
 @router.post("/chat")
 async def chat(body: ChatBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     ttl = keep_alive_s(body.keep_alive)
     if not body.messages:  # Ollama's way to load a model: answer once it is loaded
         return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
@@ -223,7 +223,7 @@ async def chat(body: ChatBody, request: Request):
 @router.post("/generate")
 async def generate(body: GenerateBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     ttl = keep_alive_s(body.keep_alive)
     if not body.prompt:
         return await _load_only(ctx, model_id, body.model, ttl, {"response": ""})
@@ -257,7 +257,7 @@ async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | 
 @router.post("/embed")
 async def embed(body: EmbedBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     inputs = [body.input] if isinstance(body.input, str) else list(body.input)
     if not any(inputs):
         raise ApiError("input must not be empty")
@@ -268,7 +268,7 @@ async def embed(body: EmbedBody, request: Request) -> dict:
 @router.post("/embeddings")
 async def embeddings(body: EmbedBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     vectors, _ = await run_in_threadpool(ctx.runtime.embed, model_id, [body.prompt or ""])
     return {"embedding": vectors[0]}
 

@@ -127,7 +127,7 @@ def model_card(model: Any) -> dict:
 @router.post("/chat/completions")
 async def chat_completions(body: ChatBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     req = chat_request(body)
 
     def source(cancel):
@@ -193,7 +193,7 @@ class ChatEncoder:
 @router.post("/completions")
 async def completions(body: CompletionBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
     if isinstance(body.prompt, list) and len(body.prompt) > 1:
         raise ApiError("one prompt per request", param="prompt")
@@ -227,7 +227,7 @@ class CompletionEncoder(ChatEncoder):
 @router.post("/embeddings")
 async def embeddings(body: EmbeddingBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     inputs = [body.input] if isinstance(body.input, str) else body.input
     if not inputs:
         raise ApiError("input must not be empty", param="input")

@@ -122,7 +122,7 @@ def remember(store: ResponseStore, body: ResponsesBody, rid: str, messages: list
 @router.post("/responses")
 async def create_response(body: ResponsesBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.model)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     messages = conversation(body, ctx.responses)
     req = chat_request(body, messages)
 

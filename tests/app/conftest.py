@@ -4,6 +4,7 @@ test whose chats, preferences and models folders live in the test's own Fireside
 from __future__ import annotations
 
 import pytest
+
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.settings import Settings
 

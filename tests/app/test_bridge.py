@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 
 import pytest
+from PySide6.QtCore import QObject, QThread, Slot
+
 from fireside.app.bridge import EngineBridge, Tasks
 from fireside.engine.runtime.types import Chunk, Usage
-from PySide6.QtCore import QObject, QThread, Slot
 
 pytestmark = pytest.mark.gui
 

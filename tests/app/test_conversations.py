@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+
 from fireside.app.store import Message
 from fireside.app.windows.transcript import MessageView
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from fireside.engine.settings import Settings
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from fireside.app.store import Store
 from fireside.app.windows.conversations import ConversationModel
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import httpx
 import keyring
 import pytest
-from fireside.app import feedback
-from fireside.app.windows.models import COLUMNS, ModelsTableModel
 from keyring.backends import fail
 
+from fireside.app import feedback
+from fireside.app.windows.models import COLUMNS, ModelsTableModel
+from tests.app.conftest import SMALL
 from tests.helpers.gguf_builder import build_gguf
 
 pytestmark = pytest.mark.gui
@@ -102,6 +103,24 @@ def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
     page.stop_server()
     qtbot.waitUntil(lambda: page.toggle.isEnabled() and not page.running(), timeout=15_000)
     assert page.toggle.text() == "Start server"
+
+
+def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
+    page = idle_app.window.pages["Server"]
+    page.port.setValue(_free_port())
+    page.jit.setChecked(False)
+    page.start_server()
+    qtbot.waitUntil(page.running, timeout=15_000)
+    assert not page.jit.isEnabled()  # fixed while the server runs
+    body = {"model": "starter", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    idle_app.ctx.runtime.unload("starter")
+    r = httpx.post(f"{page.url()}/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 404 and "just-in-time loading is off" in r.json()["error"]["message"]
+    idle_app.ctx.runtime.load("starter", SMALL)
+    r = httpx.post(f"{page.url()}/v1/chat/completions", json=body, timeout=60)
+    assert r.status_code == 200
+    page.stop_server(wait=True)
+    assert idle_app.ctx.prefs.get("server")["jit"] is False  # remembered
 
 
 def test_network_mode_forces_an_api_key(qtbot, idle_app):

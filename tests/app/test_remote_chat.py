@@ -4,11 +4,11 @@ in the window like a local one."""
 from __future__ import annotations
 
 import pytest
+
 from fireside.engine.remote import RemoteRegistry
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
-
 from tests.app.conftest import send
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]

@@ -6,12 +6,12 @@ import json
 import struct
 
 import pytest
+
 from fireside.engine.bench import BenchConfig, run_sweep
 from fireside.engine.bench.sweep import BenchError
 from fireside.engine.bench.targets import HttpTarget
 from fireside.engine.bench.workload import make_prompts
 from fireside.engine.cli import main
-
 from tests.helpers.fakeopenai import Behaviour, start_fake_server
 
 OUT = 20

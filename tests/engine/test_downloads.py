@@ -11,10 +11,10 @@ import threading
 import time
 
 import pytest
+
 from fireside.engine.errors import DiskFull, IntegrityError, ModelNotFound
 from fireside.engine.hub.downloads import DownloadCancelled, Progress
 from fireside.engine.library import Library
-
 from tests.helpers.fakehub import Fault
 from tests.helpers.hubfixtures import Q4, Q8, REPO, SPLIT, hub_settings, make_hub, run_fakehub
 
@@ -210,7 +210,6 @@ def test_manager_runs_pulls_at_once_and_pauses_and_resumes(settings, fakehub):
 
 def test_import_from_the_cli(settings, tmp_path, capsys):
     from fireside.engine.cli import main
-
     from tests.helpers.gguf_builder import build_gguf
 
     original = build_gguf(tmp_path / "lms/pub/Repo-GGUF/Thing-Q6_K.gguf")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import keyring
 import pytest
+from keyring.backends.fail import Keyring as FailKeyring
+
 from fireside.engine.errors import GatedRepo, HubError, ModelNotFound, UnsafePath
 from fireside.engine.hub import auth
 from fireside.engine.hub.hub import Hub
 from fireside.engine.models.hardware import Hardware
 from fireside.engine.models.inspection import inspect_file
-from keyring.backends.fail import Keyring as FailKeyring
-
 from tests.helpers.hubfixtures import Q4, Q8, REPO, SPLIT, hub_settings, make_hub, run_fakehub
 
 fakehub = pytest.fixture(run_fakehub)

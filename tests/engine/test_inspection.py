@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from fireside.engine.errors import HeaderIncomplete
 from fireside.engine.models.inspection import inspect_file, inspect_header
-
 from tests.helpers.ggufs import LLAMA_8B, TINY, Q, write_model
 
 

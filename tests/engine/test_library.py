@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+
 from fireside.engine.errors import InvalidModelFile, ModelNotFound, UnsafePath
 from fireside.engine.library import Library, imports
 from fireside.engine.library.paths import check_file_name, check_repo_id, safe_join
 from fireside.engine.library.resolve import resolve_model
 from fireside.engine.settings import Settings
-
 from tests.helpers.gguf_builder import build_gguf, split_gguf
 
 

@@ -6,9 +6,9 @@ import struct
 import time
 
 import pytest
+
 from fireside.engine.errors import InvalidModelFile
 from fireside.engine.models.inspection import inspect_file
-
 from tests.helpers.ggufs import TINY, write_model
 
 

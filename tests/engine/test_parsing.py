@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from fireside.engine.runtime.parsing import StreamParser, parse_tool_calls
 
 

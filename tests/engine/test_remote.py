@@ -7,6 +7,7 @@ import threading
 
 import httpx
 import pytest
+
 from fireside.engine.errors import ModelNotFound
 from fireside.engine.remote import RemoteEngine, RemoteError, RemoteRegistry, split_id
 from fireside.engine.remote.client import RemoteClient

@@ -9,6 +9,7 @@ import signal
 import threading
 
 import pytest
+
 from fireside.engine.errors import ContextOverflow, RunnerCrashed, TemplateError
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime

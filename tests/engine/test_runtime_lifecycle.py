@@ -7,6 +7,7 @@ import time
 
 import psutil
 import pytest
+
 from fireside.engine.errors import LoadCancelled, QueueFull
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime, _fallback

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
 from fireside.engine.server import ServerThread
 
 

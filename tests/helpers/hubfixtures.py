@@ -9,7 +9,6 @@ from dataclasses import replace
 from fireside.engine.hub.downloads import Downloader
 from fireside.engine.hub.hub import Hub
 from fireside.engine.settings import Settings
-
 from tests.helpers.fakehub import FakeHub
 from tests.helpers.gguf_builder import build_gguf, split_gguf
 

@@ -10,6 +10,7 @@ reach session fixtures.
 from __future__ import annotations
 
 import pytest
+
 from fireside.engine.library import Library
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
@@ -60,7 +61,6 @@ class FakePuller:
 
     def __call__(self, name, on_progress=None, cancel=None):
         from fireside.engine.hub.downloads import Progress
-
         from tests.helpers.gguf_builder import build_gguf
 
         self.calls.append(name)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import keyring
 import pytest
+from keyring.backends import fail
+
 from fireside.engine.errors import ServerError
 from fireside.engine.server.security import delete_api_key, load_api_key, save_api_key
-from keyring.backends import fail
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import anthropic
 import ollama
 import openai
 import pytest
+
 from fireside.engine.cli import main
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
 from fireside.engine.runtime.runtime import Runtime

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import openai
 import pytest
+
 from fireside.engine.runtime.types import ChatRequest, Sampling
 
 pytestmark = pytest.mark.model

@@ -7,6 +7,7 @@ import time
 
 import httpx
 import pytest
+
 from fireside.engine.errors import ServerError
 from fireside.engine.server import ServerThread, create_app
 
