@@ -106,6 +106,7 @@ class MainWindow(QMainWindow):
         self.chat.undo_offered.connect(self._on_chat_undo_offered)
         self.pages["Discover"].downloads.model_added.connect(self._on_downloads_model_added)
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
+        self.pages["Settings"].remotes.remotes_changed.connect(self._on_settings_remotes_changed)
         self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
         self._timer = QTimer(self, interval=3000)
         self._timer.timeout.connect(self._on_bridge_loaded_changed)
@@ -160,6 +161,10 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_downloads_model_added(self, _job) -> None:
         self.pages["My Models"].refresh()
+        self.chat.model_bar.reload_list()
+
+    @Slot()
+    def _on_settings_remotes_changed(self) -> None:
         self.chat.model_bar.reload_list()
 
     @Slot(str, object)

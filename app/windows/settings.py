@@ -1,6 +1,6 @@
 """The Settings page: theme, models folders, the Hugging Face token (in the OS keyring, with a clear
-notice where none exists), this machine's hardware as llama.cpp sees it, default load settings, and
-whether closing the window keeps a running server in the tray.
+notice where none exists), the remote engines (``remotes.RemotesBox``), this machine's hardware as
+llama.cpp sees it, default load settings, and whether closing the window keeps a running server in the tray.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import keyring
-from fireside.engine.models import hardware
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -27,10 +26,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fireside.engine.models import hardware
+
 from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
 from .load_dialog import human_bytes
+from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}
 
@@ -55,7 +57,9 @@ class SettingsPage(QWidget):
         inner = QWidget()
         column = QVBoxLayout(inner)
         column.setContentsMargins(24, 16, 24, 16)
-        for box in (self._appearance(), self._folders(), self._token(), self._defaults(), self._hardware()):
+        self.remotes = RemotesBox(ctx)
+        for box in (self._appearance(), self._folders(), self._token(), self.remotes, self._defaults(),
+                    self._hardware()):
             column.addWidget(box)
         column.addStretch(1)
         scroll = QScrollArea(widgetResizable=True)
