@@ -53,7 +53,10 @@ def pyproject() -> dict:
 
 
 def test_spec_freezes_the_packages_pyproject_installs(spec, pyproject):
-    assert spec["PACKAGES"] == pyproject["tool"]["setuptools"]["package-dir"]
+    dirs = dict(pyproject["tool"]["setuptools"]["package-dir"])
+    assert dirs.pop("fireside.resources") == "resources"  # data, frozen through RESOURCES below
+    assert spec["PACKAGES"] == dirs
+    assert spec["RESOURCES_DEST"] == "fireside/resources"  # where pip installs them too
     for folder in spec["PACKAGES"].values():
         assert (ROOT / folder / "__init__.py").is_file()
     assert (ROOT / spec["ENTRY"]).is_file()
