@@ -4,7 +4,7 @@ eject it. The list comes from the library on a worker; loads go through the engi
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -25,6 +25,9 @@ from ..context import AppContext
 from ..feedback import show_error
 from .load_dialog import LoadDialog
 
+REMOTE_RETRIES = 5  # a remote that did not answer is asked again this many times, then on the next reload
+REMOTE_RETRY_MS = 4000
+
 
 class ModelBar(QWidget):
     """Model picker with load progress.
@@ -41,6 +44,9 @@ class ModelBar(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.loading: str | None = None
+        self._remote_retries = 0
+        self._remote_retry = QTimer(self, singleShot=True, interval=REMOTE_RETRY_MS)  # dies with the bar
+        self._remote_retry.timeout.connect(self.reload_list)
         self.combo = QComboBox(minimumWidth=160, maximumWidth=340)
         self.combo.setPlaceholderText("Choose a model")
         self.combo.activated.connect(self._on_combo_activated)
@@ -71,14 +77,23 @@ class ModelBar(QWidget):
     def reload_list(self) -> None:
         self.ctx.tasks.run_in_background(self._list_ids, self._on_listed)
 
-    def _list_ids(self) -> list[str]:
-        """Runs on a worker: local models, then the remote engines' (a dead remote lists nothing)."""
-        return [m.id for m in self.ctx.library().list()] + [m.id for m in self.ctx.runtime.remotes.models()]
+    def _list_ids(self) -> tuple[list[str], bool]:
+        """Runs on a worker: local models, then the remote engines' (a dead remote lists nothing), and
+        whether some remote did not answer (a remote busy or starting up answers a later ask)."""
+        statuses = self.ctx.runtime.remotes.statuses()
+        remote = [m.id for s in statuses for m in s.models]
+        return [m.id for m in self.ctx.library().list()] + remote, any(s.error for s in statuses)
 
-    def _on_listed(self, ids, error) -> None:
+    def _on_listed(self, listed, error) -> None:
         if error:
             show_error(error, "listing models")
-            ids = [STARTER_ID]
+            listed = ([STARTER_ID], False)
+        ids, remote_missing = listed
+        if remote_missing and self._remote_retries < REMOTE_RETRIES:
+            self._remote_retries += 1
+            self._remote_retry.start()
+        elif not remote_missing:
+            self._remote_retries = 0
         current = self.current()
         self.combo.clear()
         self.combo.addItems(ids)
