@@ -9,7 +9,6 @@ runner's last log lines; the app process carries on.
 from __future__ import annotations
 
 import itertools
-import logging
 import queue
 import signal
 import subprocess
@@ -23,9 +22,7 @@ from typing import Any
 from ..errors import QueueFull, RunnerCrashed, RuntimeFailure
 from .protocol import FramedPipe, PipeClosed
 
-log = logging.getLogger(__name__)
 _ids = itertools.count(1)
-_END = object()
 
 
 def runner_command() -> list[str]:

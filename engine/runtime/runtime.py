@@ -203,9 +203,13 @@ class Runtime:
 
     # --- requests --------------------------------------------------------------------------------
     def render_prompt(self, model_id: str, request: ChatRequest) -> str:
-        slot = self._slot(model_id)
+        return self._render(self._slot(model_id), request)[0]
+
+    @staticmethod
+    def _render(slot: _Slot, request: ChatRequest) -> tuple[str, list | None]:
+        """The prompt for ``request`` and the tools offered with it (none when tool_choice is "none")."""
         tools = request.tools if request.tool_choice != "none" else None
-        return slot.template.render(request.messages, tools=tools)
+        return slot.template.render(request.messages, tools=tools), tools
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -214,8 +218,7 @@ class Runtime:
             yield from self.remotes.chat(model_id, request, cancel)
             return
         slot = self._slot(model_id, ttl_s=ttl_s)
-        tools = request.tools if request.tool_choice != "none" else None
-        prompt = slot.template.render(request.messages, tools=tools)
+        prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
         made_calls = False
