@@ -65,7 +65,7 @@ class Index:
         self.db_path = Path(db_path)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
-            db.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(db)
             db.executescript(SCHEMA)
 
     @contextmanager
@@ -117,6 +117,21 @@ class Index:
     def delete(self, paths: list[str]) -> None:
         with self._connect() as db:
             db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in paths])
+
+
+def _enable_wal(db: sqlite3.Connection, wait_s: float = 10.0) -> None:
+    """Switch to WAL. The switch needs the file to itself and, unlike other statements, fails at once
+    instead of waiting when another connection is opening the same new index (two pulls starting
+    together), so it is retried here for as long as ordinary statements would wait."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _parse_info(text: str | None) -> ModelInfo | None:
