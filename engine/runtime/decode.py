@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from .tokens import prompt_tokens
+
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
@@ -42,7 +44,7 @@ def decode_stream(llama: Any, msg: dict, cancel: threading.Event) -> Iterator[di
     started = time.perf_counter()
     s = msg["sampling"]
     prompt: str = msg["prompt"]
-    tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=msg.get("add_bos", False), special=True)
+    tokens = prompt_tokens(llama, prompt, msg.get("add_bos", False))
     n_ctx = llama.n_ctx()
     if len(tokens) >= n_ctx:
         yield {"type": "error", "error": "ContextOverflow", "prompt_tokens": len(tokens), "context": n_ctx,

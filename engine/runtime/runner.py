@@ -142,7 +142,9 @@ class Runner:
         return bool(llama_cpp.llama_vocab_get_add_bos(vocab))
 
     def tokenize(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
-        tokens = self.llama.tokenize(msg["text"].encode("utf-8"), add_bos=msg.get("add_bos", False), special=True)
+        from .tokens import prompt_tokens
+
+        tokens = prompt_tokens(self.llama, msg["text"], msg.get("add_bos", False))
         self.reply(req_id, "result", tokens=tokens)
 
     def embed(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
