@@ -62,7 +62,11 @@ class RuntimeFailure(FiresideError):
 
 
 class RunnerCrashed(RuntimeFailure):
-    """The runner process died while serving a request."""
+    """The runner process died while serving a request; ``signal`` is the signal that killed it, if any."""
+
+    def __init__(self, message: str, signal: int | None = None):
+        super().__init__(message)
+        self.signal = signal
 
 
 class LoadCancelled(RuntimeFailure):

@@ -74,9 +74,11 @@ def _start(args: argparse.Namespace) -> tuple[Runtime, LoadOptions]:
             last[0] = pct
             print(f"\rloading {args.model}: {pct:3d}%", end="", file=sys.stderr, flush=True)
 
-    runtime.load(args.model, opts, on_progress=progress)
+    loaded = runtime.load(args.model, opts, on_progress=progress)
     if sys.stderr.isatty():
         print("\r" + " " * 40 + "\r", end="", file=sys.stderr)
+    for warning in loaded.warnings:
+        print(f"note: {warning}", file=sys.stderr)
     return runtime, opts
 
 

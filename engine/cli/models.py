@@ -8,6 +8,7 @@ from ..library.resolve import resolve_model
 from ..models import hardware
 from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..runtime.healing import Workarounds
 from ..settings import Settings
 from .fmt import human_bytes, human_count, print_json, table
 
@@ -22,6 +23,8 @@ VERDICTS = {
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hw", help="show llama.cpp's backends, devices and this machine's memory")
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    p.add_argument("--clear-workarounds", action="store_true",
+                   help="forget the safer settings Fireside chose after llama.cpp crashed on this machine")
     p.set_defaults(handler=cmd_hw)
 
     p = sub.add_parser("info", help="inspect a model and plan how it fits on this machine")
@@ -50,9 +53,14 @@ def load_options(args: argparse.Namespace) -> LoadOptions:
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
+    workarounds = Workarounds(Settings.from_env().data_dir / "workarounds.json")
+    if args.clear_workarounds:
+        n = workarounds.clear()
+        print(f"forgot {n} workaround{'s' * (n != 1)}: the next load of each model tries llama.cpp's full configuration")
+        return 0
     hw = hardware.detect()
     if args.json:
-        print_json(hw.to_dict())
+        print_json({**hw.to_dict(), "workarounds": workarounds.entries()})
         return 0
     print(f"llama.cpp {hw.llama_cpp_version}   backends: {', '.join(hw.backends) or 'none'}   "
           f"GPU offload: {'yes' if hw.gpu_offload else 'no'}   engine: {hardware.engine_build(hw)}")
@@ -63,6 +71,9 @@ def cmd_hw(args: argparse.Namespace) -> int:
     print(table(rows, ["#", "device", "type", "backend", "free", "total", "description"]))
     for note in hw.notes:
         print(f"note: {note}")
+    for w in workarounds.entries():
+        print(f"workaround: {w['model']} loads with {w['description']}: llama.cpp {w['reason']} in this build "
+              f"(llama-cpp-python {w.get('llama_cpp') or '?'}) without it. `fireside hw --clear-workarounds` forgets it.")
     return 0
 
 

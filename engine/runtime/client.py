@@ -9,7 +9,9 @@ runner's last log lines; the app process carries on.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -57,10 +59,9 @@ class RunnerClient:
         self._pending: dict[str, queue.Queue] = {}
         self._lock = threading.Lock()
         self.dead: str | None = None
+        self.signal: int | None = None  # the signal that killed the runner, once it is dead
         self.pid = self.proc.pid
-        hello = self.pipe.recv()
-        if hello.get("type") != "hello":
-            raise RuntimeFailure(f"the runner for {label} did not start properly")
+        self._await_hello()
         self._reader = threading.Thread(target=self._read_loop, name=f"runner-reader-{self.pid}", daemon=True)
         self._reader.start()
         # One watcher per runner forwards cancel events (set by a Stop button or a client disconnect),
@@ -69,6 +70,26 @@ class RunnerClient:
         self._watching = threading.Event()
         self._watcher = threading.Thread(target=self._watch_cancels, name=f"runner-cancel-{self.pid}", daemon=True)
         self._watcher.start()
+
+    def _await_hello(self, timeout: float = 120.0) -> None:
+        """Wait for the runner's first frame; a runner that dies or hangs first fails at once, with its log."""
+        try:
+            if os.name == "posix" and not select.select([self.proc.stdout], [], [], timeout)[0]:
+                self.proc.kill()
+                raise PipeClosed("no hello")
+            hello = self.pipe.recv()
+        except PipeClosed:
+            try:
+                code = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+            self.signal = -code if code is not None and code < 0 else None
+            self._log_file.close()
+            tail = self.log_tail(8)
+            raise RunnerCrashed(f"the runner for {self.label} {_describe_exit(code)} before it started"
+                                + (f"; its last words: {tail}" if tail else ""), self.signal) from None
+        if hello.get("type") != "hello":
+            raise RuntimeFailure(f"the runner for {self.label} did not start properly")
 
     @property
     def alive(self) -> bool:
@@ -90,12 +111,14 @@ class RunnerClient:
             if q is not None:
                 q.put(msg)
         code = self.proc.wait()
+        self.signal = -code if code < 0 else None
         self.dead = _describe_exit(code)
         tail = self.log_tail()
         with self._lock:
             pending, self._pending = self._pending, {}
         for q in pending.values():
-            q.put({"type": "crash", "message": f"the runner for {self.label} {self.dead}" + (f"; its last words: {tail}" if tail else "")})
+            q.put({"type": "crash", "signal": self.signal,
+                   "message": f"the runner for {self.label} {self.dead}" + (f"; its last words: {tail}" if tail else "")})
 
     def log_tail(self, n: int = 3) -> str:
         try:
@@ -113,7 +136,7 @@ class RunnerClient:
         q: queue.Queue = queue.Queue()
         with self._lock:
             if self.dead:
-                raise RunnerCrashed(f"the runner for {self.label} {self.dead}")
+                raise RunnerCrashed(f"the runner for {self.label} {self.dead}", self.signal)
             if op == "generate" and len(self._pending) >= self.max_queue:
                 raise QueueFull(f"{self.label} already has {len(self._pending)} requests waiting")
             self._pending[req_id] = q
@@ -131,13 +154,13 @@ class RunnerClient:
                     continue  # a crash arrives on the queue too; nothing to do but wait
                 kind = msg["type"]
                 if kind == "crash":
-                    raise RunnerCrashed(msg["message"])
+                    raise RunnerCrashed(msg["message"], msg.get("signal"))
                 complete = kind in ("result", "done", "error")
                 yield msg
                 if complete:
                     return
         except PipeClosed as exc:
-            raise RunnerCrashed(f"the runner for {self.label} {self.dead or 'went away'}") from exc
+            raise RunnerCrashed(f"the runner for {self.label} {self.dead or 'went away'}", self.signal) from exc
         finally:
             with self._lock:
                 self._pending.pop(req_id, None)

@@ -90,6 +90,7 @@ class Runner:
             if not line:
                 return
             self.log_lines = (self.log_lines + [line])[-200:]
+            print(line, file=sys.stderr, flush=True)  # the runner's log file: a crash report's last words
             m = _BUFFER_RE.search(line)
             if m:
                 key = f"{m.group(1)} {m.group(2)}"
@@ -113,17 +114,20 @@ class Runner:
             return not cancel.is_set()  # False makes llama.cpp abandon the load
 
         default_params = llama_cpp.llama_model_default_params
+        kwargs = dict(msg["kwargs"])
+        extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
 
         def params_with_progress():
             params = default_params()
             params.progress_callback = on_progress
+            params.use_extra_bufts = extra_bufts  # off: no AMX or CPU-repack kernels (see healing.py)
             return params
 
         llama_cpp.llama_cpp.llama_model_default_params = params_with_progress
         llama_cpp.llama.llama_cpp.llama_model_default_params = params_with_progress
         started = time.monotonic()
         try:
-            self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **msg["kwargs"])
+            self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **kwargs)
         except Exception as exc:
             if cancel.is_set():
                 self.reply(req_id, "error", error="LoadCancelled", message="the load was cancelled")
@@ -132,8 +136,25 @@ class Runner:
         finally:
             llama_cpp.llama_cpp.llama_model_default_params = default_params
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
+        self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.reply(req_id, "result", n_ctx=self.llama.n_ctx(), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos())
+
+    def _warm_up(self, crash: bool) -> None:
+        """Decode a few real tokens once, so a llama.cpp crash on this machine happens during the load
+        (where the runtime retries more safely) and not on the user's first message."""
+        import llama_cpp
+
+        tokens = self.llama.tokenize(b"Hello, warm-up", add_bos=True, special=False)[:8]
+        tokens = (tokens * 2)[:max(2, len(tokens))]  # more than one token: the batched kernels run
+        print(f"fireside: warm-up decode of {len(tokens)} tokens", file=sys.stderr, flush=True)
+        if crash:
+            os.kill(os.getpid(), signal.SIGSEGV)  # FIRESIDE_TEST_RUNNER_CRASH: a simulated llama.cpp crash
+        ids = (llama_cpp.llama_token * len(tokens))(*tokens)  # the batch only points at it: keep it alive
+        batch = llama_cpp.llama_batch_get_one(ids, len(tokens))
+        if llama_cpp.llama_decode(self.llama.ctx, batch) != 0:
+            raise RuntimeError("llama.cpp could not decode its warm-up tokens")
+        llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
 
     def _add_bos(self) -> bool:
         import llama_cpp
@@ -165,6 +186,16 @@ class Runner:
 
         for event in decode_stream(self.llama, msg, cancel):
             self.reply(req_id, event.pop("type"), **event)
+
+
+def _test_crash_wanted(kwargs: dict, extra_bufts: bool) -> bool:
+    """Whether the test-only switch ``FIRESIDE_TEST_RUNNER_CRASH`` (a comma list of ``extra_bufts``,
+    ``flash_attn``, ``gpu``, ``batch``, or ``always``) asks this load to crash: it does while any listed
+    option is on."""
+    wanted = {w.strip() for w in os.environ.get("FIRESIDE_TEST_RUNNER_CRASH", "").split(",") if w.strip()}
+    on = {"always": True, "extra_bufts": extra_bufts, "flash_attn": bool(kwargs.get("flash_attn")),
+          "gpu": int(kwargs.get("n_gpu_layers") or 0) > 0, "batch": int(kwargs.get("n_batch") or 512) > 64}
+    return any(on.get(w) for w in wanted)
 
 
 def _rss() -> int:

@@ -26,6 +26,7 @@ from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit
 from ..remote import RemoteEngine, is_remote
 from ..settings import Settings
+from . import healing
 from .client import RunnerClient
 from .grammar import forced_tool_names, grammar_for
 from .parsing import StreamParser
@@ -54,6 +55,17 @@ class _Slot:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Spawn:
+    """What one load starts runners for, whatever configuration each try uses."""
+
+    model_id: str
+    path: Path
+    embedding: bool
+    on_progress: ProgressFn | None
+    cancel: threading.Event | None
+
+
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
@@ -66,6 +78,7 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.remotes = remotes or RemoteEngine(settings)
+        self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
         self._lock = threading.RLock()
@@ -107,18 +120,20 @@ class Runtime:
             raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
+        warnings: list[str] = []
+        spawn = _Spawn(model_id, path, embedding, on_progress, cancel)
         try:
-            client, result = self._spawn(model_id, path, plan, embedding, on_progress, cancel)
+            client, result, plan = self._spawn_healing(spawn, plan, warnings)
         except (RuntimeFailure, RunnerCrashed) as first:
             if isinstance(first, LoadCancelled) or (cancel and cancel.is_set()):
                 raise LoadCancelled(f"loading {model_id} was cancelled") from None
             smaller, change = _fallback(plan)
-            if smaller is None:
+            if smaller is None or (isinstance(first, RunnerCrashed) and healing.is_crash(first.signal)):
                 raise
             log.warning("load of %s failed (%s); retrying with %s", model_id, first, change)
-            notes.append(f"the first load failed ({first}); loaded with {change} instead")
-            plan = smaller
-            client, result = self._spawn(model_id, path, plan, embedding, on_progress, cancel)
+            warnings.append(f"The first load of {model_id} failed ({first}); it loaded with {change} instead.")
+            client, result, plan = self._spawn_healing(spawn, smaller, warnings)
+        notes += warnings
         gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
         reported = reported_bytes(result.get("buffers", {}))
         loaded = LoadedModel(
@@ -126,16 +141,50 @@ class Runtime:
             n_layers=info.block_count, verdict=plan.verdict, planned_ram_bytes=plan.ram.total_bytes,
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
-            calibration=plan.compare(reported) if reported else {},
+            calibration=plan.compare(reported) if reported else {}, warnings=warnings,
         )
         log.info("loaded %s in runner %d (%s, ctx %d)", model_id, client.pid, plan.verdict, loaded.n_ctx)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
                      self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes)
 
-    def _spawn(self, model_id: str, path: Path, plan: FitPlan, embedding: bool,
-               on_progress: ProgressFn | None, cancel: threading.Event | None) -> tuple[RunnerClient, dict]:
+    def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
+        """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk
+        the safety ladder (``healing.py``) until a configuration survives, and remember that one."""
+        key = healing.machine_key(hardware.detect(), spawn.path)
+        remembered = rungs = self.workarounds.get(key)
+        if rungs:
+            log.info("loading %s with the remembered workaround for this machine: %s", spawn.model_id,
+                     healing.describe(rungs))
+        crashed: RunnerCrashed | None = None
+        while True:
+            try:
+                client, result = self._spawn(spawn, plan, rungs)
+                break
+            except RunnerCrashed as crash:
+                safer = healing.next_rungs(plan, rungs)
+                if not healing.is_crash(crash.signal) or (spawn.cancel and spawn.cancel.is_set()) or safer is None:
+                    if crashed is not None:
+                        raise RunnerCrashed(f"{crash} (also with {healing.describe(rungs)})", crash.signal) from None
+                    raise
+                log.warning("the runner for %s crashed (%s) with %s; retrying with %s", spawn.model_id,
+                            healing.signal_name(crash.signal), healing.describe(rungs) if rungs else "the full "
+                            "configuration", healing.describe(safer))
+                crashed, rungs = crash, safer
+        if crashed is not None:
+            self.workarounds.remember(key, rungs, spawn.model_id, f"crashed by {healing.signal_name(crashed.signal)}")
+            warnings.append(f"llama.cpp crashed ({healing.signal_name(crashed.signal)}) while loading "
+                            f"{spawn.model_id}, so Fireside loaded it with {healing.describe(rungs)}; this is "
+                            "remembered for this machine (see Settings or `fireside hw`).")
+        elif remembered:
+            warnings.append(f"{spawn.model_id} loaded with {healing.describe(rungs)}, remembered after a llama.cpp "
+                            "crash on this machine (clear it in Settings or with `fireside hw --clear-workarounds`).")
+        return client, result, healing.apply(plan, rungs)
+
+    def _spawn(self, spawn: _Spawn, plan: FitPlan, rungs: tuple[str, ...] = ()) -> tuple[RunnerClient, dict]:
+        model_id, path, embedding = spawn.model_id, spawn.path, spawn.embedding
+        on_progress, cancel = spawn.on_progress, spawn.cancel
         client = RunnerClient(model_id, self.settings.cache_dir / "logs", self.max_queue, self.runner_command)
-        kwargs = plan.llama_kwargs()
+        kwargs = healing.load_kwargs(plan, rungs)
         if embedding:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:

@@ -113,3 +113,4 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     reported_bytes: dict[str, int] = field(default_factory=dict)  # what llama.cpp said it allocated
     calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported
+    warnings: list[str] = field(default_factory=list)  # what the user should be told: a healed or shrunk load
