@@ -163,6 +163,8 @@ class ModelBar(QWidget):
     @Slot(str, object)
     def _on_bridge_load_finished(self, model_id: str, loaded) -> None:
         self._end_load(model_id)
+        for warning in loaded.warnings:  # a healed or shrunk load: say what changed
+            show_error(warning)
         self.ctx.prefs.put("last_used", model_id, loaded.loaded_at)
         self.model_ready.emit(model_id)
 

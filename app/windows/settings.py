@@ -5,6 +5,7 @@ llama.cpp sees it, default load settings, and whether closing the window keeps a
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import keyring
@@ -146,9 +147,18 @@ class SettingsPage(QWidget):
         self.hardware = QLabel("Detecting…", wordWrap=True)
         refresh = QPushButton("Refresh")
         refresh.clicked.connect(self.refresh_hardware)
+        self.workarounds = QLabel("", wordWrap=True)
+        self.clear_workarounds = QPushButton("Forget workarounds")
+        self.clear_workarounds.setToolTip("The next load of each model tries llama.cpp's full configuration again")
+        self.clear_workarounds.clicked.connect(self._on_clear_workarounds_clicked)
         lay = QVBoxLayout(box)
         lay.addWidget(self.hardware)
-        lay.addWidget(refresh, 0)
+        lay.addWidget(self.workarounds)
+        buttons = QHBoxLayout()
+        buttons.addWidget(refresh)
+        buttons.addWidget(self.clear_workarounds)
+        buttons.addStretch(1)
+        lay.addLayout(buttons)
         return box
 
     # --- behaviour -------------------------------------------------------------------------------
@@ -227,6 +237,21 @@ class SettingsPage(QWidget):
     @Slot()
     def refresh_hardware(self) -> None:
         self.ctx.tasks.run_in_background(lambda: hardware.detect(refresh=True), self._on_hardware_detected)
+        self.ctx.tasks.run_in_background(self.ctx.runtime.workarounds.entries, self._on_workarounds_read)
+
+    @Slot()
+    def _on_clear_workarounds_clicked(self) -> None:
+        self.ctx.tasks.run_in_background(self.ctx.runtime.workarounds.clear, lambda _n, _e: self.refresh_hardware())
+
+    def _on_workarounds_read(self, entries, error) -> None:
+        if error:
+            show_error(error, "reading the workarounds")
+            return
+        self.workarounds.setText("<br>".join(
+            f"<b>Workaround:</b> {html.escape(w['model'])} loads with {html.escape(w['description'])}: "
+            f"llama.cpp {html.escape(w['reason'])} in this build without it." for w in entries))
+        self.workarounds.setVisible(bool(entries))
+        self.clear_workarounds.setVisible(bool(entries))
 
     def _on_hardware_detected(self, hw, error) -> None:
         if error:

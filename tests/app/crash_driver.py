@@ -1,5 +1,6 @@
 """Runs the real app in its own process for the SIGKILL test: starts it the way ``main`` does, sends one
-message, and prints a JSON line each time reply text is shown, so the test knows what the user saw."""
+message, and prints a JSON line each time reply text is shown, so the test knows what the user saw, or
+one ``{"error": ...}`` line when the load or the reply fails, so the test fails at once instead of waiting."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from PySide6.QtWidgets import QApplication
 
 def main() -> None:
     app = QApplication(sys.argv[:1])
+    from fireside.app import feedback
     from fireside.app.main import Fireside
 
     fireside = Fireside(tray=False)
@@ -30,6 +32,10 @@ def main() -> None:
         page.composer.setPlainText(sys.argv[1])
         page.send()
 
+    def on_error(text: str) -> None:  # a failed load or reply: say so at once, so the test fails fast
+        print(json.dumps({"error": text}), flush=True)
+
+    feedback.add_sink(on_error)
     page.reply_shown.connect(on_shown)
     QTimer.singleShot(0, go)
     app.exec()

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -22,11 +24,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def _kill_after_shown(home: Path, batches: int) -> dict:
     env = {**os.environ, "FIRESIDE_HOME": str(home), "QT_QPA_PLATFORM": "offscreen"}
     proc = subprocess.Popen([sys.executable, "-m", "tests.app.crash_driver", "Tell me a long story about a fox."],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     last = None
     try:
-        for seen, line in enumerate(proc.stdout, 1):
-            last = json.loads(line)
+        for seen, shown in enumerate(_lines(proc, deadline=time.monotonic() + 120), 1):
+            if "error" in shown:
+                pytest.fail(f"the app showed an error instead of a reply: {shown['error']}")
+            last = shown
             if seen >= batches:
                 break
     finally:
@@ -39,6 +43,22 @@ def _kill_after_shown(home: Path, batches: int) -> dict:
         except psutil.NoSuchProcess:
             pass
     return last
+
+
+def _lines(proc: subprocess.Popen, deadline: float):
+    """The driver's JSON lines; fails at once, with its exit status, if the driver dies or goes quiet."""
+    buffer = b""
+    while True:
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            yield json.loads(line)
+        ready = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]
+        data = os.read(proc.stdout.fileno(), 65536) if ready else b""
+        if not data:
+            code = proc.poll()
+            pytest.fail(f"the app {'exited with ' + str(code) if code is not None else 'went quiet'} "
+                        "before showing enough reply text")
+        buffer += data
 
 
 def test_sigkill_mid_reply_keeps_everything_shown(qtbot, make_app, shared_runtime, tmp_path):
