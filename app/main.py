@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QApplication
 
 from fireside.engine.settings import Settings
 
+from . import systemlibs
 from .bridge import EngineBridge, Tasks
 from .context import AppContext
 from .prefs import Prefs
@@ -110,6 +111,9 @@ def _make_runtime(settings: Settings):
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not QApplication.instance() and systemlibs.uses_xcb() and (lacking := systemlibs.missing()):
+        print(systemlibs.advice(lacking), file=sys.stderr)  # instead of Qt's abort with no names
+        return 1
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("Fireside")
     app.setQuitOnLastWindowClosed(False)  # the tray may keep the server running; quit goes through us

@@ -11,6 +11,7 @@ import configparser
 import fnmatch
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path, PurePosixPath
 
@@ -155,3 +156,23 @@ def test_desktop_entry_starts_the_linked_app():
     assert entry_["Categories"].endswith(";")
     deb_source = (INSTALLERS / "linux" / "deb.py").read_text()
     assert '"fireside-app"' in deb_source and '"fireside.png"' in deb_source
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not all(map(shutil.which, ["readelf", "dpkg", "ldconfig"])),
+                    reason="the .deb is built on Debian or Ubuntu")
+def test_deb_depends_on_every_library_the_xcb_plugin_needs(tmp_path):
+    """Qt's xcb plugin in the bundle: each library it needs from the system is a Depends, even those this
+    build machine lacks (named from the same table the app's own check uses)."""
+    from fireside.app.systemlibs import DEBIAN_PACKAGES, xcb_plugin
+
+    spec_ = importlib.util.spec_from_file_location("fireside_installer_deb", INSTALLERS / "linux" / "deb.py")
+    deb = sys.modules["fireside_installer_deb"] = importlib.util.module_from_spec(spec_)  # its dataclass looks itself up
+    spec_.loader.exec_module(deb)
+    plugin = xcb_plugin()
+    (tmp_path / "platforms").mkdir()
+    shutil.copy(plugin, tmp_path / "platforms" / plugin.name)
+    deps, _missing = deb.depends(tmp_path)
+    needed = [s for s in deb._needed(plugin) if s in DEBIAN_PACKAGES]
+    assert "libxcb-icccm.so.4" in needed and "libxcb-keysyms.so.1" in needed
+    for soname in needed:
+        assert DEBIAN_PACKAGES[soname] in deps, soname

@@ -16,6 +16,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from fireside.app.systemlibs import DEBIAN_PACKAGES
+
 PREFIX = "opt/fireside"
 EXECUTABLE = "Fireside"
 DESKTOP_FILE = Path(__file__).resolve().parent / "fireside.desktop"
@@ -91,6 +93,8 @@ def depends(bundle: Path) -> tuple[list[str], list[str]]:
         owner = _owner(system[soname]) if soname in system else None
         if owner:
             packages.add(owner.split(":")[0])
+        elif soname in DEBIAN_PACKAGES:  # Qt's xcb plugin needs it, though this build machine lacks it
+            packages.add(DEBIAN_PACKAGES[soname])
         else:
             missing.append(f"{soname} (for {wanted[soname].relative_to(bundle)})")
     deps = [f"libc6 (>= {_upstream_version('libc6')})" if p == "libc6" else p for p in sorted(packages)]
