@@ -132,3 +132,16 @@ def test_cli_says_what_changed_and_hw_lists_and_clears_the_workaround(fireside_h
     cleared = _fireside("hw", "--clear-workarounds", env=env)
     assert "forgot 1 workaround" in cleared.stdout
     assert "workaround:" not in _fireside("hw", env=env).stdout
+
+
+def test_a_runner_that_dies_before_it_starts_fails_at_once_with_its_last_words(tmp_path):
+    from fireside.engine.runtime.client import RunnerClient
+
+    command = [sys.executable, "-c", "import sys; print('libggml: illegal instruction in cpu probe', file=sys.stderr);"
+               " sys.exit(3)"]
+    started = time.monotonic()
+    with pytest.raises(RunnerCrashed) as err:
+        RunnerClient("broken", tmp_path / "logs", command=command)
+    assert time.monotonic() - started < 10
+    assert "exited with code 3 before it started" in str(err.value)
+    assert "illegal instruction in cpu probe" in str(err.value)
