@@ -80,7 +80,7 @@ def test_sigkilled_pull_resumes_from_its_offset(settings, fakehub):
     fault.release.set()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert fakehub.ranges(Q4)[-1] == f"bytes={cut}-"
+    assert fakehub.downloads(Q4)[-1] == f"bytes={cut}-"
     assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
     assert "%" in done.stderr and "pulled" in done.stdout
     assert Library(settings).get("smollm2-135m-instruct:q4_1").source == "hub"
@@ -99,14 +99,14 @@ def test_stall_is_retried_and_completes(settings, fakehub):
     fakehub.faults[Q4] = Fault(stall_after=256 * KiB)
     model = make_hub(settings, stall_timeout=0.3).pull(REPO, "Q4_1")
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
-    assert fakehub.ranges(Q4) == [None, f"bytes={256 * KiB}-"]
+    assert fakehub.downloads(Q4) == [None, f"bytes={256 * KiB}-"]
 
 
 def test_dropped_connection_resumes_with_range(settings, fakehub):
     fakehub.faults[Q4] = Fault(drop_after=300 * KiB, times=2)
     model = make_hub(settings).pull(REPO, "Q4_1")
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
-    assert fakehub.ranges(Q4) == [None, f"bytes={300 * KiB}-", f"bytes={600 * KiB}-"]
+    assert fakehub.downloads(Q4) == [None, f"bytes={300 * KiB}-", f"bytes={600 * KiB}-"]
 
 
 def test_server_ignoring_range_rewrites_from_zero(settings, fakehub):
@@ -114,7 +114,7 @@ def test_server_ignoring_range_rewrites_from_zero(settings, fakehub):
     model = make_hub(settings).pull(REPO, "Q4_1")
     data = fakehub.repos[REPO].files[Q4]
     assert model.path.stat().st_size == len(data) and sha(model.path.read_bytes()) == sha(data)
-    assert fakehub.ranges(Q4) == [None, f"bytes={300 * KiB}-"]
+    assert fakehub.downloads(Q4) == [None, f"bytes={300 * KiB}-"]
 
 
 def test_not_enough_disk_is_refused_before_any_byte(settings, fakehub):
@@ -122,7 +122,7 @@ def test_not_enough_disk_is_refused_before_any_byte(settings, fakehub):
     with pytest.raises(DiskFull, match="free"):
         make_hub(settings, free=size).pull(REPO, "Q4_1")
     assert not (settings.models_dir / "bartowski").exists()
-    assert not fakehub.ranges(Q4), "no byte was requested"
+    assert not fakehub.downloads(Q4), "no byte was requested"
 
 
 def test_cancel_keeps_the_part_and_a_later_pull_resumes(settings, fakehub):
@@ -150,7 +150,7 @@ def test_cancel_keeps_the_part_and_a_later_pull_resumes(settings, fakehub):
     assert kept == 256 * KiB
     fakehub.faults.pop(Q4)
     model = make_hub(settings).pull(REPO, "Q4_1")
-    assert fakehub.ranges(Q4)[-1] == f"bytes={kept}-"
+    assert fakehub.downloads(Q4)[-1] == f"bytes={kept}-"
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
 
 
@@ -160,7 +160,7 @@ def test_part_of_another_revision_is_not_resumed(settings, fakehub):
     dest.with_name(Q4 + ".part").write_bytes(b"x" * 4096)
     dest.with_name(Q4 + ".part.json").write_text('{"sha256": "something else"}')
     model = make_hub(settings).pull(REPO, "Q4_1")
-    assert fakehub.ranges(Q4) == [None]
+    assert fakehub.downloads(Q4) == [None]
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
 
 
@@ -204,7 +204,7 @@ def test_manager_runs_pulls_at_once_and_pauses_and_resumes(settings, fakehub):
     fakehub.faults.pop(Q4)
     again = manager.resume(slow.id)
     assert again.finished.wait(30) and again.state == "done", again.error
-    assert fakehub.ranges(Q4)[-1] == f"bytes={kept}-"
+    assert fakehub.downloads(Q4)[-1] == f"bytes={kept}-"
     manager.shutdown()
 
 
