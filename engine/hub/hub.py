@@ -36,7 +36,7 @@ from ..library.paths import check_file_name, check_repo_id
 from ..models import hardware as hw
 from ..models.inspection import SPLIT_RE, ModelInfo
 from ..models.planner import FitPlan, LoadOptions, plan_fit
-from ..settings import Settings
+from ..settings import Settings, redact, secret
 from .auth import HubAuth, get_token
 from .downloads import Downloader, DownloadSpec, Progress, gated_message
 from .header import CAP, PROBE, fetch_info
@@ -112,13 +112,16 @@ class Hub:
                  downloader: Downloader | None = None, probe: int = PROBE, cap: int = CAP):
         self.settings = settings
         self.endpoint = settings.hf_endpoint.rstrip("/")
-        self.token: str | None = (get_token() or settings.hf_token) if token is _KEYRING else token  # type: ignore[assignment]
+        self.token: str | None = secret((get_token() or settings.hf_token) if token is _KEYRING else token)  # type: ignore[arg-type]
         self.auth = HubAuth(self.token, self.endpoint)
         self.client = client or httpx.Client(follow_redirects=True, timeout=httpx.Timeout(30.0, connect=15.0))
         self.api = api or HfApi(endpoint=self.endpoint, token=self.token or False)
         self._library = library
         self.downloader = downloader or Downloader(self.client, auth=self.auth)
         self.probe, self.cap = probe, cap
+
+    def __repr__(self) -> str:
+        return f"Hub(endpoint={self.endpoint!r}, token={redact(self.token)!r})"
 
     @property
     def library(self) -> Library:
