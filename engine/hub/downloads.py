@@ -225,6 +225,7 @@ class Downloader:
                         raise DownloadCancelled(f"{spec.filename}: cancelled at {state.done:,} bytes; "
                                                 f"run again to resume")
                     fh.write(chunk)
+                    fh.flush()  # on disk before the next read, which may stall: a kill loses nothing
                     state.add(chunk)
                     if state.done > spec.size:
                         raise _Restart()
