@@ -112,6 +112,10 @@ class ProgressBar:
         return self._stream or sys.stderr  # looked up late: tests and the app swap sys.stderr
 
     def __call__(self, p: Progress) -> None:
+        if p.state == "waiting":
+            self.stream.write(f"{p.filename}: another pull of this file is running; waiting for it\n")
+            self.stream.flush()
+            return
         frac = p.done / p.total if p.total else 1.0
         eta = f"{int(p.eta_s) // 60}:{int(p.eta_s) % 60:02d}" if p.eta_s is not None else "--:--"
         bar = "#" * int(30 * frac)
