@@ -254,9 +254,13 @@ def unfit_reason(check: FitCheck) -> str | None:
     plan = check.plan
     if plan.fits or plan.max_context >= MIN_USEFUL_CONTEXT:
         return None
-    return (f"{check.file.name} ({check.file.size / 2**30:.1f} GiB) will not fit on this machine: it needs "
-            f"about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than is free at a {plan.context:,}-token "
-            f"context, and no context of {MIN_USEFUL_CONTEXT:,} tokens or more fits")
+    return (f"{check.file.name} ({_size(check.file.size)}) will not fit on this machine: it needs about "
+            f"{_size(plan.shortfall_bytes)} more memory than is free at a {plan.context:,}-token context, and no "
+            f"context of {MIN_USEFUL_CONTEXT:,} tokens or more fits")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def _group_files(siblings: list) -> list[HubFile]:

@@ -363,7 +363,7 @@ def test_cli_pull_refuses_a_model_that_cannot_fit_unless_forced(settings, fakehu
     monkeypatch.setattr(hardware, "detect", lambda refresh=False: tiny_machine())
     assert main(["pull", f"{REPO}:Q4_1"]) == 1
     err = capsys.readouterr().err
-    assert f"{Q4} (0.0 GiB) will not fit on this machine" in err and "--force" in err
+    assert f"{Q4} (2 MiB) will not fit on this machine: it needs about" in err and "--force" in err
     assert fakehub.downloads(Q4) == [] and not dest_of(settings).exists(), "not one byte was downloaded"
     assert main(["pull", f"{REPO}:Q4_1", "--force"]) == 0
     assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
