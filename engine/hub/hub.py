@@ -218,8 +218,7 @@ class Hub:
             return
         reason = unfit_reason(check)
         if reason:
-            raise ModelTooLarge(f"{reason}. Pull it anyway with `fireside pull --force` (or \"force\": true "
-                                f"on /api/pull)")
+            raise ModelTooLarge(f"{reason}. To download it anyway, pull it with `fireside pull --force`")
 
     def _spec(self, details: RepoDetails, file: HubFile, i: int) -> DownloadSpec:
         name = file.parts[i]
