@@ -179,7 +179,7 @@ class Downloader:
             raise DownloadError(f"{spec.filename}: cannot write {part}: {exc.strerror or exc}") from exc
         meter.update(state.done, "verifying", force=True)
         self._verify(spec, part, state)
-        with part.open("rb") as fh:  # the bytes reach the disk before the name does
+        with part.open("r+b") as fh:  # the bytes reach the disk before the name does (r+: Windows)
             os.fsync(fh.fileno())
         os.replace(part, spec.dest)
         fsync_dir(spec.dest.parent)
