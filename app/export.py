@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
+
+from fireside.engine.fsutil import atomic_write
 
 from .store import Store
 
@@ -33,3 +36,8 @@ def to_json(store: Store, conv_id: int) -> str:
         "messages": [asdict(m) for m in store.all_messages(conv_id)],
     }
     return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def save(path: Path | str, text: str) -> Path:
+    """Write an export durably and whole: a crash mid-write leaves any earlier file at ``path`` intact."""
+    return atomic_write(path, text)

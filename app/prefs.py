@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from fireside.engine.fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,5 @@ class Prefs:
         self.set(key, table)
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".prefs-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(self.data, fh, indent=2)
-        os.replace(tmp, self.path)
+        """Write temp, fsync, rename, fsync the folder: a crash keeps the old file or the new one."""
+        atomic_write(self.path, json.dumps(self.data, indent=2))

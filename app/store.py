@@ -9,17 +9,29 @@ Writes are small and synchronous on the caller's thread (the GUI thread, a few h
 each in WAL with ``synchronous=NORMAL``): a message is written when it completes, and a streaming reply
 is written before each batch of its text is shown, so a crash or a SIGKILL never loses text the user
 saw. ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` takes a database from version n
-to n + 1, and each runs in one transaction.
+to n + 1, and each runs in one transaction. Before migrating, the database is copied whole (SQLite's
+backup API) to ``NAME.bak-v<N>``, so an upgrade that goes wrong can be undone by hand. A database from
+a newer Fireside (a schema this one does not know) is opened read-only: its chats are shown, every
+write raises ``ReadOnlyData`` saying why, and ``Store.read_only`` holds that sentence for the window.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
+import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from fireside.engine.errors import ReadOnlyData
+from fireside.engine.fsutil import fsync_dir
+
+log = logging.getLogger(__name__)
 
 _V1 = """
 CREATE TABLE conversations (
@@ -99,26 +111,67 @@ def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
     return start
 
 
+def backup(db: sqlite3.Connection, path: Path, version: int) -> Path:
+    """Copy the open database ``db`` (at schema ``version``) whole to ``path.bak-v<version>``, durably."""
+    dest = path.with_name(f"{path.name}.bak-v{version}")
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    copy = sqlite3.connect(str(tmp))
+    try:
+        db.backup(copy)
+    finally:
+        copy.close()
+    os.replace(tmp, dest)
+    fsync_dir(dest.parent)
+    return dest
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _writes(method: F) -> F:
+    """Refuse the write with the reason when the database is open read-only."""
+    @functools.wraps(method)
+    def guarded(self: Store, *args: Any, **kwargs: Any) -> Any:
+        if self.read_only:
+            raise ReadOnlyData(self.read_only)
+        return method(self, *args, **kwargs)
+    return guarded  # type: ignore[return-value]
+
+
 class Store:
-    """The chats database. One connection, used from the thread that made it (the GUI thread)."""
+    """The chats database. One connection, used from the thread that made it (the GUI thread).
+    ``read_only`` is None, or the sentence that says why this database is not written."""
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), isolation_level=None)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute("PRAGMA foreign_keys = ON")
+        self.read_only: str | None = None
+        self.db = _connect(self.path)
+        version = self.db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            self._open_read_only(version)
+            return
+        if 0 < version < SCHEMA_VERSION:
+            log.info("chats database: backed up to %s before migrating", backup(self.db, self.path, version))
         migrate(self.db)
         self.purge_deleted()
         # A reply still marked streaming was cut off by a crash: keep its text, call it stopped.
         self.db.execute("UPDATE messages SET state = 'stopped' WHERE state = 'streaming'")
 
+    def _open_read_only(self, version: int) -> None:
+        self.db.close()
+        self.db = _connect(self.path, read_only=True)
+        self.read_only = (f"the chats database {self.path} was written by a newer version of Fireside (schema "
+                          f"{version}; this version knows up to {SCHEMA_VERSION}), so your chats are shown "
+                          f"read-only and nothing new is saved: update Fireside to keep chatting")
+        log.warning("%s", self.read_only)
+
     def close(self) -> None:
         self.db.close()
 
     # --- conversations ---------------------------------------------------------------------------
+    @_writes
     def create_conversation(self, title: str = "New chat", model_id: str | None = None,
                             system_prompt: str = "", sampling: dict | None = None) -> Conversation:
         now = time.time()
@@ -145,6 +198,7 @@ class Store:
         rows = self.db.execute(sql + " ORDER BY updated_at DESC, id DESC", args).fetchall()
         return [_conversation(r) for r in rows]
 
+    @_writes
     def update_conversation(self, conv_id: int, **fields: Any) -> None:
         allowed = {"title", "model_id", "system_prompt", "sampling", "leaf_id"}
         if not fields or set(fields) - allowed:
@@ -155,17 +209,21 @@ class Store:
         self.db.execute(f"UPDATE conversations SET {sets}, updated_at = ? WHERE id = ?",
                         (*fields.values(), time.time(), conv_id))
 
+    @_writes
     def delete_conversation(self, conv_id: int) -> None:
         """Hide a conversation; ``restore_conversation`` undoes this until the next start."""
         self.db.execute("UPDATE conversations SET deleted_at = ? WHERE id = ?", (time.time(), conv_id))
 
+    @_writes
     def restore_conversation(self, conv_id: int) -> None:
         self.db.execute("UPDATE conversations SET deleted_at = NULL WHERE id = ?", (conv_id,))
 
+    @_writes
     def purge_deleted(self) -> int:
         return self.db.execute("DELETE FROM conversations WHERE deleted_at IS NOT NULL").rowcount
 
     # --- messages --------------------------------------------------------------------------------
+    @_writes
     def add_message(self, conv_id: int, parent_id: int | None, role: str, content: str = "",
                     state: str = "complete", model_id: str | None = None) -> Message:
         """Add a message under ``parent_id`` and make it the conversation's current leaf."""
@@ -185,6 +243,7 @@ class Store:
             raise KeyError(message_id)
         return _message(row)
 
+    @_writes
     def update_message(self, message_id: int, *, content: str | None = None, reasoning: str | None = None,
                        state: str | None = None, stats: dict | None = None,
                        reasoning_s: float | None = None) -> None:
@@ -213,6 +272,7 @@ class Store:
             (message.conversation_id, message.parent_id)).fetchall()
         return [r[0] for r in rows]
 
+    @_writes
     def switch_branch(self, message_id: int) -> None:
         """Show the branch through ``message_id``: its newest descendants down to a leaf."""
         leaf = message_id
@@ -228,6 +288,18 @@ class Store:
     def all_messages(self, conv_id: int) -> list[Message]:
         rows = self.db.execute("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
         return [_message(r) for r in rows.fetchall()]
+
+
+def _connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
+    if read_only:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+    else:
+        db = sqlite3.connect(str(path), isolation_level=None)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+    db.row_factory = sqlite3.Row
+    db.execute("PRAGMA foreign_keys = ON")
+    return db
 
 
 def _escape_like(text: str) -> str:

@@ -21,7 +21,8 @@
     │       ├── IntegrityError  the downloaded bytes do not match the hub's hash
     │       ├── DiskFull        not enough free space to start or finish
     │       └── DownloadCancelled  the user cancelled; the part file stays for a resume
-    └── ServerError             the local API server could not start or stop
+    ├── ServerError             the local API server could not start or stop
+    └── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
 
 Each error carries a message meant for a person: what went wrong and, where there is one, what to do.
 """
@@ -128,3 +129,7 @@ class DownloadCancelled(DownloadError):
 
 class ServerError(FiresideError):
     """The local API server could not start or stop."""
+
+
+class ReadOnlyData(FiresideError):
+    """Saved data (the chats database) comes from a newer Fireside: it is shown, but not written."""

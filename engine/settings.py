@@ -28,9 +28,27 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 
 
-@dataclass
+def redact(secret: str | None) -> str | None:
+    """How a secret appears in any repr, str or log line: that it is set, never what it is."""
+    return None if secret is None else "<redacted>"
+
+
+class Secret(str):
+    """A token that is still a ``str`` for the code that sends it, but whose repr (the form a dict,
+    a dataclass, a traceback's locals and ``%r`` in a log line use) says only that it is set."""
+
+    def __repr__(self) -> str:
+        return "'<redacted>'"
+
+
+def secret(value: str | None) -> Secret | None:
+    return None if value is None else Secret(value)
+
+
+@dataclass(repr=False)
 class Settings:
-    """Paths and switches for one Fireside process; cheap to build, safe to copy."""
+    """Paths and switches for one Fireside process; cheap to build, safe to copy. Its repr (and so
+    any log line or traceback that shows it) never carries the hub token."""
 
     data_dir: Path
     config_dir: Path
@@ -66,8 +84,13 @@ class Settings:
             host=env.get("FIRESIDE_HOST", DEFAULT_HOST),
             port=int(env.get("FIRESIDE_PORT", DEFAULT_PORT)),
             hf_endpoint=env.get("HF_ENDPOINT", DEFAULT_HF_ENDPOINT).rstrip("/"),
-            hf_token=env.get("HF_TOKEN") or None,
+            hf_token=secret(env.get("HF_TOKEN") or None),
         )
+
+    def __repr__(self) -> str:
+        shown = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        shown["hf_token"] = redact(self.hf_token)
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @property
     def models_dir(self) -> Path:

@@ -210,7 +210,7 @@ class ChatPage(QWidget):
 
     def export(self, conv_id: int, kind: str, path: Path) -> None:
         text = export.to_markdown(self.store, conv_id) if kind == "markdown" else export.to_json(self.store, conv_id)
-        self.ctx.tasks.run_in_background(lambda: Path(path).write_text(text, encoding="utf-8"),
+        self.ctx.tasks.run_in_background(lambda: export.save(path, text),  # atomic: a crash keeps the old file
                                          lambda _r, e: e and show_error(e, f"exporting to {path}"))
 
     @Slot(int, str)

@@ -24,13 +24,12 @@ from PySide6.QtWidgets import (
 
 from fireside.engine.models import hardware
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.models.planner import VERDICT_WORDS, LoadOptions, plan_fit
 
 from ..context import AppContext
 from ..feedback import show_error
 
-VERDICTS = {"full_gpu": "Fits on the GPU", "partial": "Split between GPU and CPU",
-            "cpu_only": "Runs on the CPU", "will_not_fit": "Will not fit"}
+VERDICTS = VERDICT_WORDS  # one wording for the app and the CLI, kept in the planner
 FLASH = {"Auto": None, "On": True, "Off": False}
 
 

@@ -7,6 +7,7 @@ import argparse
 import logging
 import sys
 
+from ..deps import check_floors
 from ..errors import FiresideError
 from . import bench, chat, library, models, remote, server
 
@@ -30,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0
+    problems = check_floors()
+    if problems:  # say so now, plainly, rather than fail obscurely deep inside a library
+        for problem in problems:
+            print(f"fireside: {problem}", file=sys.stderr)
+        return 1
     try:
         return args.handler(args) or 0
     except FiresideError as exc:

@@ -15,6 +15,7 @@ from ..library import imports
 from ..library.library import Library, LibraryModel
 from ..library.paths import check_repo_id
 from ..models import hardware
+from ..models.planner import verdict_text
 from ..settings import Settings
 from .fmt import human_bytes, human_count, print_json, table
 
@@ -36,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("pull", help="download a model into the library (resumes, verifies SHA-256)")
     p.add_argument("ref", help="publisher/repo, publisher/repo:QUANT or publisher/repo/FILE.gguf")
+    p.add_argument("--force", "--yes", "-y", dest="force", action="store_true",
+                   help="pull even a model that cannot fit on this machine")
     p.set_defaults(handler=cmd_pull)
 
     p = sub.add_parser("ls", help="list the models in the library")
@@ -88,7 +91,7 @@ def cmd_files(args: argparse.Namespace) -> int:
     rows, out = [], []
     for f in details.files:
         verdict = hub.fit(details.id, f, hardware=hw, revision=details.revision).plan.verdict if hw else ""
-        rows.append([f.quant, f.name, human_bytes(f.size), verdict])
+        rows.append([f.quant, f.name, human_bytes(f.size), verdict_text(verdict) if verdict else ""])
         out.append({"quant": f.quant, "name": f.name, "size": f.size, "parts": f.parts, "fit": verdict})
     if args.json:
         print_json({"id": details.id, "license": details.license, "gated": details.gated, "files": out})
@@ -109,6 +112,10 @@ class ProgressBar:
         return self._stream or sys.stderr  # looked up late: tests and the app swap sys.stderr
 
     def __call__(self, p: Progress) -> None:
+        if p.state == "waiting":
+            self.stream.write(f"{p.filename}: another pull of this file is running; waiting for it\n")
+            self.stream.flush()
+            return
         frac = p.done / p.total if p.total else 1.0
         eta = f"{int(p.eta_s) // 60}:{int(p.eta_s) % 60:02d}" if p.eta_s is not None else "--:--"
         bar = "#" * int(30 * frac)
@@ -123,7 +130,8 @@ class ProgressBar:
 def cmd_pull(args: argparse.Namespace) -> int:
     repo_id, selector = parse_ref(args.ref)
     cancel = threading.Event()
-    model = Hub(Settings.from_env()).pull(repo_id, selector, on_progress=ProgressBar(), cancel=cancel)
+    model = Hub(Settings.from_env()).pull(repo_id, selector, on_progress=ProgressBar(), cancel=cancel,
+                                          force=args.force)
     print(f"pulled {model.id}" + (f"  (alias {model.aliases[0]})" if model.aliases else ""))
     return 0
 

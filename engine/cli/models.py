@@ -7,17 +7,10 @@ import argparse
 from ..library.resolve import resolve_model
 from ..models import hardware
 from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..models.planner import FitPlan, LoadOptions, plan_fit, verdict_text
 from ..runtime.healing import Workarounds
 from ..settings import Settings
 from .fmt import human_bytes, human_count, print_json, table
-
-VERDICTS = {
-    "full_gpu": "fits fully on the GPU",
-    "partial": "partial offload: some layers on the GPU, the rest on the CPU",
-    "cpu_only": "runs on the CPU",
-    "will_not_fit": "will not fit",
-}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,8 +112,11 @@ def _kv_heads(info: ModelInfo) -> str:
 
 
 def describe_plan(plan: FitPlan) -> str:
-    verdict = VERDICTS[plan.verdict]
-    if plan.shortfall_bytes:
+    words = verdict_text(plan.verdict)
+    verdict = words[0].lower() + words[1:]
+    if plan.refusal:
+        verdict = f"will not load: {plan.refusal}"
+    elif plan.shortfall_bytes:
         verdict += f" (short by {human_bytes(plan.shortfall_bytes)})"
     lines = [
         f"Fit on this machine: {verdict}",

@@ -16,6 +16,7 @@ import keyring
 from keyring.errors import KeyringError, NoKeyringError, PasswordDeleteError
 
 from ..errors import HubError
+from ..settings import redact, secret
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ NO_KEYRING = ("no OS keyring is available to keep the Hugging Face token (instal
 def get_token() -> str | None:
     """The saved token, or None (also when no keyring backend exists: public repos still work)."""
     try:
-        return keyring.get_password(SERVICE, USERNAME) or None
+        return secret(keyring.get_password(SERVICE, USERNAME) or None)
     except NoKeyringError:
         log.info(NO_KEYRING)
         return None
@@ -69,8 +70,11 @@ class HubAuth(httpx.Auth):
     itself when a redirect leaves that origin (the hub sends file bytes from a CDN)."""
 
     def __init__(self, token: str | None, endpoint: str):
-        self.token = token
+        self.token = secret(token)
         self.origin = _origin(endpoint)
+
+    def __repr__(self) -> str:
+        return f"HubAuth(token={redact(self.token)!r}, origin={self.origin!r})"
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
         if self.token and _origin(request.url) == self.origin:

@@ -9,10 +9,13 @@ first byte the free disk space is checked (``DiskFull``; nothing is written). Th
 as the bytes arrive (the existing part is hashed first on a resume) and compared with the hub's LFS
 hash; only a verified file is renamed, atomically, into the library. A mismatch deletes the part and
 raises ``IntegrityError``. Progress goes to ``on_progress`` about ten times a second; ``cancel`` (a
-``threading.Event``) stops the download and keeps the part for a later resume (that is "pause").
+``threading.Event``) stops the download within a fraction of a second, even while the server sends
+nothing, and keeps the part for a later resume (that is "pause"). The speed shown counts only bytes
+transferred in this session, never the ones resumed from disk.
 
 Threading: ``download`` blocks; call it from a worker thread, one per download (several may run at
-once: each writes only its own part file).
+once: each writes only its own part file). Two pulls of one file, in one process or two, never write
+the same part: the second waits on the part's lock (``partlock.PartLock``) and then finds it done.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +36,8 @@ from pathlib import Path
 import httpx
 
 from ..errors import DiskFull, DownloadCancelled, DownloadError, GatedRepo, HubError, IntegrityError
+from ..fsutil import atomic_write, fsync_dir
+from .partlock import PartLock
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +79,10 @@ class _Meter:
     """Samples progress: at most one callback per ``interval`` seconds, plus state changes."""
 
     def __init__(self, spec: DownloadSpec, on_progress: Callable[[Progress], None] | None,
-                 clock: Callable[[], float], interval: float = 0.1):
+                 clock: Callable[[], float], interval: float = 0.1, start: int = 0):
         self.spec, self.on_progress, self.clock, self.interval = spec, on_progress, clock, interval
         self.last_t = clock()
-        self.last_done = 0
+        self.last_done = start  # bytes resumed from disk were not transferred now: never count them
         self.speed = 0.0
 
     def update(self, done: int, state: str = "downloading", force: bool = False) -> None:
@@ -84,7 +90,7 @@ class _Meter:
         dt = now - self.last_t
         if not force and dt < self.interval:
             return
-        if dt > 0 and done >= self.last_done:
+        if dt > 0 and done >= self.last_done:  # a restart from zero just moves the baseline
             rate = (done - self.last_done) / dt
             self.speed = rate if self.speed == 0 else 0.7 * self.speed + 0.3 * rate
         self.last_t, self.last_done = now, done
@@ -137,19 +143,33 @@ class Downloader:
 
     def download(self, spec: DownloadSpec, on_progress: Callable[[Progress], None] | None = None,
                  cancel: threading.Event | None = None) -> Path:
-        """Fetch ``spec`` to ``spec.dest`` and return it, verified. Blocks; run on a worker thread."""
+        """Fetch ``spec`` to ``spec.dest`` and return it, verified. Blocks; run on a worker thread.
+        A second pull of the same file (another thread or process) waits for the first, then finds
+        the file in place; the wait reports the state ``waiting`` and stops on ``cancel``."""
         cancel = cancel or threading.Event()
-        if spec.dest.is_file() and spec.dest.stat().st_size == spec.size:
+        if _complete(spec):
             return spec.dest
         self.check_space([spec])
+        lock = PartLock(_lock_path(spec))
+        lock.acquire(cancel, on_wait=lambda: on_progress and on_progress(
+            Progress(spec.filename, 0, spec.size, 0.0, None, "waiting")))
+        try:
+            if _complete(spec):  # the pull we waited for has finished it
+                return spec.dest
+            return self._download_locked(spec, on_progress, cancel)
+        finally:
+            lock.release()
+
+    def _download_locked(self, spec: DownloadSpec, on_progress: Callable[[Progress], None] | None,
+                         cancel: threading.Event) -> Path:
         part, sidecar = _part_path(spec), _sidecar_path(spec)
         part.parent.mkdir(parents=True, exist_ok=True)
         if not _sidecar_matches(spec):
             part.unlink(missing_ok=True)
-            sidecar.write_text(json.dumps(_sidecar(spec)), encoding="utf-8")
+            atomic_write(sidecar, json.dumps(_sidecar(spec)))
         part.touch()
-        meter = _Meter(spec, on_progress, self.clock)
         state = _State(*_hash_file(part))
+        meter = _Meter(spec, on_progress, self.clock, start=state.done)  # speed counts this session's bytes
         try:
             self._fetch_all(spec, part, state, meter, cancel)
         except OSError as exc:
@@ -159,7 +179,10 @@ class Downloader:
             raise DownloadError(f"{spec.filename}: cannot write {part}: {exc.strerror or exc}") from exc
         meter.update(state.done, "verifying", force=True)
         self._verify(spec, part, state)
+        with part.open("r+b") as fh:  # the bytes reach the disk before the name does (r+: Windows)
+            os.fsync(fh.fileno())
         os.replace(part, spec.dest)
+        fsync_dir(spec.dest.parent)
         sidecar.unlink(missing_ok=True)
         meter.update(state.done, "done", force=True)
         return spec.dest
@@ -174,6 +197,9 @@ class Downloader:
             except _Restart:
                 state.reset()
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError, _Retry) as exc:
+                if cancel.is_set():  # the hang-up on cancel ends the read with a network error
+                    raise DownloadCancelled(f"{spec.filename}: cancelled at {state.done:,} bytes; "
+                                            f"run again to resume") from None
                 failures = 1 if state.done > before else failures + 1
                 if failures > self.retries:
                     raise DownloadError(f"{spec.filename}: the download keeps failing ({exc}); run it "
@@ -193,7 +219,7 @@ class Downloader:
             if r.status_code == 200 and state.done:
                 log.info("%s: the server ignored Range; writing the file again from zero", spec.filename)
                 state.reset()
-            with part.open("r+b") as fh:
+            with part.open("r+b") as fh, _HangUpOnCancel(r, cancel):
                 fh.seek(state.done)
                 fh.truncate()
                 for chunk in r.iter_bytes():  # as received: a drop loses no buffered bytes
@@ -201,6 +227,7 @@ class Downloader:
                         raise DownloadCancelled(f"{spec.filename}: cancelled at {state.done:,} bytes; "
                                                 f"run again to resume")
                     fh.write(chunk)
+                    fh.flush()  # on disk before the next read, which may stall: a kill loses nothing
                     state.add(chunk)
                     if state.done > spec.size:
                         raise _Restart()
@@ -244,13 +271,48 @@ def raise_for_hub_status(r: httpx.Response, what: str, repo_id: str | None = Non
         raise HubError(f"{what}: the hub refused access ({code}); the repo may be private, or your token "
                        f"may have expired (`fireside login` saves a new one)")
     if code == 404:
-        raise DownloadError(f"{what} is not on the hub (404)")
+        raise DownloadError(f"no such repo or file on the hub: {what}")
     raise HubError(f"{what}: the hub answered {code}")
 
 
 def gated_message(repo_id: str) -> str:
     return (f"{repo_id} is gated: open its page on the hub, sign in and accept its terms, then save an "
             f"access token with `fireside login` (create one at Settings > Access Tokens on the hub)")
+
+
+class _HangUpOnCancel:
+    """While a body streams, wakes a read blocked on a silent server as soon as ``cancel`` is set: it
+    shuts the socket down, so the read ends at once instead of after the stall timeout (30 s)."""
+
+    def __init__(self, response: httpx.Response, cancel: threading.Event, poll_s: float = 0.2):
+        stream = response.extensions.get("network_stream")
+        self.sock = stream.get_extra_info("socket") if stream is not None else None
+        self.cancel, self.poll_s, self.done = cancel, poll_s, threading.Event()
+
+    def __enter__(self) -> _HangUpOnCancel:
+        if self.sock is not None:
+            threading.Thread(target=self._watch, name="fireside-download-cancel", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+
+    def _watch(self) -> None:
+        while not self.done.is_set():
+            if self.cancel.wait(self.poll_s) and not self.done.is_set():
+                try:
+                    self.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:  # already closed: the read has ended anyway
+                    pass
+                return
+
+
+def _complete(spec: DownloadSpec) -> bool:
+    return spec.dest.is_file() and spec.dest.stat().st_size == spec.size
+
+
+def _lock_path(spec: DownloadSpec) -> Path:
+    return spec.dest.with_name(spec.dest.name + ".part.lock")
 
 
 def _part_path(spec: DownloadSpec) -> Path:

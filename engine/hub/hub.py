@@ -21,14 +21,22 @@ import httpx
 from huggingface_hub import HfApi
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
-from ..errors import GatedRepo, HubError, ModelNotFound, UnsafePath
+from ..errors import (
+    GatedRepo,
+    HardwareError,
+    HubError,
+    InvalidModelFile,
+    ModelNotFound,
+    ModelTooLarge,
+    UnsafePath,
+)
 from ..library.library import Library, LibraryModel
 from ..library.names import quant_of
 from ..library.paths import check_file_name, check_repo_id
 from ..models import hardware as hw
 from ..models.inspection import SPLIT_RE, ModelInfo
 from ..models.planner import FitPlan, LoadOptions, plan_fit
-from ..settings import Settings
+from ..settings import Settings, redact, secret
 from .auth import HubAuth, get_token
 from .downloads import Downloader, DownloadSpec, Progress, gated_message
 from .header import CAP, PROBE, fetch_info
@@ -36,6 +44,7 @@ from .header import CAP, PROBE, fetch_info
 log = logging.getLogger(__name__)
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified", "trending": "trending_score"}
+MIN_USEFUL_CONTEXT = 2048  # a model that fits only below this is refused by the pull's fit gate
 PREFERRED = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q4_1", "Q5_K_M", "Q8_0")
 _KEYRING = object()
 
@@ -103,13 +112,16 @@ class Hub:
                  downloader: Downloader | None = None, probe: int = PROBE, cap: int = CAP):
         self.settings = settings
         self.endpoint = settings.hf_endpoint.rstrip("/")
-        self.token: str | None = (get_token() or settings.hf_token) if token is _KEYRING else token  # type: ignore[assignment]
+        self.token: str | None = secret((get_token() or settings.hf_token) if token is _KEYRING else token)  # type: ignore[arg-type]
         self.auth = HubAuth(self.token, self.endpoint)
         self.client = client or httpx.Client(follow_redirects=True, timeout=httpx.Timeout(30.0, connect=15.0))
         self.api = api or HfApi(endpoint=self.endpoint, token=self.token or False)
         self._library = library
         self.downloader = downloader or Downloader(self.client, auth=self.auth)
         self.probe, self.cap = probe, cap
+
+    def __repr__(self) -> str:
+        return f"Hub(endpoint={self.endpoint!r}, token={redact(self.token)!r})"
 
     @property
     def library(self) -> Library:
@@ -179,20 +191,34 @@ class Hub:
 
     def pull(self, repo_id: str, selector: str | None = None,
              on_progress: Callable[[Progress], None] | None = None,
-             cancel: threading.Event | None = None) -> LibraryModel:
+             cancel: threading.Event | None = None, force: bool = False) -> LibraryModel:
         """Download a model (every part, and the repo's projector) into the library, verified.
-        Resumes a part left by an earlier pull. Blocks; run on a worker thread."""
+        Resumes a part left by an earlier pull. Refuses (``ModelTooLarge``) a model that cannot run on
+        this machine even at a short context, unless ``force``. Blocks; run on a worker thread."""
         details = self.repo(repo_id)
         file = self.pick(details, selector)
         wanted = [file] + ([min(details.projectors, key=lambda f: f.size)] if details.projectors else [])
         specs = [self._spec(details, f, i) for f in wanted for i in range(len(f.parts))]
         self.downloader.check_space(specs)
+        if not force and not all(s.dest.is_file() for s in specs):
+            self._refuse_unfit(details, file)
         for spec in specs:
             self.downloader.download(spec, on_progress, cancel)
         first = specs[0]
         self.library.record(first.dest, "hub", f"{repo_id}@{details.revision or 'main'}/{file.name}",
                             first.sha256)
         return self.library.by_path(first.dest)
+
+    def _refuse_unfit(self, details: RepoDetails, file: HubFile) -> None:
+        """The fit gate of a pull: the same verdict Discover and ``files --fit`` show, from the header."""
+        try:
+            check = self.fit(details.id, file, revision=details.revision)
+        except (HubError, InvalidModelFile, HardwareError) as exc:  # no verdict is no reason to refuse
+            log.warning("could not check whether %s fits on this machine (%s); pulling it", file.name, exc)
+            return
+        reason = unfit_reason(check)
+        if reason:
+            raise ModelTooLarge(f"{reason}. To download it anyway, pull it with `fireside pull --force`")
 
     def _spec(self, details: RepoDetails, file: HubFile, i: int) -> DownloadSpec:
         name = file.parts[i]
@@ -208,13 +234,32 @@ class Hub:
         except RepositoryNotFoundError as exc:
             raise HubError(f"{what} is not on the hub (or is private)") from exc
         except HfHubHTTPError as exc:
-            raise HubError(f"the hub refused {what}: {exc}") from exc
+            # Not the library's text: it is httpx's, with a link to MDN, written for developers.
+            code = getattr(exc.response, "status_code", None)
+            if code == 404:
+                raise HubError(f"no such repo or file on the hub: {what}") from exc
+            raise HubError(f"the hub refused {what} ({code or 'no answer'}): {_server_message(exc)}") from exc
         except Exception as exc:
             # huggingface_hub's transport (httpx, httpx2 or requests, by version) raises its own
             # connection errors; turn only those into HubError.
             if type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3"):
                 raise HubError(f"cannot reach the hub at {self.endpoint}: {exc}") from exc
             raise
+
+
+def unfit_reason(check: FitCheck) -> str | None:
+    """Why ``check``'s file cannot run on this machine at any useful context, or None if it can.
+    A model that fits only below the default context still passes: it loads with a smaller one."""
+    plan = check.plan
+    if plan.fits or plan.max_context >= MIN_USEFUL_CONTEXT:
+        return None
+    return (f"{check.file.name} ({_size(check.file.size)}) will not fit on this machine: it needs about "
+            f"{_size(plan.shortfall_bytes)} more memory than is free at a {plan.context:,}-token context, and no "
+            f"context of {MIN_USEFUL_CONTEXT:,} tokens or more fits")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def _group_files(siblings: list) -> list[HubFile]:
@@ -250,6 +295,17 @@ def _hub_file(siblings: list, name: str) -> HubFile:
     return HubFile(name=name, quant=quant, parts=[s.rfilename for s in siblings],
                    sizes=[(s.lfs.size if s.lfs else s.size) or 0 for s in siblings],
                    sha256s=[s.lfs.sha256 if s.lfs else None for s in siblings])
+
+
+def _server_message(exc: HfHubHTTPError) -> str:
+    """The hub's own one-line reason (``server_message``, else the JSON ``error``), not httpx's text."""
+    msg = (getattr(exc, "server_message", None) or "").strip()
+    if not msg:
+        try:
+            msg = str(exc.response.json().get("error", ""))
+        except Exception:  # not JSON, or no response at all
+            msg = ""
+    return msg.splitlines()[0][:200] if msg else "no reason given"
 
 
 def _tag_value(tags: list[str] | None, key: str) -> str | None:

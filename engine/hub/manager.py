@@ -2,7 +2,8 @@
 
 ``DownloadManager(hub).start(repo_id, selector)`` returns a ``DownloadJob`` at once; the pull runs on a
 thread from a small pool and reports through ``on_progress`` (sampled, about ten times a second) and
-``on_done`` (the job, finished, failed or paused). Pausing sets the job's cancel event: the part file
+``on_done`` (the job, finished, failed or paused). Two jobs for one file share its download: the
+second waits on the part's lock (progress state ``waiting``) and then finds the file in place. Pausing sets the job's cancel event: the part file
 stays, and ``resume`` starts the same pull again, which continues with a Range request. ``cancel``
 also deletes the part. The app's bridge and the server's ``/api/pull`` are its callers.
 
@@ -39,6 +40,7 @@ class DownloadJob:
     error: str | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     finished: threading.Event = field(default_factory=threading.Event)
+    force: bool = False  # pull even when the fit gate says the model cannot run here
     _delete_part: bool = False
 
 
@@ -53,8 +55,9 @@ class DownloadManager:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def start(self, repo_id: str, selector: str | None = None) -> DownloadJob:
-        job = DownloadJob(next(self._ids), repo_id, selector)
+    def start(self, repo_id: str, selector: str | None = None, force: bool = False) -> DownloadJob:
+        """Queue a pull; one that cannot fit on this machine fails (``ModelTooLarge``) unless ``force``."""
+        job = DownloadJob(next(self._ids), repo_id, selector, force=force)
         with self._lock:
             self.jobs[job.id] = job
         self.pool.submit(self._run, job)
@@ -66,7 +69,7 @@ class DownloadManager:
     def resume(self, job_id: int) -> DownloadJob:
         old = self.jobs[job_id]
         old.finished.wait()
-        job = DownloadJob(old.id, old.repo_id, old.selector)
+        job = DownloadJob(old.id, old.repo_id, old.selector, force=old.force)
         with self._lock:
             self.jobs[job.id] = job
         self.pool.submit(self._run, job)
@@ -92,7 +95,8 @@ class DownloadManager:
                 self.on_progress(job)
 
         try:
-            job.model = self.hub.pull(job.repo_id, job.selector, on_progress=progress, cancel=job.cancel)
+            job.model = self.hub.pull(job.repo_id, job.selector, on_progress=progress, cancel=job.cancel,
+                                      force=job.force)
             job.state = "done"
         except DownloadCancelled:
             job.state = "cancelled" if job._delete_part else "paused"

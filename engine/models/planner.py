@@ -25,6 +25,14 @@ GPU_RESERVE_MIN = 256 * MiB  # driver context, fragmentation, other apps' growth
 GPU_RESERVE_FRACTION = 0.05
 RAM_OVERHEAD = 256 * MiB  # the runner process itself: Python, llama.cpp, tokenizer tables
 VERDICT_RANK = {"will_not_fit": 0, "cpu_only": 1, "partial": 2, "full_gpu": 3}
+# The words a person sees for each verdict, in the app (Discover, the load dialog) and the CLI alike.
+VERDICT_WORDS = {"full_gpu": "Fits on the GPU", "partial": "Split between GPU and CPU",
+                 "cpu_only": "Runs on the CPU", "will_not_fit": "Will not fit"}
+
+
+def verdict_text(verdict: str) -> str:
+    """The verdict as the app shows it ("Runs on the CPU"); an unknown verdict is shown as it is."""
+    return VERDICT_WORDS.get(verdict, verdict)
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,7 @@ class FitPlan:
     shortfall_bytes: int
     max_context: int = 0
     notes: list[str] = field(default_factory=list)
+    refusal: str | None = None  # why llama.cpp would refuse these options whatever the memory
 
     @property
     def fits(self) -> bool:
@@ -256,7 +265,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     if o.context and o.context > trained:
         notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
     gpus = [d for d in hw.devices if d.is_gpu]
-    flash = o.flash_attn if o.flash_attn is not None else bool(gpus)
+    flash, refusal = _flash_attention(o, bool(gpus), notes)
     costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch)
     user_ratios = list(o.tensor_split) if o.tensor_split else None
     if user_ratios and len(user_ratios) != len(gpus):
@@ -274,7 +283,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     used = [j for j, u in enumerate(uses) if u.layers]
     main_gpu = o.main_gpu if o.main_gpu is not None else (used[-1] if used else 0)
     shortfall = sum(max(0, u.total_bytes - u.available_bytes) for u in [*uses, ram])
-    if shortfall:
+    if shortfall or refusal:
         verdict = "will_not_fit"
     elif n_gpu == 0:
         verdict = "cpu_only"
@@ -287,11 +296,25 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         tensor_split=[r for r in ratios] if len(used) > 1 else [], main_gpu=main_gpu, context=ctx,
         trained_context=trained, kv_type=o.kv_type, flash_attn=flash,
         threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
-        n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes,
+        n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes, refusal=refusal,
     )
-    if _search_context:
+    if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)
     return plan
+
+
+def _flash_attention(o: LoadOptions, has_gpu: bool, notes: list[str]) -> tuple[bool, str | None]:
+    """Flash attention on or off, and a refusal when the options break llama.cpp's rule that a quantized
+    V cache needs flash attention (without it, creating the context fails at any size)."""
+    if o.kv_type == "f16":
+        return (o.flash_attn if o.flash_attn is not None else has_gpu), None
+    if o.flash_attn is None:
+        notes.append(f"flash attention turned on: llama.cpp needs it for a quantized ({o.kv_type}) KV cache")
+        return True, None
+    if o.flash_attn:
+        return True, None
+    return False, (f"a quantized ({o.kv_type}) KV cache needs flash attention, which is turned off; turn flash "
+                   f"attention on (or leave it on auto), or use an f16 KV cache")
 
 
 def _largest_context(info: ModelInfo, hw: Hardware, o: LoadOptions, plan: FitPlan) -> int:

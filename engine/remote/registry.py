@@ -10,7 +10,6 @@ every call, so a ``fireside remote add`` shows up in a running server.
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 from dataclasses import asdict, dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import RemoteError
+from ..fsutil import atomic_write
 from ..settings import Settings
 
 KEYRING_SERVICE = "Fireside remote engines"
@@ -136,8 +136,5 @@ class RemoteRegistry:
                 for e in raw.get("remotes", []) if isinstance(e, dict) and "name" in e and "base_url" in e]
 
     def _write(self, endpoints: list[RemoteEndpoint]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"remotes": [asdict(e) for e in endpoints]}, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps({"remotes": [asdict(e) for e in endpoints]}, indent=2) + "\n")
 

@@ -116,6 +116,8 @@ class Runtime:
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
         plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
         notes = list(plan.notes)
+        if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
+            raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
         if not plan.fits and opts.n_gpu_layers is None:
             raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "

@@ -15,6 +15,8 @@ import pytest
 from fireside.engine.errors import DiskFull, IntegrityError, ModelNotFound
 from fireside.engine.hub.downloads import DownloadCancelled, Progress
 from fireside.engine.library import Library
+from fireside.engine.models import hardware
+from fireside.engine.models.hardware import Hardware
 from tests.helpers.fakehub import Fault
 from tests.helpers.hubfixtures import Q4, Q8, REPO, SPLIT, hub_settings, make_hub, run_fakehub
 
@@ -80,7 +82,7 @@ def test_sigkilled_pull_resumes_from_its_offset(settings, fakehub):
     fault.release.set()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert fakehub.ranges(Q4)[-1] == f"bytes={cut}-"
+    assert fakehub.downloads(Q4)[-1] == f"bytes={cut}-"
     assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
     assert "%" in done.stderr and "pulled" in done.stdout
     assert Library(settings).get("smollm2-135m-instruct:q4_1").source == "hub"
@@ -99,14 +101,14 @@ def test_stall_is_retried_and_completes(settings, fakehub):
     fakehub.faults[Q4] = Fault(stall_after=256 * KiB)
     model = make_hub(settings, stall_timeout=0.3).pull(REPO, "Q4_1")
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
-    assert fakehub.ranges(Q4) == [None, f"bytes={256 * KiB}-"]
+    assert fakehub.downloads(Q4) == [None, f"bytes={256 * KiB}-"]
 
 
 def test_dropped_connection_resumes_with_range(settings, fakehub):
     fakehub.faults[Q4] = Fault(drop_after=300 * KiB, times=2)
     model = make_hub(settings).pull(REPO, "Q4_1")
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
-    assert fakehub.ranges(Q4) == [None, f"bytes={300 * KiB}-", f"bytes={600 * KiB}-"]
+    assert fakehub.downloads(Q4) == [None, f"bytes={300 * KiB}-", f"bytes={600 * KiB}-"]
 
 
 def test_server_ignoring_range_rewrites_from_zero(settings, fakehub):
@@ -114,7 +116,7 @@ def test_server_ignoring_range_rewrites_from_zero(settings, fakehub):
     model = make_hub(settings).pull(REPO, "Q4_1")
     data = fakehub.repos[REPO].files[Q4]
     assert model.path.stat().st_size == len(data) and sha(model.path.read_bytes()) == sha(data)
-    assert fakehub.ranges(Q4) == [None, f"bytes={300 * KiB}-"]
+    assert fakehub.downloads(Q4) == [None, f"bytes={300 * KiB}-"]
 
 
 def test_not_enough_disk_is_refused_before_any_byte(settings, fakehub):
@@ -122,7 +124,7 @@ def test_not_enough_disk_is_refused_before_any_byte(settings, fakehub):
     with pytest.raises(DiskFull, match="free"):
         make_hub(settings, free=size).pull(REPO, "Q4_1")
     assert not (settings.models_dir / "bartowski").exists()
-    assert not fakehub.ranges(Q4), "no byte was requested"
+    assert not fakehub.downloads(Q4), "no byte was requested"
 
 
 def test_cancel_keeps_the_part_and_a_later_pull_resumes(settings, fakehub):
@@ -150,7 +152,7 @@ def test_cancel_keeps_the_part_and_a_later_pull_resumes(settings, fakehub):
     assert kept == 256 * KiB
     fakehub.faults.pop(Q4)
     model = make_hub(settings).pull(REPO, "Q4_1")
-    assert fakehub.ranges(Q4)[-1] == f"bytes={kept}-"
+    assert fakehub.downloads(Q4)[-1] == f"bytes={kept}-"
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
 
 
@@ -160,7 +162,7 @@ def test_part_of_another_revision_is_not_resumed(settings, fakehub):
     dest.with_name(Q4 + ".part").write_bytes(b"x" * 4096)
     dest.with_name(Q4 + ".part.json").write_text('{"sha256": "something else"}')
     model = make_hub(settings).pull(REPO, "Q4_1")
-    assert fakehub.ranges(Q4) == [None]
+    assert fakehub.downloads(Q4) == [None]
     assert sha(model.path.read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
 
 
@@ -204,7 +206,7 @@ def test_manager_runs_pulls_at_once_and_pauses_and_resumes(settings, fakehub):
     fakehub.faults.pop(Q4)
     again = manager.resume(slow.id)
     assert again.finished.wait(30) and again.state == "done", again.error
-    assert fakehub.ranges(Q4)[-1] == f"bytes={kept}-"
+    assert fakehub.downloads(Q4)[-1] == f"bytes={kept}-"
     manager.shutdown()
 
 
@@ -221,3 +223,147 @@ def test_import_from_the_cli(settings, tmp_path, capsys):
     assert linked.stat().st_ino == original.stat().st_ino
     assert main(["rm", "thing:q6_k"]) == 0
     assert original.is_file() and "original file stays" in capsys.readouterr().out
+
+
+# --- Two pulls of one file, cancel during a stall, speed after a resume, the hub's 404 ----------------
+
+def test_two_threads_pulling_one_file_share_one_download(settings, fakehub):
+    fault = fakehub.faults[Q4] = Fault(pause_after=256 * KiB)
+    first_hub, second_hub = make_hub(settings), make_hub(settings)
+    results, errors, waits = [], [], []
+
+    def pull(hub, on_progress=None):
+        try:
+            results.append(hub.pull(REPO, "Q4_1", on_progress=on_progress))
+        except Exception as exc:  # noqa: BLE001 - the race showed as a bare FileNotFoundError
+            errors.append(exc)
+
+    first = threading.Thread(target=pull, args=(first_hub,))
+    first.start()
+    assert fault.reached.wait(10)
+    second = threading.Thread(target=pull, args=(second_hub, waits.append))
+    second.start()
+    deadline = time.monotonic() + 10
+    while not any(p.state == "waiting" for p in waits) and time.monotonic() < deadline and not errors:
+        time.sleep(0.01)
+    fault.release.set()
+    first.join(30)
+    second.join(30)
+    assert not errors, errors
+    assert any(p.state == "waiting" for p in waits), "the second pull said it was waiting for the first"
+    assert [m.path for m in results] == [dest_of(settings)] * 2
+    assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
+    assert fakehub.downloads(Q4) == [None, f"bytes={256 * KiB}-"], "only the first pull downloaded (and resumed)"
+    assert not list(settings.models_dir.rglob("*.part*"))
+
+
+def test_two_pull_processes_share_one_download(settings, fakehub):
+    fault = fakehub.faults[Q4] = Fault(pause_after=256 * KiB)
+    env = {**os.environ, "HF_ENDPOINT": fakehub.url, "PYTHON_KEYRING_BACKEND": "keyring.backends.null.Keyring"}
+    cmd = [sys.executable, "-m", "fireside.engine", "pull", f"{REPO}:Q4_1"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)]
+    try:
+        assert fault.reached.wait(60), "the first download never started"
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        api = f"/api/models/{REPO}"
+        deadline = time.monotonic() + 60  # the second process has asked the hub, then reached the lock
+        while sum(s.path == api for s in fakehub.seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.5)
+        fault.release.set()
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    assert all("pulled" in out for out, _ in outs)
+    assert "another pull of this file is running; waiting for it" in outs[1][1]
+    assert fakehub.downloads(Q4) == [None, f"bytes={256 * KiB}-"], "only the first pull downloaded"
+    assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
+
+
+def test_cancel_during_a_stall_returns_within_a_second_or_two(settings, fakehub):
+    fakehub.faults[Q4] = Fault(stall_after=256 * KiB)  # then silence, for 30 s
+    cancel, errors = threading.Event(), []
+    hub = make_hub(settings, stall_timeout=30.0)  # the real stall timeout
+
+    def pull():
+        try:
+            hub.pull(REPO, "Q4_1", cancel=cancel)
+        except DownloadCancelled as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=pull, daemon=True)
+    worker.start()
+    wait_for_size(dest_of(settings).with_name(Q4 + ".part"), 256 * KiB)
+    time.sleep(0.3)  # the read is now blocked on a server that sends nothing
+    t0 = time.monotonic()
+    cancel.set()
+    worker.join(5)
+    took = time.monotonic() - t0
+    assert not worker.is_alive() and errors, "cancel was not honoured within 5 s (stall timeout 30 s)"
+    assert took < 2.0
+    assert dest_of(settings).with_name(Q4 + ".part").stat().st_size == 256 * KiB, "the part is kept"
+
+
+def test_speed_after_a_resume_counts_only_this_sessions_bytes(settings, fakehub):
+    kept = 1024 * KiB
+    fault = fakehub.faults[Q4] = Fault(pause_after=kept)
+    cancel = threading.Event()
+    worker = threading.Thread(target=lambda: pytest.raises(DownloadCancelled, make_hub(settings).pull, REPO,
+                                                           "Q4_1", cancel=cancel))
+    worker.start()
+    assert fault.reached.wait(10)
+    wait_for_size(dest_of(settings).with_name(Q4 + ".part"), kept)
+    cancel.set()
+    fault.release.set()
+    worker.join(10)
+    fakehub.faults.pop(Q4)
+    ticks = iter(range(10**6))
+    updates: list[Progress] = []
+    make_hub(settings, clock=lambda: next(ticks) * 0.02).pull(REPO, "Q4_1", on_progress=updates.append)
+    assert fakehub.downloads(Q4)[-1] == f"bytes={kept}-"
+    # At most one 64 KiB read per 20 ms tick: no honest sample can exceed 3.2 MiB/s.
+    top = max(u.speed for u in updates)
+    assert 0 < top <= 64 * KiB / 0.02, f"{top / 2**20:.0f} MiB/s counts the resumed bytes"
+
+
+def test_pull_of_a_missing_repo_says_so_without_httpx_text(settings, fakehub, capsys, monkeypatch):
+    from fireside.engine.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", fakehub.url)
+    fakehub.bare_404 = True  # a 404 with no hub error code, as a mirror or proxy answers
+    assert main(["pull", "nobody/NoSuchRepo-GGUF:Q4_0"]) == 1
+    err = capsys.readouterr().err
+    assert "no such repo or file on the hub: nobody/NoSuchRepo-GGUF" in err
+    assert "developer.mozilla.org" not in err and "Client error" not in err
+
+
+def test_files_fit_prints_the_apps_words(settings, fakehub, capsys, monkeypatch):
+    from fireside.engine.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", fakehub.url)
+    assert main(["files", REPO, "--fit"]) == 0
+    out = capsys.readouterr().out
+    assert "Runs on the CPU" in out and "cpu_only" not in out
+
+
+# --- The fit gate: a model that cannot fit is not downloaded without --force ------------------------
+
+def tiny_machine() -> Hardware:
+    """A machine with 8 MiB of RAM: nothing fits."""
+    return Hardware(llama_cpp_version="test", backends=["CPU"], gpu_offload=False, devices=[], cpu_cores=2,
+                    cpu_threads=2, ram_total_bytes=8 * 2**20, ram_available_bytes=8 * 2**20)
+
+
+def test_cli_pull_refuses_a_model_that_cannot_fit_unless_forced(settings, fakehub, capsys, monkeypatch):
+    from fireside.engine.cli import main
+
+    monkeypatch.setenv("HF_ENDPOINT", fakehub.url)
+    monkeypatch.setattr(hardware, "detect", lambda refresh=False: tiny_machine())
+    assert main(["pull", f"{REPO}:Q4_1"]) == 1
+    err = capsys.readouterr().err
+    assert f"{Q4} (2 MiB) will not fit on this machine: it needs about" in err and "--force" in err
+    assert fakehub.downloads(Q4) == [] and not dest_of(settings).exists(), "not one byte was downloaded"
+    assert main(["pull", f"{REPO}:Q4_1", "--force"]) == 0
+    assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])

@@ -6,7 +6,7 @@ Two servers share one state, as on the real hub: the *hub* answers ``/api/models
 ``/{repo}/resolve/{rev}/{file}`` (a 302 with ``X-Linked-Etag``/``X-Linked-Size``, like the hub), and a
 *CDN* on another port serves the bytes with Range. Every request is recorded. ``Fault`` makes the CDN
 misbehave for a file: drop the connection after N bytes, stall, pause until released, ignore Range,
-or flip a byte. A gated repo answers 401 with ``X-Error-Code: GatedRepo`` unless given its token.
+or flip a byte; ``bare_404`` answers unknown repos with a 404 that carries no hub error code. A gated repo answers 401 with ``X-Error-Code: GatedRepo`` unless given its token.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class FakeHub:
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.bare_404 = False  # answer an unknown repo with a plain 404, as a mirror or proxy may
         self.hub = self._serve("hub")
         self.cdn = self._serve("cdn")
         self.url = f"http://127.0.0.1:{self.hub.server_address[1]}"
@@ -80,6 +81,10 @@ class FakeHub:
     def ranges(self, name: str) -> list[str | None]:
         """The Range header of every CDN request for file ``name``, in order."""
         return [s.headers.get("range") for s in self.seen if s.server == "cdn" and s.path.endswith("/" + name)]
+
+    def downloads(self, name: str) -> list[str | None]:
+        """The Range header of every CDN download of ``name`` (header probes, ``bytes=a-b``, left out)."""
+        return [r for r in self.ranges(name) if not _is_probe(r)]
 
     def close(self) -> None:
         self.stopping.set()
@@ -163,6 +168,8 @@ class _Handler(BaseHTTPRequestHandler):
         parts = rest.split("/")
         repo = self.fake.repos.get("/".join(parts[:2]))
         if repo is None:
+            if self.fake.bare_404:
+                return self._json({"error": "Not Found"}, 404)
             return self._json({"error": "Repository not found"}, 404, {"X-Error-Code": "RepoNotFound"})
         siblings = [_sibling(n, d) for n, d in repo.files.items()] + [_sibling(n, None) for n in repo.listed_only]
         if len(parts) > 2 and parts[2] == "tree":
@@ -199,7 +206,8 @@ class _Handler(BaseHTTPRequestHandler):
         if repo is None or name not in repo.files:
             return self._json({"error": "no such blob"}, 404)
         data = repo.files[name]
-        fault = self.fake.faults.get(name)
+        # Faults hit downloads (no Range, or an open-ended one), not the fit check's header probes.
+        fault = None if _is_probe(self.headers.get("Range")) else self.fake.faults.get(name)
         if fault and fault.flip_byte is not None:
             data = data[:fault.flip_byte] + bytes([data[fault.flip_byte] ^ 0xFF]) + data[fault.flip_byte + 1:]
         start, end = _range(self.headers.get("Range"), len(data))
@@ -257,6 +265,10 @@ def _cut(fault: Fault | None, n: int) -> int:
         if limit is not None:
             return min(n, limit)
     return n
+
+
+def _is_probe(header: str | None) -> bool:
+    return bool(header) and not header.endswith("-")
 
 
 def _range(header: str | None, size: int) -> tuple[int | None, int | None]:

@@ -1,0 +1,47 @@
+"""Replacing a file so that a crash or a power cut leaves either the old file or the new one, never a
+torn mix: write a temporary file beside it, fsync it, rename it over the old one, fsync the folder.
+
+Every file Fireside replaces goes through ``atomic_write``: the app's preferences, the remotes
+registry, chat exports and the downloader's sidecars. ``os.replace`` alone is atomic against other
+processes but not against a power cut: without the fsyncs, a journaling file system may commit the
+rename before the data, and the file comes back empty.
+
+Threading: any thread; concurrent writers of one path each win whole (the last rename stays).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path | str, data: str | bytes, encoding: str = "utf-8") -> Path:
+    """Replace ``path`` with ``data``, durably. The old file stays intact if anything fails first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode(encoding) if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def fsync_dir(folder: Path | str) -> None:
+    """Make a rename in ``folder`` durable. Windows cannot open a folder for fsync; NTFS journals the
+    rename with the data there, so skipping it loses nothing."""
+    if os.name == "nt":
+        return
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
