@@ -62,6 +62,12 @@ class Fireside:
         log.info("6/8 theme: %s", prefs.get("theme"))
         self.window = MainWindow(self.ctx)
         log.info("7/8 main window")
+        from fireside.engine.deps import check_floors
+
+        from .feedback import show_error
+
+        for problem in ([store.read_only] if store.read_only else []) + check_floors():
+            show_error(problem)  # in the notice bar: chats kept read-only, or a library too old to be safe
         if self._want_tray:
             from .tray import Tray
 

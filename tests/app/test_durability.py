@@ -126,3 +126,14 @@ def test_a_migration_backs_the_database_up_first(tmp_path):
 def test_a_new_database_needs_no_backup(tmp_path):
     Store(tmp_path / "chats.sqlite3").close()
     assert not list(tmp_path.glob("*.bak-*"))
+
+
+@pytest.mark.gui
+def test_the_app_says_its_chats_are_read_only_and_still_shows_them(qtbot, make_app, shared_runtime):
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    newer_database(settings.chats_db)
+    app = make_app(shared_runtime, settings)
+    notice = app.window.notice.text.text()
+    assert "newer version of Fireside" in notice and "read-only" in notice
+    assert app.ctx.store.read_only
