@@ -12,7 +12,8 @@
     │   ├── ContextOverflow     the prompt does not fit in the context window
     │   ├── TemplateError       the chat template failed to render (or was refused)
     │   ├── QueueFull           too many requests are waiting for one model
-    │   └── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   └── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
     ├── HubError                the Hugging Face hub answered with an error
@@ -124,3 +125,11 @@ class DownloadCancelled(DownloadError):
 
 class ServerError(FiresideError):
     """The local API server could not start or stop."""
+
+
+class GrammarRejected(RuntimeFailure):
+    """A JSON schema or grammar is over a limit, or llama.cpp cannot compile it; ``limit`` names which."""
+
+    def __init__(self, message: str, limit: str = ""):
+        super().__init__(message)
+        self.limit = limit

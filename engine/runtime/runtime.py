@@ -27,7 +27,7 @@ from ..models.planner import FitPlan, LoadOptions, plan_fit
 from ..remote import RemoteEngine, is_remote
 from ..settings import Settings
 from .client import RunnerClient
-from .grammar import forced_tool_names, grammar_for
+from .grammar import checked, forced_tool_names, grammar_for
 from .parsing import StreamParser
 from .templates import ChatTemplate
 from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
@@ -217,12 +217,13 @@ class Runtime:
         if is_remote(model_id):
             yield from self.remotes.chat(model_id, request, cancel)
             return
+        grammar = checked(grammar_for(request))  # refused here, before a load and away from the runner
         slot = self._slot(model_id, ttl_s=ttl_s)
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
         made_calls = False
-        for event in self._generate(slot, prompt, request.sampling, grammar_for(request), cancel):
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel):
             if event.kind == "text":
                 yield from parser.feed(event.text)
                 continue
@@ -238,8 +239,9 @@ class Runtime:
         if is_remote(model_id):
             yield from self.remotes.complete(model_id, request, cancel)
             return
+        grammar = checked(request.grammar)
         slot = self._slot(model_id, ttl_s=ttl_s)
-        yield from self._generate(slot, request.prompt, request.sampling, request.grammar, cancel)
+        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
 
     def _generate(self, slot: _Slot, prompt: str, sampling, grammar: str | None,
                   cancel: threading.Event | None) -> Iterator[Chunk]:
