@@ -3,7 +3,10 @@
 Templates come from GGUF files, which come from strangers, so they render in Jinja's
 ``ImmutableSandboxedEnvironment``: a template that reaches for Python internals (``__class__``,
 ``__globals__``, ``os.system``...) raises ``SecurityError`` and the user gets a ``TemplateError``
-naming the model's template as the cause; nothing runs. A model with no template falls back to
+naming the model's template as the cause; nothing runs. The sandbox is ``sandbox.BoundedEnvironment``,
+which sizes every growing operation before it runs and bounds steps and wall time; the prompt is
+rendered as a stream and counted as it grows, so no template can allocate its way past the budgets
+before being stopped. A model with no template falls back to
 ChatML, and says so. Tools reach the template as ``tools``; when the template ignores them, their
 definitions are put in the system prompt instead so the model still sees them.
 """
@@ -17,9 +20,9 @@ from typing import Any
 import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import TemplateError
+from .sandbox import MAX_VALUE_CHARS, BoundedEnvironment, over, rendering
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
@@ -30,7 +33,7 @@ TOOL_PROMPT = (
     '<tool_call>\n{{"name": <tool name>, "arguments": <arguments object>}}\n</tool_call>\n\n'
     "Tools:\n{tools}"
 )
-MAX_PROMPT_CHARS = 8 * 1024 * 1024
+MAX_PROMPT_CHARS = MAX_VALUE_CHARS
 
 
 def _raise(message: str) -> None:
@@ -41,8 +44,8 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+def _environment() -> BoundedEnvironment:
+    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols"], undefined=jinja2.Undefined)
     env.globals.update(raise_exception=_raise, strftime_now=_strftime_now)
     env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)
@@ -72,20 +75,32 @@ class ChatTemplate:
         if tools and not self.mentions_tools:
             messages = _tools_in_system(messages, tools)
         try:
-            prompt = self._template.render(
-                messages=messages, tools=tools or None, add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token, eos_token=self.eos_token,
-            )
+            prompt = self._render(messages, tools, add_generation_prompt)
         except SecurityError as exc:
             raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
                                 "this model file may be hostile") from exc
         except TemplateError:
             raise
+        except MemoryError:
+            raise over("memory", "the memory this process could give it") from None
         except Exception as exc:  # a template is code: any failure inside it is the template's
             raise TemplateError(f"the model's chat template failed to render: {type(exc).__name__}: {exc}") from exc
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise TemplateError("the model's chat template produced an impossibly long prompt")
         return prompt
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                add_generation_prompt: bool) -> str:
+        """Render as a stream under a fresh budget, counting the prompt as it grows."""
+        with rendering() as spend:
+            pieces, size = [], 0
+            for piece in self._template.generate(messages=messages, tools=tools or None,
+                                                 add_generation_prompt=add_generation_prompt,
+                                                 bos_token=self.bos_token, eos_token=self.eos_token):
+                size += len(piece)
+                if size > MAX_PROMPT_CHARS:
+                    raise over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")
+                spend.step()
+                pieces.append(piece)
+            return "".join(pieces)
 
 
 def _normalize(message: dict[str, Any]) -> dict[str, Any]:
