@@ -14,6 +14,8 @@ definitions are put in the system prompt instead so the model still sees them.
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +36,7 @@ TOOL_PROMPT = (
     "Tools:\n{tools}"
 )
 MAX_PROMPT_CHARS = MAX_VALUE_CHARS
+PLAIN_ROLES = ("user", "assistant", "tool")  # their content is text, never control tokens
 
 
 def _raise(message: str) -> None:
@@ -71,11 +74,41 @@ class ChatTemplate:
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                add_generation_prompt: bool = True) -> str:
+        return "".join(text for text, _ in self.render_segments(messages, tools, add_generation_prompt))
+
+    def render_segments(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                        add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
+        """The prompt as ``[(text, parse_special), ...]``: the template's markup (True) and the user,
+        assistant and tool contents (False), which must be tokenized as plain text.
+
+        Each such content is replaced by a unique marker for the render and put back as its own
+        segment. A template that transforms contents (so a marker is lost or repeated) gets the
+        contents rendered in place instead, and the whole prompt is one markup segment, as before.
+        """
         messages = [_normalize(m) for m in messages]
         if tools and not self.mentions_tools:
             messages = _tools_in_system(messages, tools)
+        nonce = secrets.token_hex(8)
+        contents: dict[str, str] = {}
+        marked = []
+        for i, m in enumerate(messages):
+            if m.get("role") in PLAIN_ROLES and isinstance(m.get("content"), str) and m["content"]:
+                key = f"FiresideContent{nonce}N{i}X"
+                contents[key] = m["content"]
+                m = {**m, "content": key}
+            marked.append(m)
+        prompt = self._checked_render(marked, tools, add_generation_prompt)
+        segments = _split(prompt, nonce, contents)
+        if segments is None:
+            segments = [(self._checked_render(messages, tools, add_generation_prompt), True)]
+        if sum(len(t) for t, _ in segments) > MAX_PROMPT_CHARS:
+            raise over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")
+        return segments
+
+    def _checked_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                        add_generation_prompt: bool) -> str:
         try:
-            prompt = self._render(messages, tools, add_generation_prompt)
+            return self._render(messages, tools, add_generation_prompt)
         except SecurityError as exc:
             raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
                                 "this model file may be hostile") from exc
@@ -85,7 +118,6 @@ class ChatTemplate:
             raise over("memory", "the memory this process could give it") from None
         except Exception as exc:  # a template is code: any failure inside it is the template's
             raise TemplateError(f"the model's chat template failed to render: {type(exc).__name__}: {exc}") from exc
-        return prompt
 
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                 add_generation_prompt: bool) -> str:
@@ -101,6 +133,20 @@ class ChatTemplate:
                 spend.step()
                 pieces.append(piece)
             return "".join(pieces)
+
+
+def _split(prompt: str, nonce: str, contents: dict[str, str]) -> list[tuple[str, bool]] | None:
+    """Cut the rendered prompt at the markers; None unless each marker is there exactly once."""
+    found = re.findall(f"FiresideContent{nonce}N\\d+X", prompt)
+    if sorted(found) != sorted(contents):
+        return None
+    segments: list[tuple[str, bool]] = []
+    rest = prompt
+    for key in found:
+        before, rest = rest.split(key, 1)
+        segments += [(before, True), (contents[key], False)]
+    segments.append((rest, True))
+    return [(t, special) for t, special in segments if t]
 
 
 def _normalize(message: dict[str, Any]) -> dict[str, Any]:
