@@ -6,7 +6,8 @@ in ``limits.py`` keep known bombs out; this check catches whatever they miss: th
 by ``llama_sampler_init_grammar`` in a child process of its own (no model: the parser needs no
 vocabulary), under a memory limit and a timeout, so a refusal, a crash or a blow-up costs that child
 only and comes back as a ``GrammarRejected`` naming what llama.cpp said. Verdicts are cached by the
-grammar's hash, so each distinct grammar pays the cost (about 0.5 s, mostly importing llama_cpp) once.
+grammar's hash, so each distinct grammar pays the cost (a Python start-up and a ``dlopen``: about
+0.3 s on a loaded two-core machine) once.
 
 ``verify`` runs on the caller's thread (a server worker or the chat window's generation thread).
 """
@@ -77,15 +78,37 @@ def verify(grammar: str) -> None:
         raise GrammarRejected(f"the grammar cannot be used: {why}", "llama.cpp")
 
 
+def _libllama():
+    """llama.cpp's library from llama_cpp's folder, loaded directly: importing the llama_cpp package
+    (its backends, its Python bindings) costs about a second; the parser needs only this."""
+    import ctypes
+    import importlib.util
+
+    spec = importlib.util.find_spec("llama_cpp")
+    folder = os.path.join(os.path.dirname(spec.origin), "lib") if spec and spec.origin else ""
+    for name in ("libllama.so", "libllama.dylib", "llama.dll"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            lib = ctypes.CDLL(path)
+            break
+    else:
+        import llama_cpp
+
+        lib = llama_cpp.llama_cpp._lib
+    lib.llama_sampler_init_grammar.restype = ctypes.c_void_p
+    lib.llama_sampler_init_grammar.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.llama_sampler_free.argtypes = [ctypes.c_void_p]
+    return lib
+
+
 def main() -> int:
     """The child: read a grammar on stdin, print ``ok`` if llama.cpp's parser accepts it."""
     grammar = sys.stdin.buffer.read()
-    import llama_cpp
-
-    sampler = llama_cpp.llama_sampler_init_grammar(None, grammar, b"root")
+    lib = _libllama()
+    sampler = lib.llama_sampler_init_grammar(None, grammar, b"root")
     if not sampler:
         return 1
-    llama_cpp.llama_sampler_free(sampler)
+    lib.llama_sampler_free(sampler)
     sys.stdout.write("ok\n")
     return 0
 
