@@ -81,9 +81,12 @@ class ChatTemplate:
         """The prompt as ``[(text, parse_special), ...]``: the template's markup (True) and the user,
         assistant and tool contents (False), which must be tokenized as plain text.
 
-        Each such content is replaced by a unique marker for the render and put back as its own
-        segment. A template that transforms contents (so a marker is lost or repeated) gets the
-        contents rendered in place instead, and the whole prompt is one markup segment, as before.
+        The text is always exactly what the template renders. To find the contents in it, the
+        template is also rendered with each content replaced by a unique marker; when that render,
+        with the contents put back, is the same text, the markers say exactly where each content is.
+        A template that transforms contents (trims them, strips reasoning from old turns) makes
+        the two differ; then each content is looked for verbatim (or trimmed), in order, and one
+        that the template changed otherwise stays in the markup.
         """
         messages = [_normalize(m) for m in messages]
         if tools and not self.mentions_tools:
@@ -97,12 +100,12 @@ class ChatTemplate:
                 contents[key] = m["content"]
                 m = {**m, "content": key}
             marked.append(m)
-        prompt = self._checked_render(marked, tools, add_generation_prompt)
-        segments = _split(prompt, nonce, contents)
-        if segments is None:
-            segments = [(self._checked_render(messages, tools, add_generation_prompt), True)]
-        if sum(len(t) for t, _ in segments) > MAX_PROMPT_CHARS:
-            raise over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")
+        prompt = self._checked_render(messages, tools, add_generation_prompt)
+        if not contents:
+            return [(prompt, True)]
+        segments = _split(self._checked_render(marked, tools, add_generation_prompt), nonce, contents)
+        if segments is None or "".join(t for t, _ in segments) != prompt:
+            segments = _find_in_order(prompt, list(contents.values()))
         return segments
 
     def _checked_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -146,6 +149,22 @@ def _split(prompt: str, nonce: str, contents: dict[str, str]) -> list[tuple[str,
         before, rest = rest.split(key, 1)
         segments += [(before, True), (contents[key], False)]
     segments.append((rest, True))
+    return [(t, special) for t, special in segments if t]
+
+
+def _find_in_order(prompt: str, contents: list[str]) -> list[tuple[str, bool]]:
+    segments: list[tuple[str, bool]] = []
+    cursor = 0
+    for content in contents:
+        at = prompt.find(content, cursor)
+        if at < 0:  # templates often trim contents
+            content = content.strip()
+            at = prompt.find(content, cursor) if content else -1
+        if at < 0:
+            continue
+        segments += [(prompt[cursor:at], True), (content, False)]
+        cursor = at + len(content)
+    segments.append((prompt[cursor:], True))
     return [(t, special) for t, special in segments if t]
 
 

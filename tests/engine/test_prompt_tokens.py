@@ -60,3 +60,23 @@ def test_raw_completion_prompts_keep_parsing_special_tokens(runtime):
         prompt="<|im_start|>user\nSay hi<|im_end|>\n<|im_start|>assistant\n", sampling=Sampling(max_tokens=5, seed=1)))
                    if c.kind == "text")
     assert text
+
+
+TRIMMING = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
+            "{% if m['role'] == 'assistant' %}{{ m['content'].split('</think>')[-1] | trim }}"
+            "{% else %}{{ m['content'] | trim }}{% endif %}<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+
+
+def test_a_template_that_transforms_contents_renders_as_before_and_still_marks_user_text():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from fireside.engine.runtime.templates import ChatTemplate
+
+    messages = [{"role": "user", "content": "  " + INJECTION + "  "},
+                {"role": "assistant", "content": "<think>secret</think>ok"},
+                {"role": "user", "content": INJECTION}]
+    segments = ChatTemplate(TRIMMING).render_segments(messages)
+    expected = ImmutableSandboxedEnvironment().from_string(TRIMMING).render(messages=messages)
+    assert "".join(t for t, _ in segments) == expected  # the template's own text, reasoning stripped
+    assert (INJECTION, False) in segments
+    assert all("<|im_start|>system" not in t for t, special in segments if special)
