@@ -34,7 +34,9 @@ MAX_BUILT_CHARS = 16 * MAX_VALUE_CHARS  # everything the checked operations buil
 MAX_STEPS = 2_000_000                # loop iterations, calls and lookups in one render
 MAX_SECONDS = 5.0                    # wall time of one render
 MAX_INT_BITS = 4_096                 # integers a template computes (2 ** 10 ** 9 is a CPU bomb)
+MAX_ITEMS = 100_000                  # batch/slice counts (Jinja caps range() at the same)
 _WIDTH = re.compile(r"(\d+)")
+_NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 
 
 class Budget:
@@ -97,8 +99,10 @@ def _grown(operator: str, left: Any, right: Any) -> int | None:
     elif operator == "+" and isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple)):
         return len(left) + len(right)
     elif operator == "%" and isinstance(left, str):
-        widths = [int(w) for w in _WIDTH.findall(left)] or [0]
         args = right if isinstance(right, tuple) else (right,)
+        widths = [int(w) for w in _WIDTH.findall(left)] or [0]
+        if "*" in left:  # widths taken from the arguments
+            widths += [a for a in args if isinstance(a, int)]
         return len(left) + max(widths) * max(1, left.count("%")) + sum(_size(a) for a in args)
     return None
 
@@ -150,6 +154,8 @@ def _estimate_method(obj: Any, args: tuple, kwargs: dict) -> int | None:
         return None  # checked by the caller, which must see the items once
     if name in ("format", "format_map"):
         widths = [int(w) for w in _WIDTH.findall(owner)] or [0]
+        if _NESTED_FIELD.search(owner):  # '{:{}}': a width taken from the arguments
+            widths += [a for a in (*args, *kwargs.values()) if isinstance(a, int)]
         return len(owner) + max(widths) * max(owner.count("{"), 1) + sum(_size(a) for a in args)
     return None
 
@@ -192,8 +198,12 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         super().__init__(**options)
         self.globals.pop("lipsum", None)
         self.filters.update(fireside_steps=_steps, fireside_concat=_concat)
-        for name in ("center", "indent", "format", "join", "replace", "wordwrap", "sum"):
-            self.filters[name] = _bounded_filter(name, self.filters[name])
+
+    def guard_filters(self) -> None:
+        """Wrap every filter registered so far (call after adding the environment's own)."""
+        for name, fn in list(self.filters.items()):
+            if not name.startswith("fireside_"):
+                self.filters[name] = _guarded_filter(name, fn)
 
     def _parse(self, source: str, name: str | None, filename: str | None) -> nodes.Template:
         return _Bounded().visit(super()._parse(source, name, filename))
@@ -229,42 +239,61 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         return super().getattr(obj, attribute)
 
 
-def _bounded_filter(name: str, original: Any) -> Any:
-    """``original`` with its result size worked out (and charged) before it runs."""
-    import functools
-
-    def estimate(value: Any, args: tuple, kwargs: dict) -> tuple[Any, int]:
-        if name == "center":
-            return value, max(_size(value), _width_of(args, kwargs))
-        if name == "indent":
-            width = kwargs.get("width", args[0] if args else 4)
-            pad = len(width) if isinstance(width, str) else _width_of((width,), {})
-            return value, _size(value) + pad * (str(value).count("\n") + 1)
-        if name == "wordwrap":
-            return value, _size(value) * 2
-        if name == "format":
-            return value, _grown("%", str(value), tuple(args)) or 0
-        if name == "replace" and len(args) >= 2:
-            return value, _replaced_size(value, args[0], args[1])
-        if name in ("join", "sum"):
-            items = list(value) if not isinstance(value, (str, dict)) else value
-            sep = (kwargs.get("d", args[0] if args else "")) if name == "join" else kwargs.get("start", 0)
-            return items, _joined_size(items, sep)[1] if not isinstance(items, (str, dict)) else _size(items)
-        return value, _size(value)
-
-    @functools.wraps(original)
-    def bounded(*call_args: Any, **kwargs: Any) -> Any:
-        # Jinja passes the environment or context first to filters that ask for it.
-        lead, rest = (call_args[:1], call_args[1:]) if _takes_env(original) else ((), call_args)
-        value, args = rest[0], rest[1:]
-        value, size = estimate(value, args, kwargs)
-        budget().build(size)
-        return original(*lead, value, *args, **kwargs)
-
-    return bounded
+def _estimate_filter(name: str, value: Any, args: tuple, kwargs: dict) -> tuple[Any, int]:
+    """The value to pass on (an iterable read once, as a list) and the size the filter will build."""
+    if name == "center":
+        return value, max(_size(value), _width_of(args, kwargs))
+    if name == "indent":
+        width = kwargs.get("width", args[0] if args else 4)
+        pad = len(width) if isinstance(width, str) else _width_of((width,), {})
+        return value, _size(value) + pad * (str(value).count("\n") + 1)
+    if name == "wordwrap":
+        return value, _size(value) * 2
+    if name == "format":
+        return value, _grown("%", str(value), tuple(args)) or 0
+    if name == "replace" and len(args) >= 2:
+        return value, _replaced_size(value, args[0], args[1])
+    if name in ("batch", "slice"):
+        count = _width_of(args, kwargs, "linecount" if name == "batch" else "slices")
+        if count > MAX_ITEMS:
+            raise over("items", f"{name} into {MAX_ITEMS:,} at most")
+        return value, 0
+    if name == "tojson":
+        indent = kwargs.get("indent", args[0] if args else None)
+        if _size(indent) > 16 or (isinstance(indent, int) and indent > 16):
+            raise over("value size", "an indent of at most 16")
+        return value, 0
+    if name in ("join", "sum") and not isinstance(value, (str, dict)):
+        items = list(value)
+        sep = kwargs.get("d", args[0] if args else "") if name == "join" else kwargs.get("start", 0)
+        return items, _joined_size(items, sep)[1]
+    return value, 0
 
 
-def _takes_env(fn: Any) -> bool:
+def _guarded_filter(name: str, original: Any) -> Any:
+    """``original``, charged a step and, for filters that grow values, sized before it runs.
+
+    Every filter becomes context-taking, which also keeps Jinja from running it at compile time on
+    constant arguments (constant folding would run it outside any budget).
+    """
     from jinja2.utils import _PassArg
 
-    return _PassArg.from_obj(fn) is not None
+    kind = _PassArg.from_obj(original)
+
+    @pass_context
+    def guarded(context: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        spend = budget()
+        spend.step()
+        value, size = _estimate_filter(name, value, args, kwargs)
+        if size:
+            spend.build(size)
+        if kind is _PassArg.context:
+            return original(context, value, *args, **kwargs)
+        if kind is _PassArg.eval_context:
+            return original(context.eval_ctx, value, *args, **kwargs)
+        if kind is _PassArg.environment:
+            return original(context.environment, value, *args, **kwargs)
+        return original(value, *args, **kwargs)
+
+    guarded.__name__ = getattr(original, "__name__", name)
+    return guarded

@@ -52,6 +52,7 @@ def _environment() -> BoundedEnvironment:
                                         extensions=["jinja2.ext.loopcontrols"], undefined=jinja2.Undefined)
     env.globals.update(raise_exception=_raise, strftime_now=_strftime_now)
     env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)
+    env.guard_filters()
     return env
 
 

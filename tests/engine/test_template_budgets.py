@@ -40,6 +40,11 @@ BOMBS = {
     "squaring": "{% set ns = namespace(x=3) %}{% for i in range(64) %}{% set ns.x = ns.x * ns.x %}{% endfor %}",
     "output": "{% for i in range(100000) %}{{ 'A' * 1000 }}{% endfor %}",
     "nested loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "star width": "{{ '%*d' % (1000000000, 1) }}",
+    "nested format width": "{{ '{:{}}'.format(1, 1000000000) }}",
+    "batch fill": "{{ [1]|batch(10**9, 'x')|list }}",
+    "slice": "{{ [1]|slice(10**9)|list }}",
+    "tojson indent": "{{ messages|tojson(indent=10**8) }}",
 }
 
 
