@@ -21,13 +21,15 @@ import sys
 import threading
 from collections import OrderedDict
 
-from ..errors import GrammarRejected
+from ..errors import GrammarRejected, RuntimeFailure
 
 CHECK_TIMEOUT_S = 20.0
 CHECK_MEMORY_BYTES = 2 * 1024**3  # data segment of the checking child (RLIMIT_DATA), where supported
 _CACHE_SIZE = 512
 _cache: OrderedDict[str, str | None] = OrderedDict()  # grammar hash -> None (compiles) or why not
 _lock = threading.Lock()
+_running = threading.BoundedSemaphore(4)  # checks at once: a burst of new schemas is not a fork bomb
+_TIMED_OUT = "timed out"
 
 
 def checker_command() -> list[str]:
@@ -46,11 +48,14 @@ def _compile_elsewhere(grammar: str) -> str | None:
     """None if llama.cpp compiles ``grammar`` in a child process, else why it did not."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}  # the parser needs no GPU
     try:
-        done = subprocess.run(checker_command(), input=grammar.encode("utf-8"), capture_output=True,
-                              timeout=CHECK_TIMEOUT_S, env=env,
-                              preexec_fn=_limit_memory if sys.platform.startswith("linux") else None)
+        with _running:
+            done = subprocess.run(checker_command(), input=grammar.encode("utf-8"), capture_output=True,
+                                  timeout=CHECK_TIMEOUT_S, env=env,
+                                  preexec_fn=_limit_memory if sys.platform.startswith("linux") else None)
     except subprocess.TimeoutExpired:
-        return f"llama.cpp took longer than {CHECK_TIMEOUT_S:.0f} s to compile it"
+        return _TIMED_OUT
+    except OSError as exc:
+        raise RuntimeFailure(f"could not start the grammar check: {exc}") from exc
     if done.returncode == 0 and done.stdout.strip() == b"ok":
         return None
     said = [line for line in done.stderr.decode("utf-8", "replace").splitlines()
@@ -70,10 +75,13 @@ def verify(grammar: str) -> None:
             _cache.move_to_end(key)
     if not known:
         why = _compile_elsewhere(grammar)
-        with _lock:
-            _cache[key] = why
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        if why == _TIMED_OUT:  # maybe only a busy machine: not remembered
+            why = f"llama.cpp took longer than {CHECK_TIMEOUT_S:.0f} s to compile it"
+        else:
+            with _lock:
+                _cache[key] = why
+                while len(_cache) > _CACHE_SIZE:
+                    _cache.popitem(last=False)
     if why is not None:
         raise GrammarRejected(f"the grammar cannot be used: {why}", "llama.cpp")
 
