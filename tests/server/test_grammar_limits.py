@@ -99,3 +99,16 @@ def test_a_schema_within_the_limits_still_constrains_the_reply(client):
                                        response_format=_schema_format(schema))
     values = json.loads(r.choices[0].message.content)
     assert isinstance(values, list) and len(values) <= 5 and all(isinstance(v, int) for v in values)
+
+
+def test_a_schema_within_every_limit_that_llama_cpp_refuses_is_a_400_not_a_dead_runner(client, runtime):
+    """Found by the fuzzer: a control character in a const is written as an escape llama.cpp's parser
+    does not know; only the separate compile check stands between it and the shared runner."""
+    client.chat.completions.create(model="starter", messages=ASK, max_tokens=1)
+    pid = runtime.loaded()[0].pid
+    schema = {"type": "object", "properties": {"mark": {"const": "\b"}}, "required": ["mark"]}
+    with pytest.raises(openai.BadRequestError, match="grammar"):
+        client.chat.completions.create(model="starter", messages=ASK, max_tokens=5,
+                                       response_format=_schema_format(schema))
+    assert client.chat.completions.create(model="starter", messages=ASK, max_tokens=3).choices[0].message.content
+    assert runtime.loaded()[0].pid == pid
