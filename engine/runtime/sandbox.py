@@ -35,7 +35,9 @@ MAX_STEPS = 2_000_000                # loop iterations, calls and lookups in one
 MAX_SECONDS = 5.0                    # wall time of one render
 MAX_INT_BITS = 4_096                 # integers a template computes (2 ** 10 ** 9 is a CPU bomb)
 MAX_ITEMS = 100_000                  # batch/slice counts (Jinja caps range() at the same)
-_WIDTH = re.compile(r"(\d+)")
+_PERCENT_SPEC = re.compile(r"%[-+ #0]*(\d*)(?:\.(\d+))?")   # '%10.3f': width and precision
+_FORMAT_SPEC = re.compile(r"\{[^{}]*?:([^{}]*)\}")          # '{:>10.3}': the spec after the colon
+_NUMBER = re.compile(r"\d+")
 _NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 
 
@@ -100,7 +102,7 @@ def _grown(operator: str, left: Any, right: Any) -> int | None:
         return len(left) + len(right)
     elif operator == "%" and isinstance(left, str):
         args = right if isinstance(right, tuple) else (right,)
-        widths = [int(w) for w in _WIDTH.findall(left)] or [0]
+        widths = [int(w) for spec in _PERCENT_SPEC.findall(left) for w in spec if w] or [0]
         if "*" in left:  # widths taken from the arguments
             widths += [a for a in args if isinstance(a, int)]
         return len(left) + max(widths) * max(1, left.count("%")) + sum(_size(a) for a in args)
@@ -153,7 +155,7 @@ def _estimate_method(obj: Any, args: tuple, kwargs: dict) -> int | None:
     if name == "join" and args:
         return None  # checked by the caller, which must see the items once
     if name in ("format", "format_map"):
-        widths = [int(w) for w in _WIDTH.findall(owner)] or [0]
+        widths = [int(w) for spec in _FORMAT_SPEC.findall(owner) for w in _NUMBER.findall(spec)] or [0]
         if _NESTED_FIELD.search(owner):  # '{:{}}': a width taken from the arguments
             widths += [a for a in (*args, *kwargs.values()) if isinstance(a, int)]
         return len(owner) + max(widths) * max(owner.count("{"), 1) + sum(_size(a) for a in args)

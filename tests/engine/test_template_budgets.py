@@ -40,6 +40,8 @@ BOMBS = {
     "squaring": "{% set ns = namespace(x=3) %}{% for i in range(64) %}{% set ns.x = ns.x * ns.x %}{% endfor %}",
     "output": "{% for i in range(100000) %}{{ 'A' * 1000 }}{% endfor %}",
     "nested loops": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "precision": "{{ '%.1000000000d' % 1 }}",
+    "format precision": "{{ '{:.1000000000f}'.format(1.5) }}",
     "star width": "{{ '%*d' % (1000000000, 1) }}",
     "nested format width": "{{ '{:{}}'.format(1, 1000000000) }}",
     "batch fill": "{{ [1]|batch(10**9, 'x')|list }}",
@@ -80,6 +82,12 @@ def test_every_growing_operation_is_sized_before_it_runs(source):
         tracemalloc.stop()
     assert time.perf_counter() - started < 8.0
     assert peak < 64 * 2**20, f"{refused.value}: {peak / 2**20:.0f} MiB allocated first"
+
+
+def test_numbers_in_format_strings_that_are_not_widths_are_no_reason_to_refuse():
+    out = ChatTemplate("{{ 'Knowledge cutoff: 2024-12-01, id 1000000000: %s' % 'x' }}"
+                       "{{ ' and {} in 1000000000'.format('y') }}").render(HI)
+    assert out == "Knowledge cutoff: 2024-12-01, id 1000000000: x and y in 1000000000"
 
 
 def test_lipsum_is_not_offered():
