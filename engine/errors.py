@@ -12,7 +12,8 @@
     │   ├── ContextOverflow     the prompt does not fit in the context window
     │   ├── TemplateError       the chat template failed to render (or was refused)
     │   ├── QueueFull           too many requests are waiting for one model
-    │   └── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   └── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
     ├── HubError                the Hugging Face hub answered with an error
@@ -133,3 +134,10 @@ class ServerError(FiresideError):
 
 class ReadOnlyData(FiresideError):
     """Saved data (the chats database) comes from a newer Fireside: it is shown, but not written."""
+
+class GrammarRejected(RuntimeFailure):
+    """A JSON schema or grammar is over a limit, or llama.cpp cannot compile it; ``limit`` names which."""
+
+    def __init__(self, message: str, limit: str = ""):
+        super().__init__(message)
+        self.limit = limit

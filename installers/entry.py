@@ -3,6 +3,7 @@ runners all start from the same executable, chosen by the first argument or the 
 
 - ``--fireside-runner``: a runner process (``fireside.engine.runtime.client.runner_command()`` starts
   runners this way when ``sys.frozen`` is set).
+- ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.runtime.grammarcheck``).
 - ``--cli ARGS...``, or called as ``fireside`` (the ``/usr/bin/fireside`` link on Linux): the
   ``fireside`` command line.
 - ``--app``, or anything else (double-click, ``fireside-app``, ``Fireside.exe``): the desktop app.
@@ -17,6 +18,7 @@ import ntpath
 import sys
 
 RUNNER_FLAG = "--fireside-runner"
+GRAMMAR_FLAG = "--fireside-check-grammar"
 CLI_FLAG = "--cli"
 APP_FLAG = "--app"
 CLI_NAME = "fireside"
@@ -27,6 +29,8 @@ def choose(argv: list[str]) -> tuple[str, list[str]]:
     first = argv[1] if len(argv) > 1 else ""
     if first == RUNNER_FLAG:
         return "runner", argv[2:]
+    if first == GRAMMAR_FLAG:
+        return "grammar", argv[2:]
     if first == CLI_FLAG:
         return "cli", argv[2:]
     if first == APP_FLAG:
@@ -44,6 +48,10 @@ def main() -> int:
 
         runner.main()  # ends the process itself
         return 0
+    if mode == "grammar":
+        from fireside.engine.runtime import grammarcheck
+
+        return grammarcheck.main()
     if mode == "cli":
         from fireside.engine.cli import main as cli_main
 

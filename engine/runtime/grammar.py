@@ -1,7 +1,11 @@
 """Constrained output: JSON Schemas and forced tool calls turned into llama.cpp grammars (GBNF).
 
 The schema-to-grammar converter is llama-cpp-python's port of llama.cpp's own; a schema it cannot
-convert is reported as a clear error rather than ignored, so "always valid JSON" stays true.
+convert is reported as a clear error rather than ignored, so "always valid JSON" stays true. Every
+schema is walked against the limits in ``limits.py`` before it is converted (so a huge repetition
+count never becomes a huge string), the grammar's size is checked after, and each grammar is
+compiled once by llama.cpp in a process of its own (``grammarcheck.py``) before it may reach the
+runner that other clients share. Every refusal is a ``GrammarRejected`` (HTTP 400) naming its limit.
 """
 
 from __future__ import annotations
@@ -9,17 +13,35 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import RuntimeFailure
+from ..errors import GrammarRejected, RuntimeFailure
+from .grammarcheck import verify
+from .limits import check_grammar_size, check_schema
 from .types import ChatRequest
 
 
 def schema_grammar(schema: dict[str, Any]) -> str:
+    """The GBNF grammar for ``schema``, within the limits but not yet compiled (see ``checked``)."""
+    check_schema(schema)
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     try:
-        return json_schema_to_gbnf(json.dumps(schema))
+        grammar = json_schema_to_gbnf(json.dumps(schema))
+    except RecursionError:
+        raise GrammarRejected("the JSON schema cannot be enforced: it nests too deeply", "depth") from None
     except Exception as exc:
-        raise RuntimeFailure(f"the JSON schema cannot be enforced: {exc}") from exc
+        raise GrammarRejected(f"the JSON schema cannot be enforced: {type(exc).__name__}: {exc}",
+                              "unsupported") from exc
+    check_grammar_size(grammar)
+    return grammar
+
+
+def checked(grammar: str | None) -> str | None:
+    """``grammar`` if it is within the size limits and llama.cpp compiles it in a separate process."""
+    if grammar is None or grammar == json_object_grammar():
+        return grammar
+    check_grammar_size(grammar)
+    verify(grammar)
+    return grammar
 
 
 def json_object_grammar() -> str:
@@ -57,7 +79,7 @@ def tool_call_schema(request: ChatRequest, names: list[str]) -> dict[str, Any]:
 
 
 def grammar_for(request: ChatRequest) -> str | None:
-    """The grammar that constrains this request's reply, if any."""
+    """The grammar that constrains this request's reply, if any, not yet compiled (see ``checked``)."""
     forced = forced_tool_names(request) if request.tool_choice != "none" else None
     if forced:
         return schema_grammar(tool_call_schema(request, forced))

@@ -28,9 +28,10 @@ from ..remote import RemoteEngine, is_remote
 from ..settings import Settings
 from . import healing
 from .client import RunnerClient
-from .grammar import forced_tool_names, grammar_for
+from .grammar import checked, forced_tool_names, grammar_for
 from .parsing import StreamParser
 from .templates import ChatTemplate
+from .tokens import Segments
 from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 
 log = logging.getLogger(__name__)
@@ -254,13 +255,14 @@ class Runtime:
 
     # --- requests --------------------------------------------------------------------------------
     def render_prompt(self, model_id: str, request: ChatRequest) -> str:
-        return self._render(self._slot(model_id), request)[0]
+        return "".join(text for text, _ in self._render(self._slot(model_id), request)[0])
 
     @staticmethod
-    def _render(slot: _Slot, request: ChatRequest) -> tuple[str, list | None]:
-        """The prompt for ``request`` and the tools offered with it (none when tool_choice is "none")."""
+    def _render(slot: _Slot, request: ChatRequest) -> tuple[Segments, list | None]:
+        """The prompt for ``request`` as segments (markup, and message contents that are plain text;
+        see ``tokens.py``) and the tools offered with it (none when tool_choice is "none")."""
         tools = request.tools if request.tool_choice != "none" else None
-        return slot.template.render(request.messages, tools=tools), tools
+        return slot.template.render_segments(request.messages, tools=tools), tools
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -268,12 +270,13 @@ class Runtime:
         if is_remote(model_id):
             yield from self.remotes.chat(model_id, request, cancel)
             return
+        grammar = checked(grammar_for(request))  # refused here, before a load and away from the runner
         slot = self._slot(model_id, ttl_s=ttl_s)
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
         made_calls = False
-        for event in self._generate(slot, prompt, request.sampling, grammar_for(request), cancel):
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel):
             if event.kind == "text":
                 yield from parser.feed(event.text)
                 continue
@@ -289,10 +292,11 @@ class Runtime:
         if is_remote(model_id):
             yield from self.remotes.complete(model_id, request, cancel)
             return
+        grammar = checked(request.grammar)
         slot = self._slot(model_id, ttl_s=ttl_s)
-        yield from self._generate(slot, request.prompt, request.sampling, request.grammar, cancel)
+        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
 
-    def _generate(self, slot: _Slot, prompt: str, sampling, grammar: str | None,
+    def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
                   cancel: threading.Event | None) -> Iterator[Chunk]:
         with self._lock:
             slot.busy += 1
@@ -319,12 +323,17 @@ class Runtime:
         if key:
             self._drop(key)
 
-    def tokenize(self, model_id: str, text: str) -> list[int]:
+    def tokenize(self, model_id: str, text: str | Segments) -> list[int]:
+        """The tokens of ``text``: a string as a raw prompt (special-token text parsed), or segments."""
         slot = self._slot(model_id)
         return slot.client.request("tokenize", text=text, add_bos=slot.add_bos)["tokens"]
 
+    def chat_tokens(self, model_id: str, request: ChatRequest) -> list[int]:
+        """The prompt tokens ``chat`` would send for ``request``, message contents as plain text."""
+        return self.tokenize(model_id, self._render(self._slot(model_id), request)[0])
+
     def count_chat_tokens(self, model_id: str, request: ChatRequest) -> int:
-        return len(self.tokenize(model_id, self.render_prompt(model_id, request)))
+        return len(self.chat_tokens(model_id, request))
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
         """Embedding vectors for ``inputs`` (normalized), and the tokens they took."""

@@ -3,7 +3,10 @@
 Templates come from GGUF files, which come from strangers, so they render in Jinja's
 ``ImmutableSandboxedEnvironment``: a template that reaches for Python internals (``__class__``,
 ``__globals__``, ``os.system``...) raises ``SecurityError`` and the user gets a ``TemplateError``
-naming the model's template as the cause; nothing runs. A model with no template falls back to
+naming the model's template as the cause; nothing runs. The sandbox is ``sandbox.BoundedEnvironment``,
+which sizes every growing operation before it runs and bounds steps and wall time; the prompt is
+rendered as a stream and counted as it grows, so no template can allocate its way past the budgets
+before being stopped. A model with no template falls back to
 ChatML, and says so. Tools reach the template as ``tools``; when the template ignores them, their
 definitions are put in the system prompt instead so the model still sees them.
 """
@@ -11,15 +14,17 @@ definitions are put in the system prompt instead so the model still sees them.
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from datetime import datetime
 from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import TemplateError
+from .sandbox import MAX_VALUE_CHARS, BoundedEnvironment, over, rendering
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
@@ -30,7 +35,8 @@ TOOL_PROMPT = (
     '<tool_call>\n{{"name": <tool name>, "arguments": <arguments object>}}\n</tool_call>\n\n'
     "Tools:\n{tools}"
 )
-MAX_PROMPT_CHARS = 8 * 1024 * 1024
+MAX_PROMPT_CHARS = MAX_VALUE_CHARS
+PLAIN_ROLES = ("user", "assistant", "tool")  # their content is text, never control tokens
 
 
 def _raise(message: str) -> None:
@@ -41,11 +47,12 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+def _environment() -> BoundedEnvironment:
+    env = BoundedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols"], undefined=jinja2.Undefined)
     env.globals.update(raise_exception=_raise, strftime_now=_strftime_now)
     env.filters["tojson"] = lambda v, indent=None, **_: json.dumps(v, ensure_ascii=False, indent=indent)
+    env.guard_filters()
     return env
 
 
@@ -68,24 +75,98 @@ class ChatTemplate:
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                add_generation_prompt: bool = True) -> str:
+        return "".join(text for text, _ in self.render_segments(messages, tools, add_generation_prompt))
+
+    def render_segments(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                        add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
+        """The prompt as ``[(text, parse_special), ...]``: the template's markup (True) and the user,
+        assistant and tool contents (False), which must be tokenized as plain text.
+
+        The text is always exactly what the template renders. To find the contents in it, the
+        template is also rendered with each content replaced by a unique marker; when that render,
+        with the contents put back, is the same text, the markers say exactly where each content is.
+        A template that transforms contents (trims them, strips reasoning from old turns) makes
+        the two differ; then each content is looked for verbatim (or trimmed), in order, and one
+        that the template changed otherwise stays in the markup.
+        """
         messages = [_normalize(m) for m in messages]
         if tools and not self.mentions_tools:
             messages = _tools_in_system(messages, tools)
+        nonce = secrets.token_hex(8)
+        contents: dict[str, str] = {}
+        marked = []
+        for i, m in enumerate(messages):
+            if m.get("role") in PLAIN_ROLES and isinstance(m.get("content"), str) and m["content"]:
+                key = f"FiresideContent{nonce}N{i}X"
+                contents[key] = m["content"]
+                m = {**m, "content": key}
+            marked.append(m)
+        prompt = self._checked_render(messages, tools, add_generation_prompt)
+        if not contents:
+            return [(prompt, True)]
+        segments = _split(self._checked_render(marked, tools, add_generation_prompt), nonce, contents)
+        if segments is None or "".join(t for t, _ in segments) != prompt:
+            segments = _find_in_order(prompt, list(contents.values()))
+        return segments
+
+    def _checked_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                        add_generation_prompt: bool) -> str:
         try:
-            prompt = self._template.render(
-                messages=messages, tools=tools or None, add_generation_prompt=add_generation_prompt,
-                bos_token=self.bos_token, eos_token=self.eos_token,
-            )
+            return self._render(messages, tools, add_generation_prompt)
         except SecurityError as exc:
             raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
                                 "this model file may be hostile") from exc
         except TemplateError:
             raise
+        except MemoryError:
+            raise over("memory", "the memory this process could give it") from None
         except Exception as exc:  # a template is code: any failure inside it is the template's
             raise TemplateError(f"the model's chat template failed to render: {type(exc).__name__}: {exc}") from exc
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise TemplateError("the model's chat template produced an impossibly long prompt")
-        return prompt
+
+    def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                add_generation_prompt: bool) -> str:
+        """Render as a stream under a fresh budget, counting the prompt as it grows."""
+        with rendering() as spend:
+            pieces, size = [], 0
+            for piece in self._template.generate(messages=messages, tools=tools or None,
+                                                 add_generation_prompt=add_generation_prompt,
+                                                 bos_token=self.bos_token, eos_token=self.eos_token):
+                size += len(piece)
+                if size > MAX_PROMPT_CHARS:
+                    raise over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")
+                spend.step()
+                pieces.append(piece)
+            return "".join(pieces)
+
+
+def _split(prompt: str, nonce: str, contents: dict[str, str]) -> list[tuple[str, bool]] | None:
+    """Cut the rendered prompt at the markers; None unless each marker is there exactly once."""
+    found = re.findall(f"FiresideContent{nonce}N\\d+X", prompt)
+    if sorted(found) != sorted(contents):
+        return None
+    segments: list[tuple[str, bool]] = []
+    rest = prompt
+    for key in found:
+        before, rest = rest.split(key, 1)
+        segments += [(before, True), (contents[key], False)]
+    segments.append((rest, True))
+    return [(t, special) for t, special in segments if t]
+
+
+def _find_in_order(prompt: str, contents: list[str]) -> list[tuple[str, bool]]:
+    segments: list[tuple[str, bool]] = []
+    cursor = 0
+    for content in contents:
+        at = prompt.find(content, cursor)
+        if at < 0:  # templates often trim contents
+            content = content.strip()
+            at = prompt.find(content, cursor) if content else -1
+        if at < 0:
+            continue
+        segments += [(prompt[cursor:at], True), (content, False)]
+        cursor = at + len(content)
+    segments.append((prompt[cursor:], True))
+    return [(t, special) for t, special in segments if t]
 
 
 def _normalize(message: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,122 @@
+"""The JSON-schema-to-grammar path: limits checked before conversion, llama.cpp's verdict from a separate
+process, and a Hypothesis property over random schemas run under an address-space limit."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from fireside.engine.errors import GrammarRejected
+from fireside.engine.runtime import grammarcheck
+from fireside.engine.runtime.grammar import checked, schema_grammar
+from fireside.engine.runtime.limits import LIMITS
+from tests.helpers import schemafuzz
+
+REGRESSIONS = Path(__file__).parent / "regressions" / "schemas"
+
+ARRAY = {"type": "array", "items": {"type": "integer"}}
+
+
+def _refused(schema, *limits: str) -> GrammarRejected:
+    with pytest.raises(GrammarRejected) as refused:
+        checked(schema_grammar(schema))
+    assert refused.value.limit in limits, str(refused.value)
+    return refused.value
+
+
+@pytest.mark.parametrize("count", [10**7, 10**12])
+def test_a_huge_repetition_count_is_refused_before_any_grammar_is_built(count):
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        error = _refused({**ARRAY, "maxItems": count}, "repeat")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "maxItems" in str(error) and str(LIMITS.repeat) in str(error)
+    assert time.perf_counter() - started < 1.0
+    assert peak < 2**20, f"{peak / 2**20:.1f} MiB allocated to refuse it"
+
+
+def test_an_enum_of_100000_values_is_refused_fast():
+    started = time.perf_counter()
+    error = _refused({"enum": list(range(100_000))}, "alternatives")
+    assert "enum" in str(error) and time.perf_counter() - started < 1.0
+
+
+def test_the_maxitems_that_crashed_the_runner_is_refused_by_name():
+    assert "#/maxItems is 3000" in str(_refused({**ARRAY, "maxItems": 3000}, "repeat"))
+
+
+def test_a_ref_chain_that_fans_out_is_counted_where_it_is_used():
+    defs = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}] * 16} for i in range(5)}  # 16**5 paths
+    defs["d5"] = {"type": "integer"}
+    _refused({"$defs": defs, "$ref": "#/$defs/d0"}, "nodes", "alternatives_total")
+
+
+def test_a_definition_used_in_several_places_is_still_allowed():
+    address = {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+    schema = {"$defs": {"address": address}, "type": "object",
+              "properties": {k: {"$ref": "#/$defs/address"} for k in ("home", "work", "billing")}}
+    assert "::=" in checked(schema_grammar(schema))
+
+
+@pytest.mark.parametrize(("pattern", "limit"), [("^((a{400}){400}){400}$", "pattern_expansion"),
+                                                ("^a{0,100000}$", "repeat")])
+def test_pattern_quantifiers_are_multiplied_out_before_conversion(pattern, limit):
+    _refused({"type": "string", "pattern": pattern}, limit)
+
+
+def test_deep_nesting_is_refused_by_name():
+    schema = {"type": "integer"}
+    for _ in range(LIMITS.depth + 1):
+        schema = {"type": "array", "items": schema}
+    _refused(schema, "depth")
+
+
+def test_a_grammar_llama_cpp_refuses_is_a_clear_error_and_the_verdict_is_cached():
+    bad = 'root ::= "a" ('
+    with pytest.raises(GrammarRejected, match="expecting"):
+        checked(bad)
+    started = time.perf_counter()
+    with pytest.raises(GrammarRejected, match="expecting"):
+        checked(bad)
+    assert time.perf_counter() - started < 0.05
+
+
+def test_llama_cpps_own_repetition_refusal_comes_back_as_a_rejection_not_a_crash():
+    # Inside the limits, but past llama.cpp's threshold: each item is a group of three rules.
+    items = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}
+    schema = {"type": "array", "items": {"anyOf": [items, {"type": "string", "maxLength": 400}]}, "maxItems": 500}
+    try:
+        assert checked(schema_grammar(schema))
+    except GrammarRejected as refused:
+        assert refused.limit in ("llama.cpp", "grammar_bytes", "grammar_rules")
+
+
+def test_a_crashing_checker_is_reported_not_propagated(monkeypatch):
+    monkeypatch.setattr(grammarcheck, "checker_command",
+                        lambda: [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    with pytest.raises(GrammarRejected, match="crashed"):
+        checked('root ::= "crash-me-' + str(time.time()) + '"')
+
+
+# --- the property: any schema gives a grammar under the limits or a clear refusal, in bounded time --------
+def test_random_schemas_give_a_bounded_grammar_or_a_clear_refusal():
+    """Hypothesis drives the schema-to-grammar path in a child under a 3 GiB address-space limit."""
+    started = time.perf_counter()
+    figures = schemafuzz.run(examples=200, timeout_s=120)
+    assert figures["examples"] >= 150 and figures["accepted"] and figures["refused"]
+    assert time.perf_counter() - started < 60
+
+
+@pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.json")), ids=lambda p: p.stem)
+def test_kept_reproducers_are_refused(path):
+    """Every schema that once crashed or stalled a runner, kept as a file."""
+    with pytest.raises(GrammarRejected):
+        checked(schema_grammar(json.loads(path.read_text())))
