@@ -99,6 +99,8 @@ def show(value: object, width: int = 60) -> str:
     """A short repr for an error message, whatever the value's size."""
     if isinstance(value, (list, Skimmed)):
         return f"an array of {len(value) if isinstance(value, list) else value.count:,} items"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
     text = repr(value[:width] if isinstance(value, str) else value)
     return text if len(text) <= width else text[:width] + "..."
 
