@@ -81,20 +81,20 @@ def _scalar(vtype: int) -> st.SearchStrategy[bytes]:
 
 
 _LIE = st.one_of(st.none(), st.none(), st.none(), st.sampled_from(_EDGES))  # a count that may not match
-STRINGS = st.tuples(st.one_of(st.binary(max_size=40), st.sampled_from([b"llama", b"", b"<s>"])), _LIE).map(
-    lambda t: u64(len(t[0]) if t[1] is None else t[1]) + t[0])
+_TEXT = st.one_of(st.binary(max_size=40), st.sampled_from([b"llama", b"", b"<s>"]))
 UNKNOWN = st.binary(max_size=16)
 
 
-def _values(depth: int) -> dict[int, st.SearchStrategy[bytes]]:
-    """Each value type's encoded values; arrays nest two deep (GGUF readers refuse any nesting)."""
+def _values(depth: int, lie: st.SearchStrategy) -> dict[int, st.SearchStrategy[bytes]]:
+    """Each value type's encoded values, with string lengths and array counts from ``lie`` (None:
+    the true one); arrays nest two deep (GGUF readers refuse any nesting)."""
     values = {t: _scalar(t) for t in _SCALAR}
-    values[STRING] = STRINGS
+    values[STRING] = st.tuples(_TEXT, lie).map(lambda t: u64(len(t[0]) if t[1] is None else t[1]) + t[0])
     if depth < 2:
-        inner = _values(depth + 1)
+        inner = _values(depth + 1, lie)
         items = [U8, I32, U32, F32, STRING, BOOL, U64, ARRAY] if depth < 1 else [U32, STRING, ARRAY]
         values[ARRAY] = st.one_of([
-            st.tuples(st.just(item), st.lists(inner[item], max_size=6), _LIE).map(
+            st.tuples(st.just(item), st.lists(inner[item], max_size=6), lie).map(
                 lambda t: u32(t[0]) + u64(len(t[1]) if t[2] is None else t[2]) + b"".join(t[1]))
             for item in items if item in inner])
     else:
@@ -102,7 +102,8 @@ def _values(depth: int) -> dict[int, st.SearchStrategy[bytes]]:
     return values
 
 
-VALUES = _values(0)
+VALUES = _values(0, _LIE)
+HONEST = _values(0, st.none())
 _KEY_BYTES = st.one_of(st.sampled_from([k.encode() for k in KEYS]), st.binary(max_size=12))
 KV_ENTRIES = st.one_of(
     [st.tuples(_KEY_BYTES, st.just(t), VALUES[t]) for t in (U32, U64, I32, STRING, ARRAY, F32, F64, BOOL, U8, I64)]
@@ -116,14 +117,22 @@ TENSORS = st.tuples(_NAMES, st.lists(_DIMS, min_size=1, max_size=4) | st.lists(_
     lambda t: u64(len(t[0])) + t[0] + u32(len(t[1]) if t[2] is None else t[2]) + b"".join(u64(d) for d in t[1])
     + u32(t[3]) + u64(t[4]))
 _ARCH = u64(20) + b"general.architecture" + u32(STRING) + u64(5) + b"llama"
+# The numbers a summary is built from, mostly as the uint32 they should be, now and then as a float
+# (NaN, infinity), a string or an array: the kinds of value that reach the arithmetic.
+_TYPED_NUMBER = st.one_of([HONEST[t].map(lambda v, t=t: u32(t) + v)
+                           for t in (U32, U32, U32, U64, I32, F32, F64, STRING, ARRAY)])
+_NUMBER_KEYS = [k.encode() for k in KEYS if k.startswith(("llama.", "tokenizer.ggml.b", "tokenizer.ggml.e"))
+                and k != "llama.block_count"]
+SUMMARY_KVS = st.lists(st.tuples(st.sampled_from(_NUMBER_KEYS), _TYPED_NUMBER), max_size=6,
+                       unique_by=lambda t: t[0]).map(lambda kvs: [u64(len(k)) + k + v for k, v in kvs])
 
 
 @st.composite
 def built_files(draw) -> bytes:
     """A GGUF file written field by field; most fields honest, any of them possibly hostile."""
-    kvs = draw(st.lists(KV_ENTRIES, max_size=8))
-    if draw(st.integers(0, 3)) < 3:  # most look real: an architecture and a block count up front
-        kvs = [_ARCH, u64(17) + b"llama.block_count" + u32(U32) + draw(VALUES[U32])] + kvs
+    kvs = draw(st.lists(KV_ENTRIES, max_size=4))
+    if draw(st.integers(0, 3)) < 3:  # most look real: an architecture, a block count and a few numbers
+        kvs = [_ARCH, u64(17) + b"llama.block_count" + draw(_TYPED_NUMBER)] + draw(SUMMARY_KVS) + kvs
     tensors = draw(st.lists(TENSORS, max_size=4))
     corrupt = draw(st.integers(0, 15))  # now and then, one of the fixed fields is wrong
     magic = draw(st.binary(min_size=4, max_size=4)) if corrupt == 1 else b"GGUF"
