@@ -7,8 +7,9 @@ make Fireside allocate gigabytes or loop for minutes:
 
 - the whole header (metadata and tensor infos) ends within ``MAX_HEADER`` bytes, and the metadata and
   tensor counts must fit in it (and in the file) at their smallest encoding;
-- strings, keys, tensor names and arrays have caps of their own; arrays nest at most once (which
-  GGUF readers refuse anyway), and at most ``MAX_KEPT`` array items are kept as Python objects in all;
+- strings, keys, tensor names and arrays have caps of their own; arrays do not nest (GGUF readers
+  refuse that anyway); at most ``MAX_ARRAY_STRINGS`` strings are walked in arrays and at most
+  ``MAX_KEPT`` array items are kept as Python objects, over the whole header;
 - a key or tensor name that appears twice, a ``general.alignment`` that is not a uint32 power of two,
   and a tensor offset off that alignment are refused, as llama.cpp refuses them.
 
@@ -33,6 +34,7 @@ MAX_STRING = 16 * 1024 * 1024  # one string value; chat templates run to tens of
 MAX_KEY = 65_535  # the GGUF spec's limit on a key's length
 MAX_TENSOR_NAME = 64  # GGML_MAX_NAME: llama.cpp cannot load a longer name
 MAX_ARRAY = 16 * 1024 * 1024  # items in one array; vocabularies and merges stay well under a million
+MAX_ARRAY_STRINGS = 1 << 22  # strings in all arrays together, each walked in Python: bounds the time
 MAX_KV = 65_536
 MAX_TENSORS = 262_144  # the largest released models have a few thousand
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -112,6 +114,7 @@ class _Reader:
         self.fh, self.size, self.partial, self.label = fh, size, partial, label
         self.pos = 0
         self.kept = MAX_KEPT
+        self.strings = MAX_ARRAY_STRINGS
 
     def room(self) -> int:
         """Bytes the header may still take: up to the cap, and up to the end of a whole file."""
@@ -196,6 +199,10 @@ def _read_array(r: _Reader, item_type: int, count: int, key: str) -> object:
         if count * 8 > r.room():
             raise InvalidModelFile(f"{r.label}: array {key} claims {count:,} strings, more than the "
                                    f"{'header cap' if r.partial else 'file'} can hold")
+        r.strings -= count
+        if r.strings < 0:
+            raise InvalidModelFile(f"{r.label}: the header's arrays hold more than {MAX_ARRAY_STRINGS:,} strings "
+                                   f"(real vocabularies and merges hold under a million)")
         keep = (count <= KEPT_ARRAY_ITEMS or key == TOKENS_KEY) and r.keep(count)
         items = _read_strings(r, count, key, keep)
         return items if keep else Skimmed(count)
