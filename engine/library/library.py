@@ -251,12 +251,12 @@ class Library:
             files = split_parts(path)
             stats = [f.stat() for f in files]
         except (FiresideError, OSError) as exc:
-            log.warning("not listing %s: %s", path, exc)
+            log.info("not listing %s: %s", path, exc)  # every scan: info, not warning; `fireside ls` shows it
             return BrokenFile(path, str(exc))
         for f, st in zip(files, stats):
             if not stat.S_ISREG(st.st_mode):  # never opened: a FIFO would block the first read
                 reason = f"{f.name} {not_regular(f) or 'is not a regular file'}"
-                log.warning("not listing %s: %s", path, reason)
+                log.info("not listing %s: %s", path, reason)
                 return BrokenFile(path, reason)
         return _Found(root, path, files, sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats))
 
