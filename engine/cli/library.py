@@ -137,12 +137,15 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    models = Library(Settings.from_env()).list()
+    scan = Library(Settings.from_env()).scan()
+    models = scan.models
     if args.json:
         print_json([m.to_dict() for m in models])
-        return 0
-    rows = [[m.id, ", ".join(m.aliases), m.quant, human_bytes(m.size), m.source] for m in models]
-    print(table(rows, ["id", "alias", "quant", "size", "source"]) if rows else "the library is empty")
+    else:
+        rows = [[m.id, ", ".join(m.aliases), m.quant, human_bytes(m.size), m.source] for m in models]
+        print(table(rows, ["id", "alias", "quant", "size", "source"]) if rows else "the library is empty")
+    for b in scan.broken:  # on stderr, so the listing (and its JSON) stays what scripts expect
+        print(f"not listed: {b.path}: {b.reason}", file=sys.stderr)
     return 0
 
 

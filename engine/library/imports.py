@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FiresideError
+from ..models.files import read_small
 from ..models.inspection import SPLIT_RE
 from ..settings import Settings
 from .library import Library, LibraryModel
@@ -63,7 +64,8 @@ def default_locations(app: str, settings: Settings | None = None, home: Path | N
 
 
 def _ggufs(folder: Path) -> Iterator[Path]:
-    """GGUF files under ``folder`` (first parts only for split sets), no projectors, in order."""
+    """GGUF files under ``folder`` (first parts only for split sets), no projectors, in order. Only
+    regular files (``is_file`` follows links); ``Library.add_file`` opens each without blocking."""
     for path in sorted(folder.rglob("*.gguf")):
         m = SPLIT_RE.match(path.name)
         if "mmproj" in path.name.lower() or (m and int(m["no"]) != 1) or not path.is_file():
@@ -93,11 +95,12 @@ def find_hf_cache(root: Path) -> list[FoundModel]:
 
 def _hf_snapshot(repo_dir: Path) -> Path | None:
     """The snapshot ``refs/main`` points at, else the newest one."""
-    ref = repo_dir / "refs/main"
-    if ref.is_file():
-        rev = ref.read_text(encoding="utf-8", errors="replace").strip()
-        if rev and (repo_dir / "snapshots" / rev).is_dir():
-            return repo_dir / "snapshots" / rev
+    try:
+        rev = read_small(repo_dir / "refs/main", 4096).decode("utf-8", errors="replace").strip()
+    except FiresideError:
+        rev = ""  # no ref (or a FIFO, a folder): the newest snapshot will do
+    if rev and check_part_ok(rev) and (repo_dir / "snapshots" / rev).is_dir():
+        return repo_dir / "snapshots" / rev
     snaps = sorted((repo_dir / "snapshots").glob("*"), key=lambda p: p.stat().st_mtime)
     return snaps[-1] if snaps else None
 
@@ -120,9 +123,7 @@ def find_ollama(root: Path) -> list[FoundModel]:
 
 def _ollama_blob(root: Path, manifest: Path) -> Path | None:
     try:
-        if manifest.stat().st_size > MAX_MANIFEST:
-            return None
-        layers = json.loads(manifest.read_text(encoding="utf-8")).get("layers", [])
+        layers = json.loads(read_small(manifest, MAX_MANIFEST).decode("utf-8")).get("layers", [])
         digest = next(la["digest"] for la in layers if la.get("mediaType") == OLLAMA_MODEL_MEDIA)
         algo, _, hexdigest = str(digest).partition(":")
         blob = root / "blobs" / check_part(f"{algo}-{hexdigest}", "blob name")
@@ -171,6 +172,14 @@ def import_found(library: Library, found: list[FoundModel]) -> list[tuple[FoundM
         try:
             results.append((f, library.add_file(f.path, publisher=f.publisher, repo=f.repo,
                                                 name=f.name, app=f.app)))
-        except FiresideError as exc:
+        except (FiresideError, OSError) as exc:
             results.append((f, str(exc)))
     return results
+
+
+def check_part_ok(name: str) -> bool:
+    try:
+        check_part(name)
+    except FiresideError:
+        return False
+    return True

@@ -7,6 +7,12 @@ model (named after its first part) and a vision projector (``mmproj``) in a mode
 it. Partial downloads (``.part``) are never listed. Symlinks that lead out of a models root are
 ignored unless the library made them itself on an import.
 
+One bad file never takes the library down: a file that cannot be inspected (malformed, hostile, a
+split set with a part missing) or that is not a regular file at all (a FIFO, a socket, a device named
+``*.gguf``, which is never opened) is left out of ``list()`` and reported by ``scan()`` and
+``broken()`` with its reason, so ``fireside ls`` can say why a model is missing while every other
+model keeps working.
+
 Ids are names, never paths: ``get`` refuses anything path-like before looking, and looks only among
 the models it found, so an API client cannot reach a file by naming it.
 
@@ -18,10 +24,12 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import FiresideError, LibraryError, ModelNotFound, UnsafePath
+from ..models.files import not_regular
 from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
 from ..settings import Settings
 from .index import Index, IndexRow
@@ -64,6 +72,25 @@ class LibraryModel:
         }
 
 
+@dataclass(frozen=True)
+class BrokenFile:
+    """A ``*.gguf`` file in a models folder that is not listed as a model, and why."""
+
+    path: Path
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": str(self.path), "reason": self.reason}
+
+
+@dataclass
+class Scan:
+    """One walk of the models folders: the models, and the files that could not be models."""
+
+    models: list[LibraryModel]
+    broken: list[BrokenFile]
+
+
 @dataclass
 class _Found:
     root: Path
@@ -84,12 +111,22 @@ class Library:
     # -- reading ---------------------------------------------------------------------------------
 
     def list(self) -> list[LibraryModel]:
+        return self.scan().models
+
+    def broken(self) -> list[BrokenFile]:
+        """The ``*.gguf`` files that are not listed as models, each with the reason."""
+        return self.scan().broken
+
+    def scan(self) -> Scan:
+        """Walk the models folders: every model, and every file that cannot be one."""
         rows = self.index.rows()
-        found = self._walk(rows)
+        found, broken = self._walk(rows)
         models: list[LibraryModel] = []
         for f in found:
             model = self._model(f, rows.get(str(f.path)))
-            if model is not None:
+            if isinstance(model, BrokenFile):
+                broken.append(model)
+            else:
                 models.append(model)
         starter = self._starter()
         stale = set(rows) - {str(f.path) for f in found}
@@ -99,18 +136,21 @@ class Library:
         for m in models:
             m.aliases = aliases[m.id]
         models.sort(key=lambda m: m.id.lower())
-        return ([starter] if starter else []) + models
+        return Scan(([starter] if starter else []) + models, broken)
 
     def get(self, ref: str) -> LibraryModel:
         """The model with id or alias ``ref``; ``ModelNotFound`` otherwise (paths are never ids)."""
         if not isinstance(ref, str) or is_path_like(ref):
             raise ModelNotFound(f"no model named {ref!r} in the library (model ids are names, not paths)")
-        models = self.list()
+        scan = self.scan()
         for match in (lambda m: m.id == ref, lambda m: ref in m.aliases,
                       lambda m: m.id.lower() == ref.lower() or ref.lower() in m.aliases):
-            hits = [m for m in models if match(m)]
+            hits = [m for m in scan.models if match(m)]
             if len(hits) == 1:
                 return hits[0]
+        for b in scan.broken:
+            if self._id_of(b.path) == ref:
+                raise ModelNotFound(f"{ref} is in the models folder but cannot be used: {b.reason}")
         raise ModelNotFound(f"no model named {ref!r} in the library: `fireside ls` lists them, "
                             f"`fireside pull` downloads one")
 
@@ -168,8 +208,15 @@ class Library:
 
     # -- scanning --------------------------------------------------------------------------------
 
-    def _walk(self, rows: dict[str, IndexRow]) -> list[_Found]:
+    def _id_of(self, path: Path) -> str | None:
+        for root in self.roots:
+            if path.is_relative_to(root):
+                return model_id(path.relative_to(root).as_posix())
+        return None
+
+    def _walk(self, rows: dict[str, IndexRow]) -> tuple[list[_Found], list[BrokenFile]]:
         found: list[_Found] = []
+        broken: list[BrokenFile] = []
         seen: set[str] = set()
         for root in self.roots:
             if not root.is_dir():
@@ -178,16 +225,18 @@ class Library:
                 dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
                 for name in sorted(filenames):
                     f = self._candidate(root, Path(dirpath, name), rows)
-                    if f is None:
+                    if isinstance(f, BrokenFile):
+                        broken.append(f)
+                    if not isinstance(f, _Found):
                         continue
                     mid = model_id(f.path.relative_to(root).as_posix())
                     if mid in seen or mid == STARTER_ID or is_path_like(mid):
                         continue
                     seen.add(mid)
                     found.append(f)
-        return found
+        return found, broken
 
-    def _candidate(self, root: Path, path: Path, rows: dict[str, IndexRow]) -> _Found | None:
+    def _candidate(self, root: Path, path: Path, rows: dict[str, IndexRow]) -> _Found | BrokenFile | None:
         name = path.name.lower()
         if not name.endswith(".gguf") or "mmproj" in name:
             return None
@@ -202,25 +251,34 @@ class Library:
             files = split_parts(path)
             stats = [f.stat() for f in files]
         except (FiresideError, OSError) as exc:
-            log.info("skipping %s: %s", path, exc)
-            return None
+            log.info("not listing %s: %s", path, exc)  # every scan: info, not warning; `fireside ls` shows it
+            return BrokenFile(path, str(exc))
+        for f, st in zip(files, stats):
+            if not stat.S_ISREG(st.st_mode):  # never opened: a FIFO would block the first read
+                reason = f"{f.name} {not_regular(f) or 'is not a regular file'}"
+                log.info("not listing %s: %s", path, reason)
+                return BrokenFile(path, reason)
         return _Found(root, path, files, sum(s.st_size for s in stats), max(s.st_mtime_ns for s in stats))
 
-    def _inspect(self, path: Path, size: int, mtime_ns: int, row: IndexRow | None) -> ModelInfo | None:
+    def _inspect(self, path: Path, size: int, mtime_ns: int, row: IndexRow | None) -> ModelInfo | str:
+        """The file's ``ModelInfo``, or why it has none (cached in the index until the file changes)."""
         if row and row.size == size and row.mtime_ns == mtime_ns and (row.info or row.error):
-            return row.info
+            return row.info or row.error or ""
         try:
             info, error = inspect_file(path), None
         except FiresideError as exc:
             info, error = None, str(exc)
             log.warning("cannot list %s: %s", path, exc)
+        except Exception as exc:  # a bug in inspection must cost one file, never the whole library
+            info, error = None, f"cannot be inspected ({type(exc).__name__}: {str(exc)[:200]})"
+            log.exception("inspecting %s failed unexpectedly", path)
         self.index.put_inspection(str(path), size, mtime_ns, info, error)
-        return info
+        return info if info is not None else error or ""
 
-    def _model(self, f: _Found, row: IndexRow | None) -> LibraryModel | None:
+    def _model(self, f: _Found, row: IndexRow | None) -> LibraryModel | BrokenFile:
         info = self._inspect(f.path, f.size, f.mtime_ns, row)
-        if info is None:
-            return None
+        if not isinstance(info, ModelInfo):
+            return BrokenFile(f.path, info)
         return LibraryModel(
             id=model_id(f.path.relative_to(f.root).as_posix()), aliases=[], path=f.path, info=info,
             source=row.source if row else "local", size=f.size, files=f.files,
@@ -231,10 +289,10 @@ class Library:
         path = starter_path()
         if path is None:
             return None
-        st = path.stat()
         try:
+            st = path.stat()
             info = _starter_info(str(path), st.st_size, st.st_mtime_ns)
-        except FiresideError as exc:
+        except (FiresideError, OSError) as exc:
             log.warning("the starter model cannot be read: %s", exc)
             return None
         return LibraryModel(id=STARTER_ID, aliases=[], path=path, info=info, source="starter",
@@ -249,7 +307,8 @@ def _starter_info(path: str, size: int, mtime_ns: int) -> ModelInfo:
 
 def _projector(folder: Path) -> Path | None:
     try:
-        names = sorted(p for p in folder.iterdir() if "mmproj" in p.name.lower() and p.suffix == ".gguf")
+        names = sorted(p for p in folder.iterdir() if "mmproj" in p.name.lower() and p.suffix == ".gguf"
+                       and not_regular(p) is None)  # the runner would block opening a FIFO
     except OSError:
         return None
     return names[0] if names else None

@@ -4,11 +4,15 @@
 counts, a vocabulary, a chat template) and real tensors whose bytes come from a seeded generator, so
 two files with different seeds have different SHA-256 hashes. ``split_gguf`` writes the same model
 as a split set named the way llama.cpp's ``gguf-split`` names one.
+
+``raw_gguf`` writes a header byte by byte instead, for the files the ``gguf`` package refuses to write
+(a key or a tensor name twice, an alignment of the wrong type, counts no real model has).
 """
 
 from __future__ import annotations
 
 import hashlib
+import struct
 from pathlib import Path
 
 import gguf
@@ -87,3 +91,37 @@ def _write_part(path: Path, index: int, count: int, lo: int, hi: int, n_embd: in
 
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+STRING, ARRAY, U32, I32, U64, F32 = 8, 9, 4, 5, 10, 6  # GGUF value types
+
+
+def _gguf_value(vtype: int, value: object) -> bytes:
+    if vtype == STRING:
+        raw = str(value).encode()
+        return struct.pack("<Q", len(raw)) + raw
+    if vtype == ARRAY:
+        item_type, items = value
+        return struct.pack("<IQ", item_type, len(items)) + b"".join(_gguf_value(item_type, v) for v in items)
+    return struct.pack(_FORMATS[vtype], value)
+
+
+def raw_gguf(kv: list[tuple[str, int, object]], tensors: list[tuple[str, tuple[int, ...], int]] = (),
+             data_bytes: int = 0) -> bytes:
+    """A GGUF v3 file from ``(key, value type, value)`` entries and ``(name, shape, offset)`` F32
+    tensors, written as given (no checks), then padded to 32 bytes and ``data_bytes`` of zeros."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, vtype, value in kv:
+        out += _gguf_value(STRING, key) + struct.pack("<I", vtype) + _gguf_value(vtype, value)
+    for name, shape, offset in tensors:
+        out += _gguf_value(STRING, name) + struct.pack("<I", len(shape))
+        out += b"".join(struct.pack("<Q", d) for d in shape) + struct.pack("<IQ", 0, offset)
+    return out + b"\0" * ((-len(out)) % 32) + b"\0" * data_bytes
+
+
+def llama_kv(block_count: int = 2, block_type: int = U32) -> list[tuple[str, int, object]]:
+    """The metadata of a small llama, with ``block_count`` written as ``block_type``."""
+    return [("general.architecture", STRING, "llama"), ("llama.block_count", block_type, block_count),
+            ("llama.context_length", U32, 2048), ("llama.embedding_length", U32, 64),
+            ("llama.attention.head_count", U32, 4)]
