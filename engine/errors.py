@@ -21,7 +21,9 @@
     │       ├── IntegrityError  the downloaded bytes do not match the hub's hash
     │       ├── DiskFull        not enough free space to start or finish
     │       └── DownloadCancelled  the user cancelled; the part file stays for a resume
-    └── ServerError             the local API server could not start or stop
+    ├── ServerError             the local API server could not start or stop
+    └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
+        └── McpTimeout          an MCP server did not answer within its time limit
 
 Each error carries a message meant for a person: what went wrong and, where there is one, what to do.
 """
@@ -128,3 +130,11 @@ class DownloadCancelled(DownloadError):
 
 class ServerError(FiresideError):
     """The local API server could not start or stop."""
+
+
+class McpServerError(FiresideError):
+    """An MCP tool server is unknown, failed to start, crashed mid-call, or answered with something malformed."""
+
+
+class McpTimeout(McpServerError):
+    """An MCP server did not start, list its tools or finish a call within its time limit."""
