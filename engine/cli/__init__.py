@@ -8,9 +8,9 @@ import logging
 import sys
 
 from ..errors import FiresideError
-from . import bench, chat, library, models, remote, server
+from . import bench, chat, library, mcp, models, remote, server
 
-GROUPS = [models, chat, library, server, bench, remote]
+GROUPS = [models, chat, library, server, bench, remote, mcp]
 
 
 def build_parser() -> argparse.ArgumentParser:
