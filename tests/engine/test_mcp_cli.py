@@ -38,7 +38,7 @@ def test_tools_and_call_print_what_the_server_says(capsys):
     code, _, err = run(capsys, "call", "calc", "add", "{not json")
     assert code == 1 and "not valid JSON" in err
     code, out, _ = run(capsys, "ls")
-    assert code == 0 and "6 tools" in out
+    assert code == 0 and "7 tools" in out
     code, out, _ = run(capsys, "rm", "calc")
     assert code == 0 and "removed MCP server calc" in out
     code, _, err = run(capsys, "tools", "calc")
@@ -54,7 +54,7 @@ def test_http_server_with_a_token_and_ls_reports_a_dead_one(capsys, memory_keyri
         assert (code, out) == (0, "over http\n")
         code, out, _ = run(capsys, "ls", "--json")
     rows = {r["name"]: r for r in json.loads(out)}
-    assert rows["web"]["tools"] == 6 and rows["dead"]["tools"] is None
+    assert rows["web"]["tools"] == 7 and rows["dead"]["tools"] is None
     assert rows["dead"]["status"].startswith("failed: MCP server 'dead' could not start")
 
 

@@ -15,6 +15,7 @@ MARKER = "MCP-7731"  # in the weather tool's answer, so a test can find it in a 
 BIG_CHARS = 1024 * 1024
 
 mcp = FastMCP("fireside-test")
+_weather_calls = [0]
 
 
 @mcp.tool()
@@ -32,7 +33,14 @@ def echo(text: str) -> str:
 @mcp.tool()
 def weather(city: str) -> str:
     """Today's weather forecast for a city."""
+    _weather_calls[0] += 1
     return f"Forecast for {city}: sunny, 21 C (station {MARKER})"
+
+
+@mcp.tool()
+def weather_calls() -> int:
+    """How many times this server has run the weather tool."""
+    return _weather_calls[0]
 
 
 @mcp.tool()
