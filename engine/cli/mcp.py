@@ -7,6 +7,8 @@ server, its token kept in the OS keyring. Servers live in ``mcp.json`` in the co
 ``mcpServers`` shape Claude Desktop, LM Studio and Jan use, so a config from them can be pasted in.
 ``ls`` starts each server and says whether it answers and with how many tools; ``tools NAME`` lists
 a server's tools; ``call NAME TOOL 'JSON'`` runs one tool and prints its result, for debugging a server.
+``fireside chat --tools`` (``ToolChat`` below) offers the tools in a terminal chat, each call shown
+with its full arguments and asked about before it runs.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ import argparse
 import json
 import os
 import sys
+import threading
+from typing import Any
 
 from ..errors import McpServerError
 from ..mcp import McpConfig, McpHub, McpServer, Timeouts
+from ..mcp.loop import PendingCall, ToolLoop, ToolStep
+from ..runtime.types import Chunk, Sampling
 from ..settings import Settings
 from .fmt import print_json, table
 
@@ -167,3 +173,79 @@ def cmd_call(args: argparse.Namespace) -> int:
         print(f"fireside: {args.tool} reported an error", file=sys.stderr)
         return 1
     return 0
+
+
+# --- `fireside chat --tools` ---------------------------------------------------------------------
+def add_chat_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("tools (MCP servers from `fireside mcp ls`)")
+    g.add_argument("--tools", action="store_true", help="offer the tools of every MCP server; each call is "
+                                                        "shown and asked about before it runs")
+    g.add_argument("--server", action="append", default=[], metavar="NAME", help="only this server's tools "
+                                                                                 "(repeatable)")
+    g.add_argument("--max-steps", type=int, default=8, help="rounds of tool calls per reply (default 8)")
+    g.add_argument("--tool-choice", default="auto",
+                   help="auto, required, or a tool's name to make the model call it first (a grammar forces it)")
+
+
+def ask_terminal(call: PendingCall, *, read=input, out=None) -> str:
+    """The approval prompt: the server, the tool and the full arguments, then run / deny / always."""
+    out = out or sys.stderr
+    out.write(f"\n[tool call] server {call.server}, tool {call.tool}, arguments:\n")
+    out.write("".join(f"  {line}\n" for line in call.pretty_arguments().splitlines()))
+    while True:
+        out.write("Run it? [y]es, [n]o, [a]lways for this chat: ")
+        out.flush()
+        try:
+            answer = read().strip().lower()
+        except EOFError:
+            return "deny"
+        if answer in ("y", "yes", "n", "no", "a", "always"):
+            return {"y": "run", "n": "deny", "a": "always"}[answer[0]]
+
+
+def _show_step(step: ToolStep) -> None:
+    shown = step.content if len(step.content) <= 2000 else step.content[:2000] + f" [... {len(step.content):,} chars]"
+    sys.stderr.write(f"[tool {step.outcome}: {step.call.tool}]\n{shown}\n\n")  # plain text, never interpreted
+    sys.stderr.flush()
+
+
+def _show_chunk(chunk: Chunk) -> None:
+    if chunk.kind == "text":
+        sys.stdout.write(chunk.text)
+        sys.stdout.flush()
+
+
+class ToolChat:
+    """The tool side of ``fireside chat --tools``: one hub and one loop for the whole session."""
+
+    def __init__(self, args: argparse.Namespace, runtime: Any):
+        settings = Settings.from_env()
+        self.hub = McpHub(settings)
+        self.choice = _tool_choice(args.tool_choice)
+        tools, errors = self.hub.all_tools(args.server or None)
+        for error in errors.values():
+            print(f"note: {error}", file=sys.stderr)
+        print(f"tools: {', '.join(f'{t.server}/{t.name}' for t in tools) or 'none'}", file=sys.stderr)
+        self.loop = ToolLoop(runtime, self.hub, tools, ask_terminal, max_steps=args.max_steps,
+                             on_chunk=_show_chunk, on_step=_show_step)
+
+    def reply(self, model: str, messages: list[dict], sampling: Sampling) -> list[dict]:
+        """Answer ``messages`` with tools; the new messages for the history (none when stopped by Ctrl-C)."""
+        cancel = threading.Event()
+        try:
+            result = self.loop.run(model, messages, sampling, cancel, tool_choice=self.choice)
+        except KeyboardInterrupt:
+            cancel.set()
+            print("\n[stopped]")
+            return []
+        print()
+        if result.hit_step_limit:
+            print(f"note: the step limit ({self.loop.max_steps}) was reached", file=sys.stderr)
+        return result.messages
+
+    def close(self) -> None:
+        self.hub.close()
+
+
+def _tool_choice(value: str) -> str | dict:
+    return value if value in ("auto", "required", "none") else {"type": "function", "function": {"name": value}}

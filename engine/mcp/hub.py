@@ -76,11 +76,12 @@ class McpHub:
         conn = self._connection(name)
         return self._run(conn.list_tools(), self.timeouts.start_s + self.timeouts.list_s)
 
-    def all_tools(self) -> tuple[list[McpTool], dict[str, str]]:
-        """The tools of every enabled server, and the error of each server that could not list them."""
+    def all_tools(self, names: list[str] | None = None) -> tuple[list[McpTool], dict[str, str]]:
+        """The tools of every enabled server (or of those in ``names``), and the error of each server
+        that could not list them."""
         tools, errors = [], {}
         for server in self.config.list():
-            if server.disabled:
+            if server.disabled or (names is not None and server.name not in names):
                 continue
             try:
                 tools += self.tools(server.name)
