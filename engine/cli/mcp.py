@@ -7,6 +7,7 @@ server, its token kept in the OS keyring. Servers live in ``mcp.json`` in the co
 ``mcpServers`` shape Claude Desktop, LM Studio and Jan use, so a config from them can be pasted in.
 ``ls`` starts each server and says whether it answers and with how many tools; ``tools NAME`` lists
 a server's tools; ``call NAME TOOL 'JSON'`` runs one tool and prints its result, for debugging a server.
+``import [PATH]`` copies the servers of Claude Desktop, LM Studio or Jan.
 ``fireside chat --tools`` (``ToolChat`` below) offers the tools in a terminal chat, each call shown
 with its full arguments and asked about before it runs.
 """
@@ -18,10 +19,12 @@ import json
 import os
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from ..errors import McpServerError
 from ..mcp import McpConfig, McpHub, McpServer, Timeouts
+from ..mcp.imports import import_file, known_configs
 from ..mcp.loop import PendingCall, ToolLoop, ToolStep
 from ..runtime.types import Chunk, Sampling
 from ..settings import Settings
@@ -56,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("name")
     t.add_argument("--json", action="store_true", help="print names, descriptions and input schemas as JSON")
     t.set_defaults(handler=cmd_tools)
+    i = msub.add_parser("import", help="copy servers from Claude Desktop, LM Studio or Jan (or a JSON file)")
+    i.add_argument("path", nargs="?", help="a file with an \"mcpServers\" object (default: every app's file found)")
+    i.add_argument("--replace", action="store_true", help="replace servers Fireside already has by that name")
+    i.set_defaults(handler=cmd_import)
     c = msub.add_parser("call", help="run one tool and print its result")
     c.add_argument("name")
     c.add_argument("tool")
@@ -156,6 +163,25 @@ def cmd_tools(args: argparse.Namespace) -> int:
     for tool in tools:
         summary = tool.description.strip().splitlines()[0] if tool.description.strip() else ""
         print(f"{tool.name}  {summary}".rstrip())
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    config = McpConfig(Settings.from_env())
+    sources = [("", Path(args.path))] if args.path else known_configs(Path.home())
+    if not sources:
+        print("found no Claude Desktop, LM Studio or Jan MCP config; give a file: `fireside mcp import PATH`")
+        return 0
+    for app, path in sources:
+        report = import_file(config, path, replace=args.replace)
+        print(f"{app + ': ' if app else ''}{path}")
+        for name in report.added:
+            print(f"  added {name}: {config.get(name).describe()}")
+        for name in report.kept:
+            print(f"  kept {name}: Fireside already has a server by that name (--replace to take this one)")
+        for name, why in report.refused.items():
+            print(f"  skipped {name}: {why}")
+    print("stdio servers run with your rights when a chat uses them; check the commands above")
     return 0
 
 

@@ -63,3 +63,28 @@ def test_add_refuses_both_or_neither_transport(capsys):
     assert code == 1 and "either a command after -- " in err
     code, _, err = run(capsys, "add", "x")
     assert code == 1 and "either a command" in err
+
+
+def test_import_copies_claude_desktop_and_lm_studio_servers_and_shows_their_commands(capsys, tmp_path,
+                                                                                      monkeypatch):
+    home = tmp_path / "home"
+    claude = home / ".config/Claude/claude_desktop_config.json"
+    claude.parent.mkdir(parents=True)
+    claude.write_text(json.dumps({"mcpServers": {
+        "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]},
+        "old": {"url": "http://127.0.0.1:9/sse"}}}))
+    lms = home / ".lmstudio/mcp.json"
+    lms.parent.mkdir(parents=True)
+    lms.write_text(json.dumps({"mcpServers": {"files": {"command": "other"},
+                                              "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"X": "1"}}}}))
+    monkeypatch.setenv("HOME", str(home))
+    code, out, _ = run(capsys, "import")
+    assert code == 0
+    assert "added files: npx -y @modelcontextprotocol/server-filesystem /srv" in out
+    assert "skipped old: MCP server 'old' uses the old SSE transport" in out
+    assert "kept files: Fireside already has a server by that name" in out and "added web:" in out
+    servers = json.loads((Settings.from_env().config_dir / "mcp.json").read_text())["mcpServers"]
+    assert servers == {"files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"]},
+                       "web": {"url": "http://127.0.0.1:9/mcp", "headers": {"X": "1"}}}
+    code, out, _ = run(capsys, "import", str(lms), "--replace")
+    assert code == 0 and "added files: other" in out
