@@ -193,4 +193,5 @@ class Connection:
             raise McpServerError(f"MCP server {self.server.name!r} refused {doing}: {describe(exc)}") from None
         except Exception as exc:
             await self.shutdown()
-            raise McpServerError(self.fail(f"failed while {doing}: {describe(exc)}")) from None
+            what = "answered with a malformed reply" if type(exc).__name__ == "ValidationError" else "failed"
+            raise McpServerError(self.fail(f"{what} while {doing} ({describe(exc)})")) from None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ from fireside.engine.mcp import McpConfig, McpHub, McpServer, Timeouts
 from fireside.engine.settings import Settings
 from tests.helpers.mcp_fixtures import http_server, stdio_server
 from tests.helpers.mcp_server import BIG_CHARS
+
+MALFORMED = Path(__file__).parents[1] / "helpers" / "mcp_malformed.py"
 
 CALL_S = 3.0
 
@@ -123,3 +126,20 @@ def test_a_config_pasted_from_claude_desktop_or_jan_is_read_and_kept(tmp_path):
         config.add(McpServer(name="neither"))
     with pytest.raises(McpServerError, match="not a usable MCP server name"):
         config.add(McpServer(name="../x", command="true"))
+
+
+def test_malformed_answers_are_clear_errors_within_the_bound(tmp_path):
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
+    config = McpConfig(settings)
+    config.add(McpServer(name="badlist", command=sys.executable, args=[str(MALFORMED)]))
+    config.add(McpServer(name="bad", command=sys.executable, args=[str(MALFORMED), "--good-list"]))
+    with McpHub(settings, config, timeouts=Timeouts(start_s=20, list_s=5, call_s=2)) as hub:
+        with pytest.raises(McpServerError, match="'badlist' answered with a malformed reply while listing its tools"):
+            hub.tools("badlist")
+        assert [t.name for t in hub.tools("bad")] == ["shape", "noise"]
+        with pytest.raises(McpServerError, match="'bad' answered with a malformed reply while calling 'shape'"):
+            hub.call("bad", "shape")
+        started = time.monotonic()
+        with pytest.raises(McpTimeout, match="'bad' did not answer within 2 s while calling 'noise'"):
+            hub.call("bad", "noise")
+        assert time.monotonic() - started < 2 + 8
