@@ -143,3 +143,27 @@ def test_malformed_answers_are_clear_errors_within_the_bound(tmp_path):
         with pytest.raises(McpTimeout, match="'bad' did not answer within 2 s while calling 'noise'"):
             hub.call("bad", "noise")
         assert time.monotonic() - started < 2 + 8
+
+
+def test_threads_may_call_at_once_even_while_the_server_is_starting(tmp_path):
+    import concurrent.futures
+
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
+    config = McpConfig(settings)
+    config.add(stdio_server("calc"))
+    with McpHub(settings, config, timeouts=Timeouts(start_s=60)) as hub, \
+            concurrent.futures.ThreadPoolExecutor(8) as pool:
+        sums = list(pool.map(lambda n: hub.call("calc", "add", {"a": n, "b": 1000}).text, range(16)))
+        assert sums == [str(n + 1000) for n in range(16)]
+        assert len([s for s in hub.statuses() if s.state == "running"]) == 1
+
+
+def test_cancel_returns_from_a_running_call_at_once(hub):
+    import threading
+
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(McpServerError, match="cancelled"):
+        hub.call("b", "hang", cancel=cancel)  # its bound is 3 s: returning in well under that is the cancel
+    assert time.monotonic() - started < 2.0
