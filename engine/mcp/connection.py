@@ -101,6 +101,7 @@ class Connection:
                 ready.set_exception(exc) if isinstance(exc, Exception) else ready.cancel()
             elif not isinstance(exc, asyncio.CancelledError):
                 log.warning("MCP server %s stopped: %s", self.server.name, describe(exc))
+                self.fail(f"stopped: {describe(exc)}")
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
@@ -110,13 +111,13 @@ class Connection:
         if self.server.url:
             import httpx
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
             headers = dict(self.server.headers)
             if self.token:
                 headers["Authorization"] = f"Bearer {self.token}"
             timeout = httpx.Timeout(self.timeouts.start_s, read=self.call_timeout + 5)
-            client = await stack.enter_async_context(create_mcp_http_client(headers=headers, timeout=timeout))
+            # redirects stay off, as the SDK's own client has them: the SDK follows same-origin ones itself
+            client = await stack.enter_async_context(httpx.AsyncClient(headers=headers, timeout=timeout))
             return await stack.enter_async_context(streamable_http_client(self.server.url, http_client=client))
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
