@@ -23,7 +23,9 @@
     │       ├── DiskFull        not enough free space to start or finish
     │       └── DownloadCancelled  the user cancelled; the part file stays for a resume
     ├── ServerError             the local API server could not start or stop
-    └── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
+    ├── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
+    └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
+        └── McpTimeout          an MCP server did not answer within its time limit
 
 Each error carries a message meant for a person: what went wrong and, where there is one, what to do.
 """
@@ -135,9 +137,18 @@ class ServerError(FiresideError):
 class ReadOnlyData(FiresideError):
     """Saved data (the chats database) comes from a newer Fireside: it is shown, but not written."""
 
+
 class GrammarRejected(RuntimeFailure):
     """A JSON schema or grammar is over a limit, or llama.cpp cannot compile it; ``limit`` names which."""
 
     def __init__(self, message: str, limit: str = ""):
         super().__init__(message)
         self.limit = limit
+
+
+class McpServerError(FiresideError):
+    """An MCP tool server is unknown, failed to start, crashed mid-call, or answered with something malformed."""
+
+
+class McpTimeout(McpServerError):
+    """An MCP server did not start, list its tools or finish a call within its time limit."""

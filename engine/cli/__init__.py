@@ -9,9 +9,9 @@ import sys
 
 from ..deps import check_floors
 from ..errors import FiresideError
-from . import bench, chat, library, models, remote, server
+from . import bench, chat, library, mcp, models, remote, server
 
-GROUPS = [models, chat, library, server, bench, remote]
+GROUPS = [models, chat, library, server, bench, remote, mcp]
 
 
 def build_parser() -> argparse.ArgumentParser:

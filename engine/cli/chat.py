@@ -3,7 +3,8 @@
 ``chat`` streams replies as they decode; a line ending in ``\\`` continues on the next line, and a
 line of ``\"\"\"`` opens and closes a multi-line block. ``/system TEXT`` sets the system prompt,
 ``/clear`` starts over, ``/bye`` (or Ctrl-D) leaves. Ctrl-C during a reply stops that reply and keeps
-the conversation. ``run`` prints one reply for scripts. ``ps`` asks a running Fireside server which
+the conversation. ``--tools`` offers the tools of the MCP servers (``fireside mcp``), each call
+asked about first. ``run`` prints one reply for scripts. ``ps`` asks a running Fireside server which
 models it has loaded.
 """
 
@@ -20,6 +21,7 @@ from ..runtime.runtime import Runtime
 from ..runtime.types import ChatRequest, Sampling, Usage
 from ..settings import Settings
 from .fmt import human_bytes, table
+from .mcp import ToolChat, add_chat_options
 from .models import add_load_options, load_options
 
 HELP = "Commands: /system TEXT, /clear, /bye. End a line with \\ to continue it; \"\"\" opens a block."
@@ -31,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--system", help="system prompt")
     _add_sampling(p)
     add_load_options(p)
+    add_chat_options(p)
     p.set_defaults(handler=cmd_chat)
 
     p = sub.add_parser("run", help="print one reply to a prompt (for scripts)")
@@ -127,10 +130,12 @@ def _read_prompt() -> str | None:
 
 def cmd_chat(args: argparse.Namespace) -> int:
     runtime, _ = _start(args)
+    tools = None
     system = args.system
     history: list[dict] = []
-    print(f"Chatting with {args.model}. {HELP}", file=sys.stderr)
     try:
+        tools = ToolChat(args, runtime) if args.tools else None
+        print(f"Chatting with {args.model}. {HELP}", file=sys.stderr)
         while True:
             try:
                 prompt = _read_prompt()
@@ -151,9 +156,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 continue
             history.append({"role": "user", "content": prompt})
             messages = ([{"role": "system", "content": system}] if system else []) + history
+            if tools:
+                history += tools.reply(args.model, messages, _sampling(args))
+                continue
             reply, _ = _stream(runtime, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
             history.append({"role": "assistant", "content": reply})
     finally:
+        if tools:
+            tools.close()
         runtime.close()
 
 
