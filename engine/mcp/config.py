@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import McpServerError
+from ..secrets import SecretStore
 from ..settings import Settings
 
 KEYRING_SERVICE = "Fireside MCP servers"
@@ -109,37 +110,11 @@ def to_entry(server: McpServer) -> dict[str, Any]:
     return entry
 
 
-class TokenStore:
+class TokenStore(SecretStore):
     """Bearer tokens in the OS keyring, one entry per server name. A missing keyring is a clear error."""
 
-    def get(self, name: str) -> str | None:
-        import keyring
-        from keyring.errors import KeyringError
-
-        try:
-            return keyring.get_password(KEYRING_SERVICE, name)
-        except KeyringError as exc:
-            raise McpServerError(f"the token of MCP server {name!r} could not be read from the OS keyring: "
-                                 f"{exc}") from None
-
-    def set(self, name: str, token: str) -> None:
-        import keyring
-        from keyring.errors import KeyringError
-
-        try:
-            keyring.set_password(KEYRING_SERVICE, name, token)
-        except KeyringError as exc:
-            raise McpServerError(f"no OS keyring is available to keep the token of {name!r} ({exc}); add the "
-                                 f"server without --token, or install a keyring backend") from None
-
-    def delete(self, name: str) -> None:
-        import keyring
-        from keyring.errors import KeyringError, PasswordDeleteError
-
-        try:
-            keyring.delete_password(KEYRING_SERVICE, name)
-        except (PasswordDeleteError, KeyringError):
-            pass  # nothing stored, or no keyring at all: nothing to remove
+    def __init__(self):
+        super().__init__(KEYRING_SERVICE, McpServerError, "token of MCP server", "add the server without --token")
 
 
 class McpConfig:

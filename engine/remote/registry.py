@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from ..errors import RemoteError
 from ..fsutil import atomic_write
+from ..secrets import SecretStore
 from ..settings import Settings
 
 KEYRING_SERVICE = "Fireside remote engines"
@@ -31,37 +32,11 @@ class RemoteEndpoint:
     has_key: bool = False
 
 
-class KeyringStore:
+class KeyringStore(SecretStore):
     """Remote keys in the OS keyring, one entry per remote name. A missing keyring is a clear error."""
 
-    def get(self, name: str) -> str | None:
-        import keyring
-        from keyring.errors import KeyringError
-
-        try:
-            return keyring.get_password(KEYRING_SERVICE, name)
-        except KeyringError as exc:
-            raise RemoteError(f"the key of remote engine {name!r} could not be read from the OS keyring: "
-                              f"{exc}") from None
-
-    def set(self, name: str, key: str) -> None:
-        import keyring
-        from keyring.errors import KeyringError
-
-        try:
-            keyring.set_password(KEYRING_SERVICE, name, key)
-        except KeyringError as exc:
-            raise RemoteError(f"no OS keyring is available to keep the key of {name!r} ({exc}); "
-                              f"add the remote without --api-key, or install a keyring backend") from None
-
-    def delete(self, name: str) -> None:
-        import keyring
-        from keyring.errors import KeyringError, PasswordDeleteError
-
-        try:
-            keyring.delete_password(KEYRING_SERVICE, name)
-        except (PasswordDeleteError, KeyringError):
-            pass  # nothing stored, or no keyring at all: nothing to remove
+    def __init__(self):
+        super().__init__(KEYRING_SERVICE, RemoteError, "key of remote engine", "add the remote without --api-key")
 
 
 def normalize_url(url: str) -> str:
