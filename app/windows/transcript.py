@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..store import Message
-from .markdown import render
+from .markdown import plain, render
 
 
 def is_dark() -> bool:
@@ -98,7 +98,7 @@ class MessageView(QFrame):
 
     def _build(self, branch: tuple[int, int]) -> None:
         who = "You" if self.message.role == "user" else (self.message.model_id or "Assistant")
-        self.who = QLabel(f"<b>{who}</b>")
+        self.who = QLabel(f"<b>{who}</b>", wordWrap=True)
         self.thought = QToolButton(checkable=True, visible=False)
         self.thought.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
         self.thought.setArrowType(Qt.RightArrow)
@@ -107,7 +107,10 @@ class MessageView(QFrame):
         self.reasoning.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.body = _Body(self)
         self.body.anchorClicked.connect(self._on_body_anchor_clicked)
-        self.stats = QLabel(objectName="stats")
+        # The stats line wraps (it can be longer than a narrow window is wide): a label that does not
+        # would set the card's minimum width and push Edit and Regenerate past the right edge.
+        self.stats = QLabel(objectName="stats", wordWrap=True)
+        self.stats.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 8, 12, 8)
         lay.addWidget(self.who)
@@ -128,8 +131,7 @@ class MessageView(QFrame):
             row.addWidget(w)
         self.prev_branch.setEnabled(index > 0)
         self.next_branch.setEnabled(index < count - 1)
-        row.addWidget(self.stats)
-        row.addStretch(1)
+        row.addWidget(self.stats, 1)
         self.copy_button = self._button("Copy", "Copy this message", self._on_copy_clicked)
         row.addWidget(self.copy_button)
         if self.message.role == "user":
@@ -150,7 +152,7 @@ class MessageView(QFrame):
     def set_content(self, content: str, reasoning: str = "", reasoning_s: float | None = None) -> None:
         self.message.content, self.message.reasoning = content, reasoning
         shown = content if content or self.message.role == "user" else "…"
-        rendered = render(shown, is_dark())
+        rendered = plain(shown) if self.message.role == "user" else render(shown, is_dark())
         self.code_blocks = rendered.code_blocks
         self.body.setHtml(rendered.html)
         self.thought.setVisible(bool(reasoning))
