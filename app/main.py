@@ -108,8 +108,21 @@ def _make_runtime(settings: Settings):
     return Runtime(settings)
 
 
+def _check_binding() -> None:
+    """PySide6 6.12.0 on CPython < 3.12 uses up a reference to True with each signal emitted and one to
+    None with each Qt call that returns nothing; a long session then dies at exit ("bool_dealloc").
+    pyproject.toml keeps it out; an environment that has it anyway is told why it will crash."""
+    import PySide6
+
+    if PySide6.__version__ == "6.12.0" and sys.version_info < (3, 12):
+        log.warning("PySide6 6.12.0 on Python %d.%d loses references to True and None and crashes long "
+                    "sessions at exit: install PySide6-Essentials 6.11 (pip install 'PySide6-Essentials!=6.12.0')",
+                    *sys.version_info[:2])
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _check_binding()
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("Fireside")
     app.setQuitOnLastWindowClosed(False)  # the tray may keep the server running; quit goes through us
