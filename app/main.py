@@ -40,7 +40,7 @@ class Fireside:
         self.tray = None
 
     def start(self):
-        from .theme import apply_theme
+        from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
 
         s = self.settings
@@ -58,7 +58,8 @@ class Fireside:
         log.info("5/8 task pool and engine bridge")
         self.ctx = AppContext(s, prefs, store, runtime, tasks, bridge)
         apply_theme(prefs.get("theme"))
-        log.info("6/8 theme: %s", prefs.get("theme"))
+        QApplication.setWindowIcon(app_icon())
+        log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
         self.window = MainWindow(self.ctx)
         log.info("7/8 main window")
         if self._want_tray:

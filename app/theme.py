@@ -11,11 +11,20 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication, QStyleFactory
 
 log = logging.getLogger(__name__)
 STYLE_SHEET = Path(__file__).resolve().parent.parent / "resources" / "styles" / "fireside.qss"
+APP_ICON = STYLE_SHEET.parent.parent / "icons" / "fireside.svg"
+
+
+def app_icon() -> QIcon:
+    """Fireside's flame (``resources/icons/fireside.svg``) for the window, the tray and the task bar;
+    null only if the file is missing from a broken install."""
+    if not APP_ICON.exists():
+        log.warning("the app icon %s is missing", APP_ICON)
+    return QIcon(str(APP_ICON))
 
 
 def dark_palette() -> QPalette:
