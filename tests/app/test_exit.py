@@ -21,7 +21,8 @@ import pytest
 
 from tests.helpers.hubfixtures import run_fakehub
 
-pytestmark = pytest.mark.model
+RUNS = int(os.environ.get("FIRESIDE_EXIT_RUNS", "1"))
+pytestmark = [pytest.mark.model, pytest.mark.timeout(120 + 120 * RUNS)]
 ROOT = Path(__file__).resolve().parents[2]
 fakehub = pytest.fixture(run_fakehub)
 
@@ -50,8 +51,7 @@ def _session(home: Path, hub_url: str) -> tuple[int, str]:
 
 
 def test_app_exits_cleanly_after_long_sessions(tmp_path, fakehub):
-    runs = int(os.environ.get("FIRESIDE_EXIT_RUNS", "1"))
-    failures = []
+    runs, failures = RUNS, []
     for n in range(runs):
         code, err = _session(tmp_path / f"home{n}", fakehub.url)
         if code != 0 or "Fatal Python error" in err or "Traceback" in err:
