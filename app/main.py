@@ -139,11 +139,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _quit_on_signals(app: QApplication) -> None:
-    """Ctrl+C or SIGTERM in a terminal quits through the same shutdown sequence as the Quit menu."""
-    from PySide6.QtCore import QTimer
+    """Ctrl+C or SIGTERM in a terminal quits through the same shutdown sequence as the Quit menu.
+
+    The handler only queues the quit. Python runs a signal handler between any two bytecodes of the GUI
+    thread, so quitting right there ran the whole shutdown inside whatever that code was doing: inside
+    ``ThreadPoolExecutor.submit`` it waited forever for the lock ``submit`` held (tests/app/test_signals.py).
+    """
+    from PySide6.QtCore import QMetaObject, Qt, QTimer
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: app.quit())
+        signal.signal(sig, lambda *_: QMetaObject.invokeMethod(app, "quit", Qt.QueuedConnection))
     timer = QTimer(app, interval=250)  # lets Python run its signal handlers while Qt's loop spins
     timer.timeout.connect(lambda: None)
     timer.start()

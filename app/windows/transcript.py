@@ -106,6 +106,7 @@ class MessageView(QFrame):
         self.thought.setArrowType(Qt.RightArrow)
         self.thought.toggled.connect(self._on_thought_toggled)
         self.reasoning = QLabel(wordWrap=True, visible=False, objectName="reasoning")
+        self.reasoning.setTextFormat(Qt.PlainText)  # the model's words: a tag in them is text, not markup
         self.reasoning.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.body = _Body(self)
         self.body.anchorClicked.connect(self._on_body_anchor_clicked)

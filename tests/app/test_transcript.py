@@ -4,6 +4,7 @@ however long the stats line), your text exactly as typed, and the model's Markdo
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 pytestmark = pytest.mark.gui
@@ -70,3 +71,5 @@ def test_model_markdown_renders_but_raw_html_stays_text(qtbot):
     assert "<think>" in shown and "</think>" in shown and "<b>a tag</b>" in shown and "<div>block</div>" in shown
     assert "**" not in shown, "the model's Markdown was not rendered"
     assert "font-weight:700" in card.body.toHtml()
+    card.set_content(text, reasoning="maybe <b>bold</b>?", reasoning_s=1.0)
+    assert card.reasoning.textFormat() == Qt.PlainText and "<b>bold</b>" in card.reasoning.text()
