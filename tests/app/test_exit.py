@@ -42,7 +42,12 @@ def _session(home: Path, hub_url: str) -> tuple[int, str]:
         line = proc.stdout.readline()
         assert line.strip() == "ready", f"the session did not finish its script: {line!r}\n{proc.stderr.read()}"
         proc.send_signal(signal.SIGTERM)
-        _out, err = proc.communicate(timeout=60)
+        try:
+            _out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # a hang at exit is not a clean exit either
+            proc.kill()
+            _out, err = proc.communicate()
+            return -1, "hung at exit:\n" + err
     finally:
         if proc.poll() is None:
             proc.kill()
