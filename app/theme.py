@@ -20,11 +20,14 @@ APP_ICON = STYLE_SHEET.parent.parent / "icons" / "fireside.svg"
 
 
 def app_icon() -> QIcon:
-    """Fireside's flame (``resources/icons/fireside.svg``) for the window, the tray and the task bar;
-    null only if the file is missing from a broken install."""
-    if not APP_ICON.exists():
-        log.warning("the app icon %s is missing", APP_ICON)
-    return QIcon(str(APP_ICON))
+    """Fireside's flame (``resources/icons/fireside.svg``) for the window, the tray and the task bar.
+    Where Qt cannot draw the SVG (a build without its SVG icon engine) the installed theme icon, which
+    installers/icons.py renders from the same file, stands in."""
+    icon = QIcon(str(APP_ICON))
+    if icon.pixmap(32, 32).isNull():
+        log.warning("cannot draw the app icon %s; using the installed theme icon", APP_ICON)
+        icon = QIcon.fromTheme("fireside", icon)
+    return icon
 
 
 def dark_palette() -> QPalette:

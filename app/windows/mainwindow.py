@@ -191,7 +191,7 @@ class MainWindow(QMainWindow):
         dirs = self.ctx.settings.models_dirs
         dirs[1:] = [Path(f) for f in folders]
         self.ctx.prefs.data["models_dirs"] = list(folders)  # what another window saved; ours is stale
-        self.pages["Settings"]._show_folders()
+        self.pages["Settings"].show_folders()
         self._on_watcher_library_changed()
 
     @Slot(str, object)
