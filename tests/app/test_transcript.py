@@ -73,3 +73,18 @@ def test_model_markdown_renders_but_raw_html_stays_text(qtbot):
     assert "font-weight:700" in card.body.toHtml()
     card.set_content(text, reasoning="maybe <b>bold</b>?", reasoning_s=1.0)
     assert card.reasoning.textFormat() == Qt.PlainText and "<b>bold</b>" in card.reasoning.text()
+
+
+def test_a_failed_reply_offers_retry(qtbot):
+    from fireside.app.store import Message
+    from fireside.app.windows.transcript import MessageView
+
+    card = MessageView(Message(3, 1, 1, "assistant", "half a repl", "error", "m", 0.0), (0, 1))
+    qtbot.addWidget(card)
+    card.show()
+    assert card.retry_button.isVisible() and "the reply failed" in card.stats.text()
+    with qtbot.waitSignal(card.retry_requested) as asked:
+        card.retry_button.click()
+    assert asked.args == [3]
+    card.set_stats({"completion_tokens": 5}, "complete")
+    assert not card.retry_button.isVisible()
