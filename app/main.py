@@ -41,7 +41,7 @@ class Fireside:
         self.tray = None
 
     def start(self):
-        from .theme import apply_theme
+        from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
 
         s = self.settings
@@ -59,7 +59,8 @@ class Fireside:
         log.info("5/8 task pool and engine bridge")
         self.ctx = AppContext(s, prefs, store, runtime, tasks, bridge)
         apply_theme(prefs.get("theme"))
-        log.info("6/8 theme: %s", prefs.get("theme"))
+        QApplication.setWindowIcon(app_icon())
+        log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
         self.window = MainWindow(self.ctx)
         log.info("7/8 main window")
         from fireside.engine.deps import check_floors
@@ -115,11 +116,25 @@ def _make_runtime(settings: Settings):
     return Runtime(settings)
 
 
+def _check_binding() -> None:
+    """PySide6 6.12.0 on CPython < 3.12 uses up a reference to True with each signal emitted and one to
+    None with each Qt call that returns nothing; a long session then dies at exit ("bool_dealloc").
+    pyproject.toml keeps it out; an environment that has it anyway is told why it will crash."""
+    import PySide6
+
+    if PySide6.__version__ == "6.12.0" and sys.version_info < (3, 12):
+        log.warning("PySide6 6.12.0 on Python %d.%d loses references to True and None and crashes long "
+                    "sessions at exit: install PySide6-Essentials 6.11 (pip install 'PySide6-Essentials!=6.12.0')",
+                    *sys.version_info[:2])
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not QApplication.instance() and systemlibs.uses_xcb() and (lacking := systemlibs.missing()):
         print(systemlibs.advice(lacking), file=sys.stderr)  # instead of Qt's abort with no names
         return 1
+
+    _check_binding()
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("Fireside")
     app.setQuitOnLastWindowClosed(False)  # the tray may keep the server running; quit goes through us
@@ -135,11 +150,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _quit_on_signals(app: QApplication) -> None:
-    """Ctrl+C or SIGTERM in a terminal quits through the same shutdown sequence as the Quit menu."""
-    from PySide6.QtCore import QTimer
+    """Ctrl+C or SIGTERM in a terminal quits through the same shutdown sequence as the Quit menu.
+
+    The handler only queues the quit. Python runs a signal handler between any two bytecodes of the GUI
+    thread, so quitting right there ran the whole shutdown inside whatever that code was doing: inside
+    ``ThreadPoolExecutor.submit`` it waited forever for the lock ``submit`` held (tests/app/test_signals.py).
+    """
+    from PySide6.QtCore import QMetaObject, Qt, QTimer
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: app.quit())
+        signal.signal(sig, lambda *_: QMetaObject.invokeMethod(app, "quit", Qt.QueuedConnection))
     timer = QTimer(app, interval=250)  # lets Python run its signal handlers while Qt's loop spins
     timer.timeout.connect(lambda: None)
     timer.start()

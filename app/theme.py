@@ -11,11 +11,23 @@ import logging
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication, QStyleFactory
 
 log = logging.getLogger(__name__)
 STYLE_SHEET = Path(__file__).resolve().parent.parent / "resources" / "styles" / "fireside.qss"
+APP_ICON = STYLE_SHEET.parent.parent / "icons" / "fireside.svg"
+
+
+def app_icon() -> QIcon:
+    """Fireside's flame (``resources/icons/fireside.svg``) for the window, the tray and the task bar.
+    Where Qt cannot draw the SVG (a build without its SVG icon engine) the installed theme icon, which
+    installers/icons.py renders from the same file, stands in."""
+    icon = QIcon(str(APP_ICON))
+    if icon.pixmap(32, 32).isNull():
+        log.warning("cannot draw the app icon %s; using the installed theme icon", APP_ICON)
+        icon = QIcon.fromTheme("fireside", icon)
+    return icon
 
 
 def dark_palette() -> QPalette:

@@ -4,8 +4,10 @@ server here (the user's choice in Settings); Quit always goes through the app's 
 
 from __future__ import annotations
 
-from PySide6.QtGui import QAction, QIcon
-from PySide6.QtWidgets import QApplication, QMenu, QStyle, QSystemTrayIcon
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QApplication, QMenu, QSystemTrayIcon
+
+from .theme import app_icon
 
 
 class Tray:
@@ -14,8 +16,7 @@ class Tray:
     def __init__(self, fireside):
         self.fireside = fireside
         window = fireside.window
-        icon = QIcon.fromTheme("fireside", window.style().standardIcon(QStyle.SP_ComputerIcon))
-        self.icon = QSystemTrayIcon(icon, window)
+        self.icon = QSystemTrayIcon(app_icon(), window)
         self.icon.setToolTip("Fireside")
         menu = QMenu(window)
         show = QAction("Show Fireside", menu)

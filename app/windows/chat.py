@@ -6,7 +6,8 @@ empty assistant message is stored as ``streaming`` and the bridge streams into i
 is written to the store *before* it is shown, so a crash never loses text the user saw. Stop sets the
 reply's cancel event; Regenerate adds a sibling reply; editing a message adds a sibling question and
 a fresh reply, and the ``‹ n/m ›`` switchers flip between those branches. A model that is not loaded
-yet is loaded (with progress) first and the reply starts when it is ready.
+yet is loaded (with progress) first and the reply starts when it is ready. A reply that failed, or a
+message left unanswered because its model did not load, offers Retry, which sends it again.
 """
 
 from __future__ import annotations
@@ -166,6 +167,7 @@ class ChatPage(QWidget):
         self.transcript.edit_requested.connect(self.edit_message)
         self.transcript.regenerate_requested.connect(self.regenerate)
         self.transcript.branch_requested.connect(self.flip_branch)
+        self.transcript.retry_requested.connect(self.retry)
         self.composer.submitted.connect(self.send)
         self.composer.cancelled.connect(self._cancel_edit)
         self.send_button.clicked.connect(self.send)
@@ -293,6 +295,18 @@ class ChatPage(QWidget):
         self._reply_to(user)
 
     @Slot(int)
+    def retry(self, message_id: int) -> None:
+        """Send again: a failed reply is regenerated; your unanswered last message gets its reply."""
+        msg = self.store.message(message_id)
+        if msg.role == "assistant":
+            return self.regenerate(message_id)
+        if self.active is not None or self.pending_parent is not None or not self.model_bar.current():
+            return
+        thread = self.store.thread(msg.conversation_id)
+        if thread and thread[-1].id == msg.id:
+            self._reply_to(msg)
+
+    @Slot(int)
     def edit_message(self, message_id: int) -> None:
         if self.active is not None:
             return
@@ -333,7 +347,7 @@ class ChatPage(QWidget):
     def _on_bridge_load_failed(self, _model_id: str, _error) -> None:
         if self.pending_parent is not None:  # the load's own error is shown by the model bar
             self.pending_parent = None
-            self._set_busy(False)
+            self._set_busy(False)  # the message that waited for the load now offers Retry
 
     @Slot(int, str, str)
     def _on_bridge_reply_text(self, reply_id: int, kind: str, text: str) -> None:
@@ -395,6 +409,7 @@ class ChatPage(QWidget):
             branches[m.id] = (siblings.index(m.id), len(siblings))
         self.transcript.show_thread(messages, branches)
         self.transcript.set_busy(self.active is not None or self.pending_parent is not None)
+        self._offer_retry()
         self.stack.setCurrentWidget(self.transcript if messages else self.empty)
         if not messages or self.active is None:
             self._update_meter()
@@ -403,6 +418,14 @@ class ChatPage(QWidget):
         self.send_button.setVisible(not busy)
         self.stop_button.setVisible(busy)
         self.transcript.set_busy(busy)
+        self._offer_retry()
+
+    def _offer_retry(self) -> None:
+        """Your last message without a reply (and nothing under way) gets a Retry button."""
+        views = list(self.transcript.views.values())
+        idle = self.active is None and self.pending_parent is None
+        last = views[-1].message if views else None
+        self.transcript.offer_retry(last.id if idle and last is not None and last.role == "user" else None)
 
     def _update_meter(self, stats: dict | None = None) -> None:
         total = self.model_bar.context_size(self.model_bar.current())

@@ -3,7 +3,9 @@ the fit planner's live estimate of VRAM and RAM and its verdict.
 
 "Auto" (the default) lets the planner choose everything. The model's header is read and the hardware
 detected once, off the GUI thread; each change then re-plans (a pure computation) and shows the result.
-What the user picks is remembered per model in the preferences.
+What the user picks is remembered per model in the preferences: by the dialog itself when it only edits
+the settings (My Models), or by the model bar once a load with them succeeded (its Load... button), so
+settings that fail to load are never kept.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..feedback import show_error
 
 VERDICTS = VERDICT_WORDS  # one wording for the app and the CLI, kept in the planner
 FLASH = {"Auto": None, "On": True, "Off": False}
+AUTO = {"auto": True}  # a model's saved settings that say "let the planner choose", whatever the default is
 
 
 def human_bytes(n: float) -> str:
@@ -44,9 +47,9 @@ def human_bytes(n: float) -> str:
 class LoadDialog(QDialog):
     """Load settings for ``model_id``; ``options()`` is what to load with (``None`` for Auto)."""
 
-    def __init__(self, ctx: AppContext, model_id: str, parent: QWidget | None = None):
+    def __init__(self, ctx: AppContext, model_id: str, parent: QWidget | None = None, *, save_on_accept: bool = True):
         super().__init__(parent)
-        self.ctx, self.model_id = ctx, model_id
+        self.ctx, self.model_id, self.save_on_accept = ctx, model_id, save_on_accept
         self.setWindowTitle(f"Load {model_id}")
         self.setMinimumWidth(460)
         self.info = self.hw = None
@@ -125,18 +128,40 @@ class LoadDialog(QDialog):
             f"context {plan.context:,}<br>VRAM {human_bytes(plan.gpu_bytes)} · RAM {human_bytes(plan.ram.total_bytes)}"
             f" · largest context that fits: {plan.max_context:,}")
         if self.auto.isChecked():
-            self.layers.blockSignals(True)
-            self.layers.setValue(plan.n_gpu_layers)
-            self.layers.blockSignals(False)
-            self.layers_label.setText(f"{plan.n_gpu_layers} of {self.layers.maximum()} (auto)")
+            self._show_plan(plan)
+
+    def _show_plan(self, plan) -> None:
+        """Auto: the greyed boxes show what the planner chose, not the last manual values."""
+        flash = next(k for k, v in FLASH.items() if v == plan.flash_attn)
+        for w, set_value in ((self.layers, lambda: self.layers.setValue(plan.n_gpu_layers)),
+                             (self.context, lambda: self.context.setValue(plan.context)),
+                             (self.kv, lambda: self.kv.setCurrentText(plan.kv_type)),
+                             (self.flash, lambda: self.flash.setCurrentText(flash))):
+            w.blockSignals(True)
+            set_value()
+            w.blockSignals(False)
+        self.layers_label.setText(f"{plan.n_gpu_layers} of {self.layers.maximum()} (auto)")
 
     def accept(self) -> None:
-        options = self.options()
-        self.ctx.prefs.put("load_options", self.model_id, {} if options is None else _as_dict(options))
+        if self.save_on_accept:
+            self.ctx.prefs.put("load_options", self.model_id, options_dict(self.options()))
         super().accept()
 
 
-def _as_dict(o: LoadOptions) -> dict:
+def options_dict(o: LoadOptions | None) -> dict:
+    """``o`` as saved in the preferences; Auto (None or all defaults) is ``{}``."""
     from dataclasses import asdict
 
+    if o is None or o == LoadOptions():
+        return {}
     return {k: v for k, v in asdict(o).items() if v is not None}
+
+
+def describe_options(o: LoadOptions | None) -> str:
+    """``context 2,048 · KV cache q4_0 · flash attention off``: the settings a person chose, in words."""
+    if o is None or o == LoadOptions():
+        return "Auto settings"
+    parts = [f"context {o.context:,}" if o.context else "", f"{o.n_gpu_layers} GPU layers" if o.n_gpu_layers else "",
+             f"KV cache {o.kv_type}" if o.kv_type != "f16" else "",
+             {True: "flash attention on", False: "flash attention off"}.get(o.flash_attn, "")]
+    return " · ".join(p for p in parts if p) or "Auto settings"

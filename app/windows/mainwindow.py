@@ -4,11 +4,14 @@ state and address.
 
 Pages are built from the one ``AppContext``. The status bar refreshes when the bridge says the set of
 loaded models changed, and every few seconds for memory (the runtime's list is a quick, locked read).
+What other processes change (a remote added from the CLI, a model pulled or imported, the models
+folders) reaches the model picker, My Models and Settings through the ``ConfigWatcher``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QSize, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
@@ -26,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from .. import feedback
 from ..context import AppContext
+from ..watch import ConfigWatcher
 from .chat import ChatPage
 from .discover import DiscoverPage
 from .load_dialog import human_bytes
@@ -112,6 +116,11 @@ class MainWindow(QMainWindow):
         self._timer.timeout.connect(self._on_bridge_loaded_changed)
         self._timer.start()
         self._on_bridge_loaded_changed()
+        self.watcher = ConfigWatcher(ctx, self)
+        self.watcher.remotes_changed.connect(self._on_watcher_remotes_changed)
+        self.watcher.library_changed.connect(self._on_watcher_library_changed)
+        self.watcher.folders_changed.connect(self._on_watcher_folders_changed)
+        self.watcher.start()
 
     @property
     def chat(self) -> ChatPage:
@@ -167,6 +176,24 @@ class MainWindow(QMainWindow):
     def _on_settings_remotes_changed(self) -> None:
         self.chat.model_bar.reload_list()
 
+    @Slot()
+    def _on_watcher_remotes_changed(self) -> None:
+        self.chat.model_bar.reload_list()
+        self.pages["Settings"].remotes.refresh(fresh=False)
+
+    @Slot()
+    def _on_watcher_library_changed(self) -> None:
+        self.pages["My Models"].refresh()
+        self.chat.model_bar.reload_list()
+
+    @Slot(list)
+    def _on_watcher_folders_changed(self, folders: list) -> None:
+        dirs = self.ctx.settings.models_dirs
+        dirs[1:] = [Path(f) for f in folders]
+        self.ctx.prefs.data["models_dirs"] = list(folders)  # what another window saved; ours is stale
+        self.pages["Settings"].show_folders()
+        self._on_watcher_library_changed()
+
     @Slot(str, object)
     def _on_chat_undo_offered(self, text: str, undo) -> None:
         self.notice.show_message(text, "info", "Undo", undo)
@@ -179,6 +206,7 @@ class MainWindow(QMainWindow):
         """Detach from app-wide hooks; main calls this before tearing the engine down."""
         feedback.remove_sink(self._sink)
         self._timer.stop()
+        self.watcher.stop()
         for page in self.pages.values():
             if hasattr(page, "dispose"):
                 page.dispose()

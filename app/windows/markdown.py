@@ -4,6 +4,10 @@ Qt renders CommonMark itself (``QTextDocument.setMarkdown``) but leaves code blo
 cut at its fenced code blocks: prose goes through Qt's Markdown reader, code through Pygments (when it
 is installed and the fence names a language; plain monospace otherwise), and each code block gets a
 "Copy" link whose href ``copy:N`` names the block. An unclosed fence (a reply still streaming) is shown as code so far.
+
+Raw HTML in a reply is shown as the text it is, never interpreted: a model that writes ``<think>`` or
+``<div>`` would otherwise make its words vanish (Qt's reader takes them as markup). Your own messages are
+not Markdown at all; ``plain`` shows them exactly as typed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from PySide6.QtGui import QTextDocument
 
 FENCE = re.compile(r"^```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:^```[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 _BODY = re.compile(r"<body[^>]*>(.*)</body>", re.DOTALL)
+_FEATURES = QTextDocument.MarkdownDialectGitHub | QTextDocument.MarkdownNoHTML
 
 
 @dataclass
@@ -40,11 +45,16 @@ def render(text: str, dark: bool = False) -> Rendered:
     return Rendered("".join(parts), blocks)
 
 
+def plain(text: str) -> Rendered:
+    """Rich text that shows ``text`` exactly as typed: no Markdown, no HTML, line breaks kept."""
+    return Rendered(f'<p style="white-space:pre-wrap;">{html.escape(text)}</p>' if text else "", [])
+
+
 def _prose(text: str) -> str:
     if not text.strip():
         return ""
     doc = QTextDocument()
-    doc.setMarkdown(text, QTextDocument.MarkdownDialectGitHub)
+    doc.setMarkdown(text, _FEATURES)
     m = _BODY.search(doc.toHtml())
     return m.group(1) if m else html.escape(text)
 

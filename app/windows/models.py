@@ -2,10 +2,15 @@
 quantization, size, context, source, last used), with import (a file, a folder, other apps' models),
 delete with confirmation, show in the file manager, and per-model defaults (load settings, system
 prompt). Listing and importing run on workers; the table model only holds plain ``LibraryModel`` rows.
+
+The summary counts disk use as the disk sees it: each file once (by device and inode), and a file that is
+a link to another app's copy (an import: a hard link or a symlink) as using no new space.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 from pathlib import Path
 
@@ -63,6 +68,32 @@ def _ago(ts: float | None) -> str:
         if minutes < limit:
             return f"{minutes / size:.0f} {unit} ago"
     return "long ago"
+
+
+def disk_use(models) -> tuple[int, int]:
+    """(bytes the library's files take, bytes of files that are links to another app's copy). Reads the
+    file system: call it off the GUI thread."""
+    names: dict[tuple[int, int], list[int]] = {}  # (st_dev, st_ino) -> [size, our names, its links]
+    linked_away = 0
+    for m in models:
+        for f in m.files or [m.path]:
+            try:
+                if stat.S_ISLNK(os.lstat(f).st_mode):  # a symlink: the space is the target's owner's
+                    linked_away += os.stat(f).st_size
+                    continue
+                st = os.stat(f)
+            except OSError:
+                continue
+            entry = names.setdefault((st.st_dev, st.st_ino), [st.st_size, 0, st.st_nlink])
+            entry[1] += 1
+    own = sum(size for size, ours, links in names.values() if links <= ours)
+    shared = sum(size for size, ours, links in names.values() if links > ours)  # a name outside the library
+    return own, shared + linked_away
+
+
+def disk_text(own: int, linked: int) -> str:
+    text = f"{human_bytes(own)} on disk"
+    return text + (f" · {human_bytes(linked)} more are links to other apps' files (no extra space)" if linked else "")
 
 
 class ModelsTableModel(QAbstractTableModel):
@@ -158,15 +189,18 @@ class ModelsPage(QWidget):
 
     @Slot()
     def refresh(self) -> None:
-        self.ctx.tasks.run_in_background(lambda: self.ctx.library().list(), self._on_listed)
+        def work():
+            models = self.ctx.library().list()
+            return models, disk_use(models)
+        self.ctx.tasks.run_in_background(work, self._on_listed)
 
-    def _on_listed(self, models, error) -> None:
+    def _on_listed(self, listed, error) -> None:
         if error:
             show_error(error, "listing models")
             return
+        models, (own, linked) = listed
         self.table_model.set_rows(models, self.ctx.prefs.get("last_used") or {})
-        total = sum(m.size for m in models)
-        self.summary.setText(f"{len(models)} models · {human_bytes(total)} on disk · "
+        self.summary.setText(f"{len(models)} models · {disk_text(own, linked)} · "
                              f"folders: {', '.join(str(p) for p in self.ctx.settings.models_dirs)}")
 
     def selected(self):

@@ -1,5 +1,9 @@
 """The model bar above a chat: pick a model, load it with progress (cancellable), tune its load settings,
 eject it. The list comes from the library on a worker; loads go through the engine bridge.
+
+Load settings never stick when they fail: settings chosen in the Load dialog are saved only once a load
+with them succeeded, and saved settings that fail to load are set back to Auto (the user is told), so
+one bad choice cannot make every later message fail.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from fireside.engine.remote import is_remote
 
 from ..context import AppContext
 from ..feedback import show_error
-from .load_dialog import LoadDialog
+from .load_dialog import AUTO, LoadDialog, describe_options, options_dict
 
 REMOTE_RETRIES = 5  # a remote that did not answer is asked again this many times, then on the next reload
 REMOTE_RETRY_MS = 4000
@@ -44,6 +48,7 @@ class ModelBar(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.loading: str | None = None
+        self._attempt: tuple[str, LoadOptions | None, str] | None = None  # model, options, where they came from
         self._remote_retries = 0
         self._remote_retry = QTimer(self, singleShot=True, interval=REMOTE_RETRY_MS)  # dies with the bar
         self._remote_retry.timeout.connect(self.reload_list)
@@ -117,10 +122,15 @@ class ModelBar(QWidget):
             self.load(model_id)
         return False
 
-    def load(self, model_id: str, options: LoadOptions | None = None) -> None:
+    def load(self, model_id: str, options: LoadOptions | None = None, *, remember: bool = False) -> None:
+        """Load ``model_id`` with ``options`` (None: its saved settings); ``remember`` saves the options
+        as the model's settings once the load succeeds (the Load dialog's choice)."""
+        source = "chosen" if remember else "given"
         if options is None:
             saved = (self.ctx.prefs.get("load_options") or {}).get(model_id) or self.ctx.prefs.get("default_load")
             options = LoadOptions.from_dict(saved) if saved else None
+            source = "saved" if options is not None and options != LoadOptions() else "auto"
+        self._attempt = (model_id, options, source)
         self.loading = model_id
         self.progress.setValue(0)
         self.progress.setFormat(f"Loading {model_id}… %p%")
@@ -141,8 +151,8 @@ class ModelBar(QWidget):
         model_id = self.current()
         if not model_id:
             return
-        dialog = LoadDialog(self.ctx, model_id, self)
-        dialog.accepted.connect(lambda: self.load(model_id, dialog.options() or LoadOptions()))
+        dialog = LoadDialog(self.ctx, model_id, self, save_on_accept=False)
+        dialog.accepted.connect(lambda: self.load(model_id, dialog.options() or LoadOptions(), remember=True))
         dialog.open()
 
     @Slot()
@@ -162,17 +172,38 @@ class ModelBar(QWidget):
 
     @Slot(str, object)
     def _on_bridge_load_finished(self, model_id: str, loaded) -> None:
+        attempt = self._take_attempt(model_id)
         self._end_load(model_id)
         for warning in loaded.warnings:  # a healed or shrunk load: say what changed
             show_error(warning)
+        if attempt and attempt[2] == "chosen":
+            self.ctx.prefs.put("load_options", model_id, options_dict(attempt[1]))
         self.ctx.prefs.put("last_used", model_id, loaded.loaded_at)
         self.model_ready.emit(model_id)
 
     @Slot(str, object)
     def _on_bridge_load_failed(self, model_id: str, error) -> None:
+        attempt = self._take_attempt(model_id)
         self._end_load(model_id)
-        if not isinstance(error, LoadCancelled):
+        if isinstance(error, LoadCancelled):
+            return
+        source, options = (attempt[2], attempt[1]) if attempt else ("given", None)
+        if source == "chosen":
+            show_error(error, f"loading {model_id} with {describe_options(options)} failed (its saved load "
+                              "settings are unchanged)")
+        elif source == "saved":
+            self.ctx.prefs.put("load_options", model_id, dict(AUTO))
+            show_error(error, f"loading {model_id} with its saved settings ({describe_options(options)}) failed; "
+                              "they are set back to Auto, so Retry loads it with Fireside's choice")
+        else:
             show_error(error, f"loading {model_id}")
+
+    def _take_attempt(self, model_id: str) -> tuple[str, LoadOptions | None, str] | None:
+        attempt = self._attempt
+        if attempt is None or attempt[0] != model_id:
+            return None
+        self._attempt = None
+        return attempt
 
     def _end_load(self, model_id: str) -> None:
         if model_id == self.loading:

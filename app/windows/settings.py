@@ -100,7 +100,7 @@ class SettingsPage(QWidget):
         lay.addWidget(QLabel("Fireside lists every GGUF model in these folders. Downloads go to the first one."))
         lay.addWidget(self.folders)
         lay.addLayout(buttons)
-        self._show_folders()
+        self.show_folders()
         return box
 
     def _token(self) -> QGroupBox:
@@ -171,7 +171,7 @@ class SettingsPage(QWidget):
     def _on_tray_toggled(self, on: bool) -> None:
         self.ctx.prefs.set("keep_server_in_tray", on)
 
-    def _show_folders(self) -> None:
+    def show_folders(self) -> None:
         self.folders.clear()
         self.folders.addItems([str(p) for p in self.ctx.settings.models_dirs])
         self.remove_folder.setEnabled(len(self.ctx.settings.models_dirs) > 1)
@@ -198,7 +198,7 @@ class SettingsPage(QWidget):
 
     def _save_folders(self) -> None:
         self.ctx.prefs.set("models_dirs", [str(p) for p in self.ctx.settings.models_dirs[1:]])
-        self._show_folders()
+        self.show_folders()
 
     def _show_token_state(self) -> None:
         from fireside.engine.hub.auth import get_token

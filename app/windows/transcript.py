@@ -2,8 +2,8 @@
 
 Each ``MessageView`` shows who spoke, the text rendered as Markdown (code highlighted, with a copy
 link per block), the reasoning folded behind "Thought for N s", the reply's stats, and the actions a
-message offers: copy, edit (yours), regenerate (the model's) and a ``‹ 2/3 ›`` switcher when a message
-has branches. ``Transcript`` lays the cards out and keeps the view pinned to the bottom while a reply
+message offers: copy, edit (yours), regenerate (the model's), retry (a reply that failed, or your last
+message when it got no reply) and a ``‹ 2/3 ›`` switcher when a message has branches. ``Transcript`` lays the cards out and keeps the view pinned to the bottom while a reply
 streams, unless the user has scrolled up to read.
 """
 
@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..store import Message
-from .markdown import render
+from .markdown import plain, render
 
 
 def is_dark() -> bool:
@@ -81,11 +81,13 @@ class MessageView(QFrame):
         edit_requested(int): message id.
         regenerate_requested(int): message id (a reply).
         branch_requested(int, int): message id, step (-1 previous branch, +1 next).
+        retry_requested(int): message id (a failed reply, or your message that got none).
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     branch_requested = Signal(int, int)
+    retry_requested = Signal(int)
 
     def __init__(self, message: Message, branch: tuple[int, int], parent: QWidget | None = None):
         super().__init__(parent)
@@ -98,16 +100,20 @@ class MessageView(QFrame):
 
     def _build(self, branch: tuple[int, int]) -> None:
         who = "You" if self.message.role == "user" else (self.message.model_id or "Assistant")
-        self.who = QLabel(f"<b>{who}</b>")
+        self.who = QLabel(f"<b>{who}</b>", wordWrap=True)
         self.thought = QToolButton(checkable=True, visible=False)
         self.thought.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
         self.thought.setArrowType(Qt.RightArrow)
         self.thought.toggled.connect(self._on_thought_toggled)
         self.reasoning = QLabel(wordWrap=True, visible=False, objectName="reasoning")
+        self.reasoning.setTextFormat(Qt.PlainText)  # the model's words: a tag in them is text, not markup
         self.reasoning.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.body = _Body(self)
         self.body.anchorClicked.connect(self._on_body_anchor_clicked)
-        self.stats = QLabel(objectName="stats")
+        # The stats line wraps (it can be longer than a narrow window is wide): a label that does not
+        # would set the card's minimum width and push Edit and Regenerate past the right edge.
+        self.stats = QLabel(objectName="stats", wordWrap=True)
+        self.stats.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 8, 12, 8)
         lay.addWidget(self.who)
@@ -128,8 +134,7 @@ class MessageView(QFrame):
             row.addWidget(w)
         self.prev_branch.setEnabled(index > 0)
         self.next_branch.setEnabled(index < count - 1)
-        row.addWidget(self.stats)
-        row.addStretch(1)
+        row.addWidget(self.stats, 1)
         self.copy_button = self._button("Copy", "Copy this message", self._on_copy_clicked)
         row.addWidget(self.copy_button)
         if self.message.role == "user":
@@ -140,6 +145,10 @@ class MessageView(QFrame):
             self.regenerate_button = self._button("Regenerate", "Write another reply (kept as a branch)",
                                                   lambda: self.regenerate_requested.emit(self.message.id))
             row.addWidget(self.regenerate_button)
+        self.retry_button = self._button("Retry", "Send this message again", self._on_retry_clicked)
+        self.retry_button.setObjectName("retry")
+        self.retry_button.hide()
+        row.addWidget(self.retry_button)
         return row
 
     def _button(self, text: str, tip: str, on_click) -> QToolButton:
@@ -150,7 +159,7 @@ class MessageView(QFrame):
     def set_content(self, content: str, reasoning: str = "", reasoning_s: float | None = None) -> None:
         self.message.content, self.message.reasoning = content, reasoning
         shown = content if content or self.message.role == "user" else "…"
-        rendered = render(shown, is_dark())
+        rendered = plain(shown) if self.message.role == "user" else render(shown, is_dark())
         self.code_blocks = rendered.code_blocks
         self.body.setHtml(rendered.html)
         self.thought.setVisible(bool(reasoning))
@@ -165,9 +174,16 @@ class MessageView(QFrame):
         if state == "error":
             text = "the reply failed" + (f" · {text}" if text else "")
         self.stats.setText(text)
+        if self.message.role == "assistant":
+            self.retry_button.setVisible(state == "error")
+
+    def set_unanswered(self, unanswered: bool) -> None:
+        """Your last message, left without a reply (its model failed to load): offer to send it again."""
+        self.retry_button.setVisible(unanswered)
+        self.stats.setText("no reply: Retry sends it again" if unanswered else "")
 
     def set_busy(self, busy: bool) -> None:
-        for name in ("edit_button", "regenerate_button", "prev_branch", "next_branch"):
+        for name in ("edit_button", "regenerate_button", "retry_button", "prev_branch", "next_branch"):
             if hasattr(self, name):
                 getattr(self, name).setEnabled(not busy and self._can(name))
 
@@ -179,6 +195,10 @@ class MessageView(QFrame):
     def _on_thought_toggled(self, shown: bool) -> None:
         self.reasoning.setVisible(shown)
         self.thought.setArrowType(Qt.DownArrow if shown else Qt.RightArrow)
+
+    @Slot()
+    def _on_retry_clicked(self) -> None:
+        self.retry_requested.emit(self.message.id)
 
     @Slot()
     def _on_copy_clicked(self) -> None:
@@ -198,12 +218,14 @@ class Transcript(QScrollArea):
     """The column of message cards for the thread on show.
 
     Signals:
-        edit_requested(int), regenerate_requested(int), branch_requested(int, int): forwarded from cards.
+        edit_requested(int), regenerate_requested(int), branch_requested(int, int), retry_requested(int):
+            forwarded from cards.
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     branch_requested = Signal(int, int)
+    retry_requested = Signal(int)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -229,6 +251,7 @@ class Transcript(QScrollArea):
             view.edit_requested.connect(self.edit_requested)
             view.regenerate_requested.connect(self.regenerate_requested)
             view.branch_requested.connect(self.branch_requested)
+            view.retry_requested.connect(self.retry_requested)
             self.column.insertWidget(self.column.count() - 1, view)
             self.views[msg.id] = view
         self._pinned = True
@@ -239,6 +262,12 @@ class Transcript(QScrollArea):
         card = MessageView(Message(0, 0, None, "assistant", "**warm**", "complete", None, 0.0), (0, 1))
         card.set_content("warm `up`\n\n```python\nx = 1\n```\n```nosuchlanguage\ny\n```")
         card.deleteLater()
+
+    def offer_retry(self, message_id: int | None) -> None:
+        """Show Retry on your message ``message_id`` (it got no reply); None takes every such offer back."""
+        for view in self.views.values():
+            if view.message.role == "user":
+                view.set_unanswered(view.message.id == message_id)
 
     def view(self, message_id: int) -> MessageView | None:
         return self.views.get(message_id)

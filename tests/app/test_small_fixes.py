@@ -1,0 +1,92 @@
+"""The small things a user noticed (issue 18.8): the tray and the window carry Fireside's flame, not Qt's
+generic computer; the greyed Context box under Auto shows the plan's context; My Models does not count
+imports hard-linked from another app as space used."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtSvg import QSvgRenderer
+from PySide6.QtWidgets import QDialog, QStyle
+
+from fireside.engine.library import Library
+from fireside.engine.models import hardware
+from fireside.engine.models.inspection import inspect_file
+from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.settings import Settings
+from tests.helpers.gguf_builder import build_gguf
+
+pytestmark = pytest.mark.gui
+ICON_SVG = "resources/icons/fireside.svg"
+SIDE = 64
+
+
+def _svg_image(path: str) -> QImage:
+    """The flame drawn straight from the SVG, without QIcon: what the icon must look like."""
+    image = QImage(SIDE, SIDE, QImage.Format_ARGB32_Premultiplied)
+    image.fill(Qt.transparent)
+    painter = QPainter(image)
+    QSvgRenderer(path).render(painter, QRectF(0, 0, SIDE, SIDE))
+    painter.end()
+    return image
+
+
+def _same(icon, expected: QImage) -> bool:
+    got = icon.pixmap(SIDE, SIDE).toImage().convertToFormat(QImage.Format_ARGB32_Premultiplied)
+    points = [(x, y) for x in range(4, SIDE, 12) for y in range(4, SIDE, 12)]
+    return all(abs(got.pixelColor(x, y).red() - expected.pixelColor(x, y).red()) <= 8 for x, y in points)
+
+
+@pytest.mark.qt_log_ignore("systemTrayWindowChanged", "propagateSizeHints")  # offscreen: no tray to follow
+def test_window_and_tray_show_the_fireside_flame(qtbot, make_app, shared_runtime):
+    from fireside.app.tray import Tray
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    expected = _svg_image(os.path.join(root, ICON_SVG))
+    app = make_app(shared_runtime)
+    assert _same(app.window.windowIcon(), expected), "the window does not carry the flame"
+    assert not _same(app.window.style().standardIcon(QStyle.SP_ComputerIcon), expected)  # the test can tell
+    tray = Tray(app)
+    try:
+        assert _same(tray.icon.icon(), expected), "the tray icon is not the flame"
+    finally:
+        tray.hide()
+
+
+def test_greyed_context_shows_the_auto_plan(qtbot, make_app, shared_runtime):
+    app = make_app(shared_runtime)
+    bar = app.window.chat.model_bar
+    app.ctx.prefs.put("load_options", "starter", {})
+    bar.set_model("starter")
+    bar.settings_button.click()
+    dialog = bar.findChild(QDialog)
+    qtbot.waitUntil(lambda: dialog.info is not None, timeout=20_000)
+    plan = plan_fit(inspect_file(shared_runtime.resolver("starter")), hardware.detect(), LoadOptions())
+    assert dialog.auto.isChecked() and not dialog.context.isEnabled()
+    assert dialog.context.value() == plan.context, f"the greyed box says {dialog.context.value()}, the plan {plan.context}"
+    assert f"context {plan.context:,}" in dialog.estimate.text()
+    dialog.reject()
+
+
+def test_hard_linked_imports_take_no_new_space(qtbot, make_app, shared_runtime, tmp_path):
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
+    settings.ensure_dirs()
+    own = build_gguf(settings.models_dir / "local" / "mine" / "Mine-Q8_0.gguf", payload_bytes=3 << 20, seed=3)
+    other = build_gguf(tmp_path / "other-app" / "models" / "Theirs-Q4_0.gguf", payload_bytes=5 << 20, seed=4)
+    lib = Library(settings)
+    lib.record(own, "local", None)
+    imported = lib.add_file(other, app="lmstudio")
+    assert os.stat(imported.path).st_ino == os.stat(other).st_ino  # a hard link, as on most disks
+    app = make_app(shared_runtime, settings)
+    models = app.window.pages["My Models"]
+    qtbot.waitUntil(lambda: "models ·" in models.summary.text(), timeout=20_000)
+    from fireside.app.windows.load_dialog import human_bytes
+
+    summary = models.summary.text()
+    starter = shared_runtime.resolver("starter").stat().st_size  # the built-in model, in the app's own files
+    assert summary.startswith("3 models")
+    assert f"{human_bytes(own.stat().st_size + starter)} on disk" in summary, summary
+    assert f"{human_bytes(other.stat().st_size)} more are links" in summary, summary

@@ -1,0 +1,27 @@
+"""A real runner whose llama.cpp cannot make a quantized KV cache: a load that asks for one fails the way
+llama.cpp does ("Failed to create llama_context"), every other load is the real one. Start it with
+``Runtime(runner_command=picky_runner_command())``; tests use it for a load option that really fails."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fireside.engine.runtime import runner
+
+
+def picky_runner_command() -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve())]
+
+
+def _load(self, req_id: str, msg: dict, cancel) -> None:
+    if "type_k" in msg["kwargs"]:
+        raise RuntimeError("llama.cpp could not load the model: Failed to create llama_context")
+    _real_load(self, req_id, msg, cancel)
+
+
+_real_load = runner.Runner.load
+
+if __name__ == "__main__":
+    runner.Runner.load = _load
+    runner.main()
