@@ -133,7 +133,6 @@ def main(argv: list[str] | None = None) -> int:
     if not QApplication.instance() and systemlibs.uses_xcb() and (lacking := systemlibs.missing()):
         print(systemlibs.advice(lacking), file=sys.stderr)  # instead of Qt's abort with no names
         return 1
-
     _check_binding()
     app = QApplication.instance() or QApplication(argv if argv is not None else sys.argv)
     app.setApplicationName("Fireside")
