@@ -12,7 +12,8 @@
     │   ├── ContextOverflow     the prompt does not fit in the context window
     │   ├── TemplateError       the chat template failed to render (or was refused)
     │   ├── QueueFull           too many requests are waiting for one model
-    │   └── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   └── ReplyCut            a reply stopped because its model was unloaded, not because it ended
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
     ├── HubError                the Hugging Face hub answered with an error
@@ -124,3 +125,7 @@ class DownloadCancelled(DownloadError):
 
 class ServerError(FiresideError):
     """The local API server could not start or stop."""
+
+
+class ReplyCut(RuntimeFailure):
+    """A reply was cut short by an unload or a stopped runner, not by its client or its end."""

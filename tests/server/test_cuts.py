@@ -1,0 +1,97 @@
+"""A reply cut by an unload says it was cut, in every dialect; a refused delete changes nothing.
+
+Before: ``DELETE /api/delete`` of the starter answered 400 but unloaded it first, and the stream it
+cut ended with ``finish_reason: "stop"`` as if the model had finished (issue 17, item 6).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import anthropic
+import httpx
+import ollama
+import openai
+import pytest
+
+pytestmark = pytest.mark.model
+LONG = [{"role": "user", "content": "Count from one to two hundred, one number per line."}]
+
+
+@pytest.fixture
+def loaded(narrow):
+    server, rt = narrow
+    rt.load("starter")
+    return server, rt
+
+
+def test_refused_delete_leaves_the_model_and_its_stream_alone(loaded):
+    server, rt = loaded
+    body = {"model": "starter", "messages": LONG, "max_tokens": 40, "stream": True}
+    events = []
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as r:
+        lines = r.iter_lines()
+        for line in lines:
+            if line.startswith("data: {"):
+                events.append(json.loads(line[6:]))
+                break
+        refused = httpx.request("DELETE", f"{server.url}/api/delete", json={"model": "starter"}, timeout=30)
+        events += [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
+    assert refused.status_code == 400 and "starter" in refused.json()["error"]
+    assert rt.is_loaded("starter")
+    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "length"
+
+
+def _unload_soon(rt, delay: float = 0.0) -> threading.Thread:
+    t = threading.Timer(delay, rt.unload, args=("starter",))
+    t.start()
+    return t
+
+
+def test_openai_stream_cut_by_an_unload_is_an_error(loaded):
+    server, rt = loaded
+    client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+    stream = client.chat.completions.create(model="starter", messages=LONG, max_tokens=300, stream=True)
+    finishes = []
+    with pytest.raises(openai.APIError, match="cut short"):
+        for i, chunk in enumerate(stream):
+            if i == 1:
+                _unload_soon(rt).join()
+            finishes += [c.finish_reason for c in chunk.choices if c.finish_reason]
+    assert "stop" not in finishes
+
+
+def test_ollama_stream_cut_by_an_unload_is_an_error(loaded):
+    server, rt = loaded
+    parts = []
+    with pytest.raises(ollama.ResponseError, match="cut short"):
+        for i, part in enumerate(ollama.Client(host=server.url).chat(
+                model="starter", messages=LONG, options={"num_predict": 300}, stream=True)):
+            parts.append(part)
+            if i == 1:
+                _unload_soon(rt).join()
+    assert not any(p.done for p in parts)
+
+
+def test_anthropic_stream_cut_by_an_unload_is_an_error(loaded):
+    server, rt = loaded
+    client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
+    stops = []
+    with pytest.raises(anthropic.APIError, match="cut short"):
+        with client.messages.stream(model="starter", max_tokens=300, messages=LONG) as stream:
+            for i, event in enumerate(stream):
+                if i == 3:
+                    _unload_soon(rt).join()
+                if event.type == "message_delta":
+                    stops.append(event.delta.stop_reason)
+    assert stops == []
+
+
+def test_whole_reply_cut_by_an_unload_is_503(loaded):
+    server, rt = loaded
+    timer = _unload_soon(rt, 1.0)
+    r = httpx.post(f"{server.url}/v1/chat/completions", timeout=120,
+                   json={"model": "starter", "messages": LONG, "max_tokens": 400})
+    timer.join()
+    assert r.status_code == 503 and r.json()["error"]["code"] == "reply_cut"
