@@ -130,7 +130,8 @@ _TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none", "nullable"}
 
 def validation_problem(errors: list[dict]) -> Problem:
     """A 400 naming the first bad field (``options.temperature``) and what is wrong with it."""
-    first = errors[0] if errors else {}
+    # A union reports one error per member; the deepest names the field the client got wrong.
+    first = max(errors, key=lambda e: len(e.get("loc", ())), default={})
     loc = [p for p in first.get("loc", ()) if p != "body"]
     where = ".".join(str(p) for p in loc if isinstance(p, int) or (p not in _TYPE_TAGS and p.isidentifier()))
     msg = first.get("msg", "invalid request")
@@ -158,3 +159,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_error)  # a bug still answers in the dialect's shape (logged)

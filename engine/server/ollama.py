@@ -139,11 +139,11 @@ def keep_alive_s(value: str | float | None) -> float | None:
     return -1.0 if value > FOREVER_S else float(value)
 
 
-def runtime_ttl(ctx: ServerContext, keep_alive: float | None) -> float:
+def runtime_ttl(keep_alive: float | None, default: float) -> float:
     """The runtime's ttl for a keep_alive (its ttl 0 means "never unload"). As in Ollama, a request
-    without one puts the model back on the server's default."""
+    without one puts the model back on the server's ``default``."""
     if keep_alive is None or keep_alive == 0:  # 0: unloaded by ``_unloading`` once the reply is over
-        return ctx.runtime.idle_ttl_s
+        return default
     return 0.0 if keep_alive < 0 else keep_alive
 
 
@@ -265,7 +265,7 @@ async def chat(body: ChatBody, request: Request):
         return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ctx, ttl))
+        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s))
 
     return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, True),
                         body.stream)
@@ -295,7 +295,7 @@ async def generate(body: GenerateBody, request: Request):
 
     def source(cancel):
         run = ctx.runtime.complete if body.raw else ctx.runtime.chat
-        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ctx, ttl))
+        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s))
 
     return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, False),
                         body.stream)
@@ -305,8 +305,8 @@ async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | 
     if ttl == 0.0:
         await run_in_threadpool(ctx.runtime.unload, model_id)
         return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
-    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=runtime_ttl(ctx, ttl)))
-    ctx.runtime.ttl(model_id, runtime_ttl(ctx, ttl))  # a model already loaded takes the new ttl too
+    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s)))
+    ctx.runtime.ttl(model_id, runtime_ttl(ttl, ctx.runtime.idle_ttl_s))  # a model already loaded takes the new ttl too
     return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
 
 

@@ -44,7 +44,8 @@ class ChunkPump:
     def _run(self) -> None:
         try:
             for chunk in self._source(self.cancel):
-                if chunk.kind == "done" and chunk.finish_reason == "cancelled" and not self.cancel.is_set():
+                if isinstance(chunk, Chunk) and chunk.kind == "done" and chunk.finish_reason == "cancelled" \
+                        and not self.cancel.is_set():
                     raise ReplyCut("the reply was cut short: its model was unloaded (or its runner stopped) "
                                    "while it was generating")
                 self._put(chunk)

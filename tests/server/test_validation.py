@@ -84,20 +84,29 @@ def test_openai_bad_fields_are_400_naming_the_field(base_url, extra, field):
 
 @pytest.mark.parametrize(("extra", "field"), [
     ({"max_tokens": "abc"}, "max_tokens"),
-    ({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1"}]}]}, "messages.0.content.0"),
+    ({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t1"}]}]},
+     "messages.0.content.0.tool_use.name"),
     ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": 7}]}]},
-     "messages.0.content.0"),
+     "messages.0.content.0.tool_result.content"),
+    ({"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "messages.0.content.0"),
     ({"tool_choice": {"type": "bogus"}}, "tool_choice.type"),
     ({"tools": [{"description": "no name"}]}, "tools.0.name"),
     ({"top_k": -1}, "top_k"),
 ])
 def test_anthropic_bad_fields_are_400_naming_the_field(base_url, extra, field):
-    client = anthropic.Anthropic(base_url=base_url, api_key="x", max_retries=0)
-    body = {"max_tokens": 5, "messages": HI, **extra}
-    with pytest.raises(anthropic.BadRequestError) as err:
-        client.messages.create(model="starter", **body)
-    error = err.value.body["error"]
+    body = {"model": "starter", "max_tokens": 5, "messages": HI, **extra}
+    r = httpx.post(f"{base_url}/v1/messages", json=body, timeout=30)  # the SDK itself chokes on some of these
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
     assert error["type"] == "invalid_request_error" and error["message"].startswith(field)
+
+
+def test_anthropic_client_sees_a_400(base_url):
+    client = anthropic.Anthropic(base_url=base_url, api_key="x", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as err:  # was a KeyError and a 500
+        client.messages.create(model="starter", max_tokens=5,
+                               messages=[{"role": "assistant", "content": [{"type": "tool_use", "id": "t1"}]}])
+    assert "name" in err.value.body["error"]["message"]
 
 
 @pytest.mark.parametrize(("extra", "field"), [
