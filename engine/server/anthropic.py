@@ -14,7 +14,7 @@ import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
 from ..runtime.types import ChatRequest, Chunk, Usage
@@ -50,11 +50,24 @@ class ToolResultBlock(Body):
     content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]] | None = None
 
 
-class ThinkingBlock(Body):  # a previous turn's reasoning, sent back by agents: not part of the prompt
-    type: Literal["thinking", "redacted_thinking"]
+class OtherBlock(Body):
+    """A block this server does not read (a previous turn's ``thinking``, server tool results...): left
+    out of the prompt, as before the blocks were typed, rather than refusing an agent's history."""
+
+    type: Name
 
 
-Block = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock, Field(discriminator="type")]
+_BLOCKS = {"text": "text", "image": "image", "document": "image", "tool_use": "tool_use", "tool_result": "tool_result"}
+
+
+def _block_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return _BLOCKS.get(kind, "other") if isinstance(kind, str) else "other"
+
+
+Block = Annotated[Annotated[TextBlock, Tag("text")] | Annotated[ImageBlock, Tag("image")]
+                  | Annotated[ToolUseBlock, Tag("tool_use")] | Annotated[ToolResultBlock, Tag("tool_result")]
+                  | Annotated[OtherBlock, Tag("other")], Discriminator(_block_kind)]
 
 
 class Message(Body):

@@ -121,8 +121,6 @@ def options_sampling(options: Options | None):
     known = {_OPTION_NAMES[k]: v for k, v in given.items() if k in _OPTION_NAMES}
     if known.get("max_tokens") is not None and known["max_tokens"] <= 0:
         known["max_tokens"] = None  # -1: generate until the model stops (0 too: nothing is no reply)
-    if known.get("seed") == -1:
-        known["seed"] = None  # Ollama's "random"
     return sampling(**known)
 
 

@@ -26,21 +26,30 @@ def loaded(narrow):
     return server, rt
 
 
-def test_refused_delete_leaves_the_model_and_its_stream_alone(loaded):
-    server, rt = loaded
-    body = {"model": "starter", "messages": LONG, "max_tokens": 40, "stream": True}
+def _streamed(url: str, during=None) -> tuple[str, str]:
+    """(text, finish reason) of a greedy streamed reply; ``during()`` runs after its first event."""
+    body = {"model": "starter", "messages": LONG, "max_tokens": 40, "stream": True, "temperature": 0}
     events = []
-    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body, timeout=120) as r:
-        lines = r.iter_lines()
-        for line in lines:
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as r:
+        for line in r.iter_lines():
             if line.startswith("data: {"):
                 events.append(json.loads(line[6:]))
-                break
-        refused = httpx.request("DELETE", f"{server.url}/api/delete", json={"model": "starter"}, timeout=30)
-        events += [json.loads(line[6:]) for line in lines if line.startswith("data: {")]
-    assert refused.status_code == 400 and "starter" in refused.json()["error"]
+                if during and len(events) == 2:
+                    during()
+    text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+    assert not [e for e in events if "error" in e]
+    return text, [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1]
+
+
+def test_refused_delete_leaves_the_model_and_its_stream_alone(loaded):
+    server, rt = loaded
+    whole = _streamed(server.url)
+    refused = []
+    cut = _streamed(server.url, lambda: refused.append(
+        httpx.request("DELETE", f"{server.url}/api/delete", json={"model": "starter"}, timeout=30)))
+    assert refused[0].status_code == 400 and "starter" in refused[0].json()["error"]
     assert rt.is_loaded("starter")
-    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1] == "length"
+    assert cut == whole  # the same greedy reply, to the same end
 
 
 def _unload_soon(rt, delay: float = 0.0) -> threading.Thread:
@@ -54,7 +63,7 @@ def test_openai_stream_cut_by_an_unload_is_an_error(loaded):
     client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
     stream = client.chat.completions.create(model="starter", messages=LONG, max_tokens=300, stream=True)
     finishes = []
-    with pytest.raises(openai.APIError, match="cut short"):
+    with pytest.raises(openai.APIError, match="cut short|runner"):
         for i, chunk in enumerate(stream):
             if i == 1:
                 _unload_soon(rt).join()
@@ -65,7 +74,7 @@ def test_openai_stream_cut_by_an_unload_is_an_error(loaded):
 def test_ollama_stream_cut_by_an_unload_is_an_error(loaded):
     server, rt = loaded
     parts = []
-    with pytest.raises(ollama.ResponseError, match="cut short"):
+    with pytest.raises(ollama.ResponseError, match="cut short|runner"):
         for i, part in enumerate(ollama.Client(host=server.url).chat(
                 model="starter", messages=LONG, options={"num_predict": 300}, stream=True)):
             parts.append(part)
@@ -78,7 +87,7 @@ def test_anthropic_stream_cut_by_an_unload_is_an_error(loaded):
     server, rt = loaded
     client = anthropic.Anthropic(base_url=server.url, api_key="x", max_retries=0)
     stops = []
-    with pytest.raises(anthropic.APIError, match="cut short"):
+    with pytest.raises(anthropic.APIError, match="cut short|runner"):
         with client.messages.stream(model="starter", max_tokens=300, messages=LONG) as stream:
             for i, event in enumerate(stream):
                 if i == 3:
@@ -94,4 +103,6 @@ def test_whole_reply_cut_by_an_unload_is_503(loaded):
     r = httpx.post(f"{server.url}/v1/chat/completions", timeout=120,
                    json={"model": "starter", "messages": LONG, "max_tokens": 400})
     timer.join()
-    assert r.status_code == 503 and r.json()["error"]["code"] == "reply_cut"
+    # 503 reply_cut; on a machine so loaded that the runner misses its shutdown deadline and is
+    # killed, 500 runner_crashed: either way the client is told, never handed a "finished" reply.
+    assert (r.status_code, r.json()["error"]["code"]) in ((503, "reply_cut"), (500, "runner_crashed"))

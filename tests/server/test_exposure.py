@@ -16,7 +16,6 @@ import httpx
 import pytest
 
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
-from fireside.engine.server.policy import host_name, own_names
 
 KEY = "exposure-key-0123456789"
 
@@ -55,6 +54,8 @@ def test_network_bind_refuses_a_foreign_host_even_with_the_key(wildcard, host):
 
 
 def test_network_bind_serves_its_own_address_and_names(wildcard):
+    from fireside.engine.server.policy import own_names
+
     auth = {"Authorization": f"Bearer {KEY}"}
     for host in (f"127.0.0.1:{wildcard.port}", "localhost", socket.gethostname()):
         r = httpx.get(f"http://127.0.0.1:{wildcard.port}/v1/models", headers={"Host": host, **auth})
@@ -74,6 +75,8 @@ def test_malformed_host_is_refused(server, host):
 
 
 def test_host_parsing():
+    from fireside.engine.server.policy import host_name
+
     assert host_name("[::1]:8765") == "::1" and host_name("LOCALHOST:1") == "localhost"
     assert host_name("[::1]evil") is None and host_name("a:b:c") is None and host_name("[zz]") is None
 
