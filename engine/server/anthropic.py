@@ -17,9 +17,10 @@ from fastapi import APIRouter, Request
 from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
+from ..remote import is_remote
 from ..runtime.types import ChatRequest, Chunk, Usage
 from .context import context, new_id
-from .errors import describe, error_body
+from .errors import ApiError, describe, error_body
 from .mapping import arguments_dict, check_tool_choice, sampling, sse, text_of
 from .streaming import collect, reply_parts, stream
 from .validation import Body, Count, Name, StopText, Tokens, Unit, dumped
@@ -181,6 +182,8 @@ async def count_tokens(body: CountBody, request: Request) -> dict:
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice)
     model_id = await run_in_threadpool(ctx.ready, body.model)
+    if is_remote(model_id):  # found by fuzzing: the runtime cannot tokenize for a remote (was a 500)
+        raise ApiError(f"count_tokens needs a local model; {model_id} runs on a remote engine", param="model")
     return {"input_tokens": await run_in_threadpool(ctx.runtime.count_chat_tokens, model_id, req)}
 
 

@@ -51,7 +51,8 @@ class SecurityPolicy:
             return True
         if not is_wildcard(self.bind_host):
             return host == self.bind_host.lower().strip("[]")
-        return host in own_names() or (local_address is not None and host == local_address.lower())
+        local = (local_address or "").lower()
+        return host in own_names() or (bool(local) and host in (local, local.removeprefix("::ffff:")))
 
     def origin_allowed(self, origin: str, host_header: str) -> bool:
         origin = origin.rstrip("/").lower()
