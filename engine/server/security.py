@@ -11,8 +11,9 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
 3. With an API key set, ``Authorization: Bearer KEY`` or ``x-api-key: KEY`` is compared in constant
    time (``hmac.compare_digest``); the key is never logged. Only the docs and ``/`` are open.
 4. Model management (``/api/pull``, ``/api/delete``, ...) answers 403 unless the policy allows it.
-5. A body sent with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400: the two framings
-   could disagree, which is how requests are smuggled past proxies); a body may not exceed
+5. A request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400, checked before
+   anything else: the two framings could disagree, which is how requests are smuggled past
+   proxies); a body may not exceed
    ``max_body_bytes`` (413); it is read here once and replayed to the app.
 6. A body must be JSON. A browser-like request (one with an ``Origin``, or a ``Sec-Fetch-Site`` other
    than ``same-origin``/``none``) must also say ``application/json`` (415 otherwise): only such a
