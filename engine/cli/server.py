@@ -4,7 +4,9 @@ The same app and ``ServerThread`` the desktop app uses, started as one explicit 
 library, runtime, app, listening socket) with a log line per step, and stopped in reverse on Ctrl-C
 or SIGTERM. The API key is kept in the OS keyring: ``--api-key KEY`` stores it, ``--new-key`` makes
 and stores a random one (printed once), ``--forget-key`` removes it. Listening on anything but
-loopback without a key is refused.
+loopback without a key is refused. ``--keep-alive`` sets how long an idle model stays loaded (the
+runtime's time-to-live); ``--allow-management`` opens ``/api/pull`` and ``/api/delete``, which are off
+on the API by default.
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
-              f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}")
+              f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}"
+              f"{'  model management on' if management else ''}")
         print("Ctrl-C stops it.")
         while not stop.wait(0.5):  # wake now and then so Ctrl-C is seen on every platform
             pass

@@ -68,10 +68,11 @@ def _free_port() -> int:
 
 
 @pytest.mark.model
-def test_serve_keep_alive_reaches_the_runtime(fireside_home):
+def test_serve_keep_alive_and_management_reach_the_server(fireside_home):
     settings, port, stop = Settings.from_env(), _free_port(), threading.Event()
     worker = threading.Thread(target=cli_server.serve, args=(settings, "127.0.0.1", port, None, [], [], stop),
-                              kwargs={"keep_alive_s": cli_server.keep_alive("42m")}, daemon=True)
+                              kwargs={"keep_alive_s": cli_server.keep_alive("42m"), "management": True},
+                              daemon=True)
     worker.start()
     url = f"http://127.0.0.1:{port}"
     try:
@@ -84,6 +85,8 @@ def test_serve_keep_alive_reaches_the_runtime(fireside_home):
                 time.sleep(0.1)
         load(url)
         assert 42 * 60 - 60 < expires_in(url) <= 42 * 60
+        refused = httpx.request("DELETE", f"{url}/api/delete", json={"model": "starter"}, timeout=30)
+        assert refused.status_code == 400 and "cannot be removed" in refused.text  # reached the library
     finally:
         stop.set()
         worker.join(30)
