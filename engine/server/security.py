@@ -230,7 +230,7 @@ async def _send_error(send: Send, path: str, status: int, message: str, code: st
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         raw.append((b"www-authenticate", b'Bearer realm="fireside"'))
-    if status in (400, 413):  # the rest of the body may still be on the wire: start afresh
+    if code == "ambiguous_framing":  # where this body ends is anyone's guess: start afresh
         raw.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

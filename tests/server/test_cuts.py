@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import anthropic
 import httpx
@@ -99,11 +100,19 @@ def test_anthropic_stream_cut_by_an_unload_is_an_error(loaded):
 
 def test_whole_reply_cut_by_an_unload_is_503(loaded):
     server, rt = loaded
-    # 3 s in, the 400-token reply is decoding (an unload before the request reaches the runner would
-    # be a runner_crashed instead: the runner stops reading once told to shut down).
-    timer = _unload_soon(rt, 3.0)
-    r = httpx.post(f"{server.url}/v1/chat/completions", timeout=120,
-                   json={"model": "starter", "messages": LONG, "max_tokens": 400, "temperature": 0,
-                         "stop": ["never-said"]})
-    timer.join()
+    body = {"model": "starter", "messages": LONG, "max_tokens": 400, "temperature": 0, "stop": ["never-said"]}
+    answer = []
+    waiter = threading.Thread(target=lambda: answer.append(
+        httpx.post(f"{server.url}/v1/chat/completions", json=body, timeout=120)))
+    waiter.start()
+    # Unload once the request is in the runner's hands (peeking at the runtime's slot: nothing public
+    # says so). Sent after the runner was told to shut down, it would never be read: a runner_crashed.
+    client = rt._slots["starter"].client
+    deadline = time.monotonic() + 60
+    while client.in_flight == 0 and waiter.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)
+    rt.unload("starter")
+    waiter.join()
+    r = answer[0]
     assert r.status_code == 503 and r.json()["error"]["code"] == "reply_cut", r.text
