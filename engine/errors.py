@@ -13,7 +13,8 @@
     │   ├── TemplateError       the chat template failed to render (or was refused)
     │   ├── QueueFull           too many requests are waiting for one model
     │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
-    │   └── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
+    │   ├── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
+    │   └── ReplyCut            a reply stopped because its model was unloaded, not because it ended
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
     ├── HubError                the Hugging Face hub answered with an error
@@ -152,3 +153,7 @@ class McpServerError(FiresideError):
 
 class McpTimeout(McpServerError):
     """An MCP server did not start, list its tools or finish a call within its time limit."""
+
+
+class ReplyCut(RuntimeFailure):
+    """A reply was cut short by an unload or a stopped runner, not by its client or its end."""

@@ -4,7 +4,9 @@ The same app and ``ServerThread`` the desktop app uses, started as one explicit 
 library, runtime, app, listening socket) with a log line per step, and stopped in reverse on Ctrl-C
 or SIGTERM. The API key is kept in the OS keyring: ``--api-key KEY`` stores it, ``--new-key`` makes
 and stores a random one (printed once), ``--forget-key`` removes it. Listening on anything but
-loopback without a key is refused.
+loopback without a key is refused. ``--keep-alive`` sets how long an idle model stays loaded (the
+runtime's time-to-live); ``--allow-management`` opens ``/api/pull`` and ``/api/delete``, which are off
+on the API by default.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..errors import ServerError
 from ..settings import Settings
 
 log = logging.getLogger("fireside.serve")
+IMMEDIATE_S = 0.001  # "--keep-alive 0": the idle reaper unloads within a second of the reply
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,7 +42,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="load this model before serving (repeatable)")
     p.add_argument("--no-jit", dest="jit", action="store_false", default=True,
                    help="answer only for models already loaded (default: load a model on its first request)")
+    p.add_argument("--keep-alive", type=keep_alive, default=None, metavar="DURATION",
+                   help="unload a model idle this long: 10m, 1h, 90s or seconds; -1 never, 0 right after each "
+                        "request (default: the settings' 10m); a request's own keep_alive overrides it")
+    p.add_argument("--allow-management", action="store_true",
+                   help="let API clients pull and delete models (/api/pull, /api/delete); off by default")
     p.set_defaults(handler=cmd_serve)
+
+
+def keep_alive(text: str) -> float:
+    """``--keep-alive`` as the runtime's idle time-to-live in seconds (its 0 means never)."""
+    from ..server.errors import ApiError
+    from ..server.ollama import keep_alive_s
+
+    try:
+        seconds = keep_alive_s(text)
+    except ApiError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds < 0:
+        return 0.0
+    return seconds or IMMEDIATE_S
 
 
 def api_key(args: argparse.Namespace) -> str | None:
@@ -71,12 +93,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
-          preload=args.load, jit=args.jit)
+          preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management)
     return 0
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
-          stop: threading.Event, *, preload: list[str] = (), jit: bool = True) -> None:
+          stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
+          management: bool = False) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
     from ..library import Library
     from ..runtime.runtime import Runtime
@@ -88,16 +111,19 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
-    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path)
+    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s)
+    log.info("runtime: idle models unload after %s", f"{runtime.idle_ttl_s:g} s" if runtime.idle_ttl_s else "never")
     for ref in preload:
         loaded = runtime.load(library.get(ref).id)
         log.info("loaded %s (%s, context %d)", loaded.model_id, loaded.verdict, loaded.n_ctx)
-    policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts)
+    policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
+                            allow_management=management)
     server = ServerThread(create_app(runtime, settings, library, policy=policy, jit=jit), host, port)
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
-              f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}")
+              f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}"
+              f"{'  model management on' if management else ''}")
         print("Ctrl-C stops it.")
         while not stop.wait(0.5):  # wake now and then so Ctrl-C is seen on every platform
             pass

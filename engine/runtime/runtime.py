@@ -230,6 +230,16 @@ class Runtime:
             slot = self._slots.get(model_id)
             return bool(slot and slot.client.alive)
 
+    def ttl(self, model_id: str, ttl_s: float | None = None) -> float | None:
+        """A loaded model's idle time-to-live in seconds (0: never unloaded), set to ``ttl_s`` first
+        when given (which restarts its idle clock, as Ollama's keep_alive does); None when the model
+        is not loaded."""
+        with self._lock:
+            slot = self._slots.get(model_id)
+            if slot is not None and ttl_s is not None:
+                slot.ttl_s, slot.loaded.last_used = ttl_s, time.time()
+            return None if slot is None else slot.ttl_s
+
     def model_info(self, model_id: str) -> ModelInfo:
         with self._lock:
             slot = self._slots.get(model_id)

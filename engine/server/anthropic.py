@@ -11,86 +11,132 @@ with the stop reason and usage, and ``message_stop``.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
+from ..remote import is_remote
 from ..runtime.types import ChatRequest, Chunk, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
 from .mapping import arguments_dict, check_tool_choice, sampling, sse, text_of
 from .streaming import collect, reply_parts, stream
+from .validation import Body, Count, Name, StopText, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1/messages", tags=["Anthropic"])  # routes only; state comes from app.state
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "cancelled": "end_turn"}
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class TextBlock(Body):
+    type: Literal["text"]
+    text: str
 
 
-class CountBody(_Body):
-    model: str
-    messages: list[dict[str, Any]] = Field(min_length=1)
-    system: str | list[dict[str, Any]] | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: dict[str, Any] | None = None
+class ImageBlock(Body):
+    type: Literal["image", "document"]
+
+
+class ToolUseBlock(Body):
+    type: Literal["tool_use"]
+    id: str = ""
+    name: Name
+    input: dict[str, Any] = {}
+
+
+class ToolResultBlock(Body):
+    type: Literal["tool_result"]
+    tool_use_id: str = ""
+    content: str | list[Annotated[TextBlock | ImageBlock, Field(discriminator="type")]] | None = None
+
+
+class OtherBlock(Body):
+    """A block this server does not read (a previous turn's ``thinking``, server tool results...): left
+    out of the prompt, as before the blocks were typed, rather than refusing an agent's history."""
+
+    type: Name
+
+
+_BLOCKS = {"text": "text", "image": "image", "document": "image", "tool_use": "tool_use", "tool_result": "tool_result"}
+
+
+def _block_kind(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return _BLOCKS.get(kind, "other") if isinstance(kind, str) else "other"
+
+
+Block = Annotated[Annotated[TextBlock, Tag("text")] | Annotated[ImageBlock, Tag("image")]
+                  | Annotated[ToolUseBlock, Tag("tool_use")] | Annotated[ToolResultBlock, Tag("tool_result")]
+                  | Annotated[OtherBlock, Tag("other")], Discriminator(_block_kind)]
+
+
+class Message(Body):
+    role: Literal["user", "assistant"]
+    content: str | list[Block]
+
+
+class Tool(Body):
+    name: Name
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+
+
+class ToolChoice(Body):
+    type: Literal["auto", "any", "tool", "none"] = "auto"
+    name: Name | None = None
+
+
+class CountBody(Body):
+    model: Name
+    messages: list[Message] = Field(min_length=1)
+    system: str | list[TextBlock] | None = None
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice | None = None
 
 
 class MessagesBody(CountBody):
-    max_tokens: int = Field(ge=1)
+    max_tokens: Tokens
     stream: bool = False
-    stop_sequences: list[str] | None = None
+    stop_sequences: list[StopText] | None = None
     temperature: float | None = Field(None, ge=0, le=1)
-    top_p: float | None = None
-    top_k: int | None = None
+    top_p: Unit | None = None
+    top_k: Count | None = None
     thinking: dict[str, Any] | None = None
 
 
 def engine_messages(body: CountBody) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if body.system:
-        out.append({"role": "system", "content": text_of(body.system)})
+        out.append({"role": "system", "content": text_of(dumped(body.system))})
     for m in body.messages:
-        role, content = m.get("role"), m.get("content")
-        if role not in ("user", "assistant"):
-            raise ApiError(f"messages: role must be user or assistant, not {role!r}")
-        if isinstance(content, str):
-            out.append({"role": role, "content": content})
+        if isinstance(m.content, str):
+            out.append({"role": m.role, "content": m.content})
         else:
-            out.extend(_block_messages(role, content or []))
+            out.extend(_block_messages(m.role, m.content))
     return out
 
 
-def _block_messages(role: str, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    texts = [b for b in blocks if b.get("type") in ("text", "image")]
-    uses = [b for b in blocks if b.get("type") == "tool_use"]
-    results = [b for b in blocks if b.get("type") == "tool_result"]
-    out = [{"role": "tool", "tool_call_id": r.get("tool_use_id", ""), "content": text_of(r.get("content"))}
-           for r in results]
+def _block_messages(role: str, blocks: list[Any]) -> list[dict[str, Any]]:
+    texts = [dumped(b) for b in blocks if isinstance(b, (TextBlock, ImageBlock))]
+    uses = [b for b in blocks if isinstance(b, ToolUseBlock)]
+    out = [{"role": "tool", "tool_call_id": r.tool_use_id, "content": text_of(dumped(r.content))}
+           for r in blocks if isinstance(r, ToolResultBlock)]
     if texts or uses:
         msg: dict[str, Any] = {"role": role, "content": text_of(texts)}
         if uses:
-            msg["tool_calls"] = [{"id": u.get("id", ""), "type": "function",
-                                  "function": {"name": u["name"], "arguments": json.dumps(u.get("input", {}))}}
-                                 for u in uses]
+            msg["tool_calls"] = [{"id": u.id, "type": "function",
+                                  "function": {"name": u.name, "arguments": json.dumps(u.input)}} for u in uses]
         out.append(msg)
     return out
 
 
 def engine_tools(body: CountBody) -> tuple[list[dict] | None, str | dict]:
-    tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                               "parameters": t.get("input_schema") or {"type": "object"}}}
-             for t in body.tools or [] if "name" in t] or None
-    choice = body.tool_choice or {"type": "auto"}
-    kind = choice.get("type")
-    mapped = {"auto": "auto", "any": "required", "none": "none"}.get(kind)
-    if kind == "tool":
-        mapped = {"name": choice.get("name")}
-    if mapped is None:
-        raise ApiError(f"tool_choice type must be auto, any, tool or none, not {kind!r}")
+    tools = [{"type": "function", "function": {"name": t.name, "description": t.description or "",
+                                               "parameters": t.input_schema or {"type": "object"}}}
+             for t in body.tools or []] or None
+    choice = body.tool_choice or ToolChoice()
+    mapped = {"auto": "auto", "any": "required", "none": "none"}.get(choice.type) or {"name": choice.name}
     return tools, check_tool_choice(tools, mapped) if tools else "auto"
 
 
@@ -110,8 +156,8 @@ def usage_of(u: Usage | None) -> dict:
 @router.post("")
 async def messages(body: MessagesBody, request: Request):
     ctx = context(request)
+    req = chat_request(body)  # every field checked before the model is looked up or loaded
     model_id = await run_in_threadpool(ctx.ready, body.model)
-    req = chat_request(body)
 
     def source(cancel):
         return ctx.runtime.chat(model_id, req, cancel=cancel)
@@ -133,9 +179,11 @@ async def messages(body: MessagesBody, request: Request):
 @router.post("/count_tokens")
 async def count_tokens(body: CountBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice)
+    model_id = await run_in_threadpool(ctx.ready, body.model)
+    if is_remote(model_id):  # found by fuzzing: the runtime cannot tokenize for a remote (was a 500)
+        raise ApiError(f"count_tokens needs a local model; {model_id} runs on a remote engine", param="model")
     return {"input_tokens": await run_in_threadpool(ctx.runtime.count_chat_tokens, model_id, req)}
 
 

@@ -30,6 +30,7 @@ from ..errors import (
     ModelTooLarge,
     QueueFull,
     RemoteError,
+    ReplyCut,
     RunnerCrashed,
     TemplateError,
     UnsafePath,
@@ -66,6 +67,7 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (GrammarRejected, 400, "invalid_request_error", "grammar_rejected"),
     (QueueFull, 503, "server_error", "queue_full"),
     (RunnerCrashed, 500, "server_error", "runner_crashed"),
+    (ReplyCut, 503, "server_error", "reply_cut"),
     (LoadCancelled, 503, "server_error", "load_cancelled"),
     (ModelTooLarge, 507, "server_error", "model_too_large"),
     (TemplateError, 500, "server_error", "template_error"),
@@ -123,6 +125,26 @@ def status_problem(status: int, message: str, code: str | None = None) -> Proble
     return Problem(status, _STATUS_TYPES.get(status, "invalid_request_error"), message, code)
 
 
+# Pydantic names the member of a union that failed (``str``, ``list[str]``, ``function-after[...]``):
+# not a field a client sent, so left out of the path.
+_TYPE_TAGS = {"str", "int", "float", "bool", "dict", "list", "none", "nullable"}
+
+
+def validation_problem(errors: list[dict]) -> Problem:
+    """A 400 naming the first bad field (``options.temperature``) and what is wrong with it."""
+    # A union reports one error per member; the deepest names the field the client got wrong.
+    first = max(errors, key=lambda e: len(e.get("loc", ())), default={})
+    loc = [p for p in first.get("loc", ()) if p != "body"]
+    where = ".".join(str(p) for p in loc if isinstance(p, int) or (p not in _TYPE_TAGS and p.isidentifier()))
+    msg = first.get("msg", "invalid request")
+    if first.get("type") == "json_invalid":
+        where, msg = "", f"the body is not valid JSON: {(first.get('ctx') or {}).get('error', msg)}"
+    elif not where:
+        msg = f"the body must be a JSON object: {msg}"
+    return Problem(400, "invalid_request_error", f"{where}: {msg}" if where else msg, "invalid_request",
+                   where or None)
+
+
 def install(app: FastAPI) -> None:
     """Route every exception the app can raise through ``describe`` and the caller's dialect."""
 
@@ -130,11 +152,7 @@ def install(app: FastAPI) -> None:
         return error_response(request.url.path, describe(exc))
 
     async def on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else first.get("msg", "invalid request")
-        problem = Problem(400, "invalid_request_error", message, "invalid_request", where or None)
-        return error_response(request.url.path, problem)
+        return error_response(request.url.path, validation_problem(exc.errors()))
 
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(request.url.path, status_problem(exc.status_code, str(exc.detail)))
@@ -143,3 +161,4 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(Exception, on_error)  # a bug still answers in the dialect's shape (logged)

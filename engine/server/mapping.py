@@ -29,6 +29,8 @@ def sampling(**given: Any) -> Sampling:
                 raise ApiError(f"at most {MAX_STOPS} stop strings", param="stop")
         if name == "max_tokens" and value is not None and value < 1:
             raise ApiError("max_tokens must be at least 1", param="max_tokens")
+        if name == "seed" and value < 0:
+            continue  # -1: a random seed, as Ollama and llama.cpp read it
         setattr(s, name, value)
     return s
 

@@ -13,19 +13,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__ as engine_version
 from ..runtime.types import ChatRequest, Chunk, CompletionRequest, ToolCall
 from .context import ServerContext, context
 from .errors import ApiError, describe, error_body
-from .mapping import arguments_dict, sampling, text_of
+from .mapping import arguments_dict, sampling
 from .ollama_admin import admin_router
 from .streaming import collect, reply_parts, stream
+from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Unit
 
 router = APIRouter(prefix="/api", tags=["Ollama"])  # routes only; their state comes from app.state
 router.include_router(admin_router)
@@ -33,83 +34,130 @@ OLLAMA_VERSION = "0.12.0"  # the Ollama API level these routes follow; some clie
 _OPTION_NAMES = {"num_predict": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
                  "min_p": "min_p", "seed": "seed", "stop": "stop", "repeat_penalty": "repeat_penalty",
                  "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
-_DURATION_RE = re.compile(r"^(-?\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_DURATION_RE = re.compile(r"^(-?\d{1,12}(?:\.\d{1,9})?)(ms|s|m|h)?$")
+FOREVER_S = 10 * 365 * 86400  # a keep_alive past this is "for ever" (and stays a datetime)
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Options(Body):
+    """The sampling options this server honours; Ollama's others (num_ctx, num_thread...) are ignored."""
+
+    num_predict: Annotated[int, Field(ge=-2, le=INT32)] | None = None  # -1, -2: until the model stops
+    temperature: Temperature | None = None
+    top_p: Unit | None = None
+    top_k: Count | None = None
+    min_p: Unit | None = None
+    seed: Seed | None = None
+    stop: Stop | None = None
+    repeat_penalty: Penalty | None = None
+    frequency_penalty: Penalty | None = None
+    presence_penalty: Penalty | None = None
 
 
-class ChatBody(_Body):
-    model: str
-    messages: list[dict[str, Any]] = []
-    tools: list[dict[str, Any]] | None = None
-    format: str | dict[str, Any] | None = None
-    options: dict[str, Any] | None = None
+class FunctionCall(Body):
+    name: Name
+    arguments: dict[str, Any] = {}
+
+
+class ToolCallIn(Body):
+    id: str = ""
+    function: FunctionCall
+
+
+class Message(Body):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = ""
+    images: list[str] | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_name: str | None = None
+    thinking: str | None = None
+
+
+class Function(Body):
+    name: Name
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class Tool(Body):
+    type: Literal["function"] = "function"
+    function: Function
+
+
+Format = Literal["json", ""] | dict[str, Any] | None
+KeepAlive = str | Annotated[float, Field(allow_inf_nan=False)] | None
+
+
+class ChatBody(Body):
+    model: Name
+    messages: list[Message] = []
+    tools: list[Tool] | None = None
+    format: Format = None
+    options: Options | None = None
     stream: bool = True
-    keep_alive: str | float | None = None
-    think: bool | None = None
+    keep_alive: KeepAlive = None
+    think: bool | Literal["low", "medium", "high"] | None = None
 
 
-class GenerateBody(_Body):
-    model: str
+class GenerateBody(Body):
+    model: Name
     prompt: str = ""
     system: str | None = None
-    format: str | dict[str, Any] | None = None
-    options: dict[str, Any] | None = None
+    format: Format = None
+    options: Options | None = None
     stream: bool = True
     raw: bool = False
-    keep_alive: str | float | None = None
+    keep_alive: KeepAlive = None
 
 
-class EmbedBody(_Body):
-    model: str
+class EmbedBody(Body):
+    model: Name
     input: str | list[str] = ""
     prompt: str | None = None  # the older /api/embeddings field
-    keep_alive: str | float | None = None
+    keep_alive: KeepAlive = None
 
 
-def options_sampling(options: dict[str, Any] | None):
-    known = {_OPTION_NAMES[k]: v for k, v in (options or {}).items() if k in _OPTION_NAMES}
-    if known.get("max_tokens") is not None and known["max_tokens"] < 0:
-        known["max_tokens"] = None  # -1: generate until the model stops
+def options_sampling(options: Options | None):
+    given = options.model_dump(exclude_none=True) if options else {}
+    known = {_OPTION_NAMES[k]: v for k, v in given.items() if k in _OPTION_NAMES}
+    if known.get("max_tokens") is not None and known["max_tokens"] <= 0:
+        known["max_tokens"] = None  # -1: generate until the model stops (0 too: nothing is no reply)
     return sampling(**known)
 
 
 def keep_alive_s(value: str | float | None) -> float | None:
-    """Ollama's keep_alive in seconds: None keeps the default, negative means for ever, 0 means
-    unload once the reply is over."""
+    """Ollama's keep_alive in seconds: None keeps the default, negative (or past ten years) means for
+    ever, 0 means unload once the reply is over."""
     if value is None:
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    m = _DURATION_RE.match(value.strip())
-    if not m:
-        raise ApiError(f"keep_alive {value!r} is not a duration like 5m, 30s or -1")
-    return float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+    if isinstance(value, str):
+        m = _DURATION_RE.match(value.strip())
+        if not m:
+            raise ApiError(f"keep_alive {value!r} is not a duration like 5m, 30s or -1", param="keep_alive")
+        value = float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m[2]]
+    return -1.0 if value > FOREVER_S else float(value)
 
 
-def runtime_ttl(keep_alive: float | None) -> float | None:
-    """The runtime's ttl for a keep_alive (its ttl 0 means "never unload")."""
-    if keep_alive is None or keep_alive == 0:
-        return None
+def runtime_ttl(keep_alive: float | None, default: float) -> float:
+    """The runtime's ttl for a keep_alive (its ttl 0 means "never unload"). As in Ollama, a request
+    without one puts the model back on the server's ``default``."""
+    if keep_alive is None or keep_alive == 0:  # 0: unloaded by ``_unloading`` once the reply is over
+        return default
     return 0.0 if keep_alive < 0 else keep_alive
 
 
-def engine_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def engine_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Ollama messages in the engine's (OpenAI) shape: tool-call arguments as JSON text."""
     out = []
     for m in messages:
-        msg = {"role": m.get("role", "user"), "content": text_of(m.get("content"))}
-        if m.get("images"):
-            raise ApiError("this server does not take images yet")
-        if m.get("tool_calls"):
-            msg["tool_calls"] = [{"id": c.get("id", ""), "type": "function",
-                                  "function": {"name": c["function"]["name"],
-                                               "arguments": json.dumps(c["function"].get("arguments", {}))}}
-                                 for c in m["tool_calls"]]
-        if m.get("tool_name"):
-            msg["name"] = m["tool_name"]
+        if m.images:
+            raise ApiError("this server does not take images yet", param="images")
+        msg: dict[str, Any] = {"role": m.role, "content": m.content or ""}
+        if m.tool_calls:
+            msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.function.name, "arguments": json.dumps(c.function.arguments)}}
+                                 for c in m.tool_calls]
+        if m.tool_name:
+            msg["name"] = m.tool_name
         out.append(msg)
     return out
 
@@ -205,42 +253,47 @@ async def _serve(request: Request, source, encoder: NdjsonEncoder, streamed: boo
 @router.post("/chat")
 async def chat(body: ChatBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
     ttl = keep_alive_s(body.keep_alive)
+    tools = [t.model_dump(exclude_none=True) for t in body.tools or []] or None
+    req = ChatRequest(messages=engine_messages(body.messages), tools=tools,
+                      sampling=options_sampling(body.options), reasoning=body.think is not False)
+    apply_format(req, body.format)  # every field checked before the model is looked up or loaded
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     if not body.messages:  # Ollama's way to load a model: answer once it is loaded
         return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
-    req = ChatRequest(messages=engine_messages(body.messages), tools=body.tools or None,
-                      sampling=options_sampling(body.options), reasoning=body.think is not False)
-    apply_format(req, body.format)
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl))
+        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s))
 
     return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, True),
                         body.stream)
 
 
+def generate_request(body: GenerateBody) -> ChatRequest | CompletionRequest:
+    opts = options_sampling(body.options)
+    if body.raw:
+        if body.format:
+            raise ApiError("format cannot be combined with raw prompts", param="format")
+        return CompletionRequest(prompt=body.prompt, sampling=opts)
+    messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
+               [{"role": "user", "content": body.prompt}]
+    req = ChatRequest(messages=messages, sampling=opts)
+    apply_format(req, body.format)
+    return req
+
+
 @router.post("/generate")
 async def generate(body: GenerateBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
     ttl = keep_alive_s(body.keep_alive)
+    req = generate_request(body)  # every field checked before the model is looked up or loaded
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     if not body.prompt:
         return await _load_only(ctx, model_id, body.model, ttl, {"response": ""})
-    opts = options_sampling(body.options)
-    if body.raw:
-        req: Any = CompletionRequest(prompt=body.prompt, sampling=opts)
-        if body.format:
-            raise ApiError("format cannot be combined with raw prompts")
-    else:
-        messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
-                   [{"role": "user", "content": body.prompt}]
-        req = ChatRequest(messages=messages, sampling=opts)
-        apply_format(req, body.format)
 
     def source(cancel):
         run = ctx.runtime.complete if body.raw else ctx.runtime.chat
-        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl))
+        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s))
 
     return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, False),
                         body.stream)
@@ -250,7 +303,8 @@ async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | 
     if ttl == 0.0:
         await run_in_threadpool(ctx.runtime.unload, model_id)
         return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
-    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=runtime_ttl(ttl)))
+    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s)))
+    ctx.runtime.ttl(model_id, runtime_ttl(ttl, ctx.runtime.idle_ttl_s))  # a model already loaded takes the new ttl too
     return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
 
 

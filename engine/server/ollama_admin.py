@@ -1,8 +1,10 @@
 """Ollama's model-management routes: ``/api/tags``, ``/api/ps``, ``/api/show``, ``/api/pull`` and
 ``DELETE /api/delete``, all answered from the model library and the runtime.
 
-Pull and delete change what is on disk, so they need the API key whenever one is set (the security
-middleware asks for it on every route once a key exists). ``/api/pull`` streams progress as NDJSON
+Pull and delete change what is on disk, so they are off unless the server was started with them on
+(``SecurityPolicy.allow_management``, ``fireside serve --allow-management``), and then need the API key
+whenever one is set (the security middleware checks both). A delete the library refuses (the starter
+model) changes nothing: the model is removed first and unloaded only once it is gone. ``/api/pull`` streams progress as NDJSON
 status lines sampled by the downloader (about ten a second); a client that hangs up cancels the
 download, which keeps its part file for a later resume.
 """
@@ -16,21 +18,21 @@ import time
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from .context import ServerContext, context
 from .errors import ApiError, describe, error_body
 from .streaming import collect, stream
+from .validation import Body, Name
 
 admin_router = APIRouter()
 _DONE = object()
+NEVER = "2318-07-19T00:00:00Z"  # what Ollama shows for a model kept loaded for ever
 
 
-class NameBody(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    model: str | None = None
-    name: str | None = None  # older clients send "name"
+class NameBody(Body):
+    model: Name | None = None
+    name: Name | None = None  # older clients send "name"
     stream: bool = True
 
     @property
@@ -76,9 +78,17 @@ async def ps(request: Request) -> dict:
         model = by_id.get(loaded.model_id)
         entry = tag(model) if model else {"name": loaded.model_id, "model": loaded.model_id, "digest": ""}
         entry.update(size=loaded.planned_ram_bytes + loaded.planned_gpu_bytes, size_vram=loaded.planned_gpu_bytes,
-                     context_length=loaded.n_ctx, expires_at=_iso(loaded.last_used + ctx.runtime.idle_ttl_s))
+                     context_length=loaded.n_ctx, expires_at=expires_at(ctx, loaded))
         out.append(entry)
     return {"models": out}
+
+
+def expires_at(ctx: ServerContext, loaded: Any) -> str:
+    """When the runtime unloads an idle model: its last use plus the time-to-live it holds now (the
+    last request's ``keep_alive``, else the server's); a ttl of 0 means never."""
+    ttl = ctx.runtime.ttl(loaded.model_id)
+    ttl = ctx.runtime.idle_ttl_s if ttl is None else ttl
+    return NEVER if ttl <= 0 else _iso(loaded.last_used + ttl)
 
 
 @admin_router.post("/show")
@@ -98,9 +108,19 @@ async def show(body: NameBody, request: Request) -> dict:
 async def delete(body: NameBody, request: Request) -> Response:
     ctx = context(request)
     model_id = await run_in_threadpool(ctx.resolve, body.ref)
-    await run_in_threadpool(ctx.runtime.unload, model_id)
-    await run_in_threadpool(ctx.library.remove, model_id)
+    await run_in_threadpool(remove, ctx, model_id)
     return Response(status_code=200)
+
+
+def remove(ctx: ServerContext, model_id: str) -> None:
+    """Remove from the library first, so a refusal leaves the model loaded and its replies running;
+    unload after. Where an open file cannot be deleted (Windows), unload and try once more."""
+    try:
+        ctx.library.remove(model_id)
+    except OSError:
+        ctx.runtime.unload(model_id)
+        ctx.library.remove(model_id)
+    ctx.runtime.unload(model_id)
 
 
 @admin_router.post("/pull")

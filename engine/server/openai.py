@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import struct
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from ..runtime.types import ChatRequest, Chunk, CompletionRequest
@@ -31,64 +31,126 @@ from .mapping import (
     text_of,
 )
 from .streaming import collect, reply_parts, stream
+from .validation import Body, Name, Seed, Stop, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; their state comes from app.state
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class StreamOptions(_Body):
+class StreamOptions(Body):
     include_usage: bool = False
 
 
-class ChatBody(_Body):
-    model: str
-    messages: list[dict[str, Any]] = Field(min_length=1)
+class ContentPart(Body):
+    type: Name
+    text: str | None = None
+
+
+Content = str | list[ContentPart | str] | None
+
+
+class FunctionCall(Body):
+    name: Name
+    arguments: str = "{}"  # JSON text, as OpenAI sends it
+
+
+class ToolCallIn(Body):
+    id: str = ""
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(Body):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: Content = None
+    name: str | None = None
+    tool_calls: list[ToolCallIn] | None = None
+    tool_call_id: str | None = None
+
+
+class Function(Body):
+    name: Name
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class Tool(Body):
+    type: Literal["function"] = "function"
+    function: Function
+
+
+class NamedFunction(Body):
+    name: Name
+
+
+class NamedChoice(Body):
+    type: Literal["function"] = "function"
+    function: NamedFunction
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedChoice | None
+
+
+class JsonSchemaFormat(Body):
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    strict: bool | None = None
+
+
+class ResponseFormat(Body):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    json_schema: JsonSchemaFormat | None = None
+
+
+class ChatBody(Body):
+    model: Name
+    messages: list[Message] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
+    max_tokens: Tokens | None = None
+    max_completion_tokens: Tokens | None = None
     temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, ge=0, le=1)
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    frequency_penalty: float | None = None
-    presence_penalty: float | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
+    top_p: Unit | None = None
+    seed: Seed | None = None
+    stop: Stop | None = None
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    tools: list[Tool] | None = None
+    tool_choice: ToolChoice = None
+    response_format: ResponseFormat | None = None
     n: int = Field(1, ge=1, le=1)
 
 
-class CompletionBody(_Body):
-    model: str
+class CompletionBody(Body):
+    model: Name
     prompt: str | list[str]
     stream: bool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = 16
+    max_tokens: Tokens | None = 16
     temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, ge=0, le=1)
-    seed: int | None = None
-    stop: str | list[str] | None = None
+    top_p: Unit | None = None
+    seed: Seed | None = None
+    stop: Stop | None = None
 
 
-class EmbeddingBody(_Body):
-    model: str
+class EmbeddingBody(Body):
+    model: Name
     input: str | list[str]
-    encoding_format: str = "float"
+    encoding_format: Literal["float", "base64"] = "float"
+
+
+def engine_message(m: Message) -> dict[str, Any]:
+    return dict(dumped(m), content=text_of(dumped(m.content)))
 
 
 def chat_request(body: ChatBody) -> ChatRequest:
-    messages = [dict(m, content=text_of(m.get("content"))) if "content" in m else m for m in body.messages]
-    req = ChatRequest(messages=messages, tools=body.tools or None,
-                      tool_choice=check_tool_choice(body.tools, body.tool_choice),
+    tools = dumped(body.tools) or None
+    req = ChatRequest(messages=[engine_message(m) for m in body.messages], tools=tools,
+                      tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=sampling(max_tokens=body.max_completion_tokens or body.max_tokens,
                                         temperature=body.temperature, top_p=body.top_p, seed=body.seed,
                                         stop=body.stop, frequency_penalty=body.frequency_penalty,
                                         presence_penalty=body.presence_penalty))
-    apply_format(req, body.response_format)
+    apply_format(req, dumped(body.response_format))
     return req
 
 
@@ -127,8 +189,8 @@ def model_card(model: Any) -> dict:
 @router.post("/chat/completions")
 async def chat_completions(body: ChatBody, request: Request):
     ctx = context(request)
+    req = chat_request(body)  # every field checked before the model is looked up or loaded
     model_id = await run_in_threadpool(ctx.ready, body.model)
-    req = chat_request(body)
 
     def source(cancel):
         return ctx.runtime.chat(model_id, req, cancel=cancel)
@@ -193,12 +255,12 @@ class ChatEncoder:
 @router.post("/completions")
 async def completions(body: CompletionBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
     if isinstance(body.prompt, list) and len(body.prompt) > 1:
         raise ApiError("one prompt per request", param="prompt")
     req = CompletionRequest(prompt=prompt, sampling=sampling(max_tokens=body.max_tokens, temperature=body.temperature,
                                                              top_p=body.top_p, seed=body.seed, stop=body.stop))
+    model_id = await run_in_threadpool(ctx.ready, body.model)
 
     def source(cancel):
         return ctx.runtime.complete(model_id, req, cancel=cancel)
@@ -227,12 +289,10 @@ class CompletionEncoder(ChatEncoder):
 @router.post("/embeddings")
 async def embeddings(body: EmbeddingBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
     inputs = [body.input] if isinstance(body.input, str) else body.input
     if not inputs:
         raise ApiError("input must not be empty", param="input")
-    if body.encoding_format not in ("float", "base64"):
-        raise ApiError("encoding_format must be float or base64", param="encoding_format")
+    model_id = await run_in_threadpool(ctx.ready, body.model)
     vectors, n_tokens = await run_in_threadpool(ctx.runtime.embed, model_id, inputs)
     data = [{"object": "embedding", "index": i, "embedding": encode_vector(v, body.encoding_format)}
             for i, v in enumerate(vectors)]

@@ -9,55 +9,85 @@ response's ``instructions`` are not carried over, as in OpenAI's API.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from ..runtime.types import ChatRequest, Chunk, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
 from .mapping import check_tool_choice, now, sampling, sse, text_of
-from .openai import apply_format
+from .openai import Content, ContentPart, ToolChoice, apply_format
 from .streaming import collect, reply_parts, stream
+from .validation import Body, Name, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; state comes from app.state
 
 
-class ResponsesBody(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    model: str
-    input: str | list[dict[str, Any]]
+class InputItem(Body):
+    type: Literal["message", "function_call", "function_call_output"] = "message"
+    role: Literal["user", "assistant", "system", "developer"] = "user"
+    content: Content = None
+    call_id: str = ""
+    name: Name | None = None
+    arguments: str = "{}"
+    output: str | list[ContentPart] = ""
+
+
+class ResponsesTool(Body):
+    type: Name
+    name: Name | None = None
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class FlatChoice(Body):
+    type: Literal["function"] = "function"
+    name: Name
+
+
+class TextFormat(Body):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+
+
+class TextOptions(Body):
+    format: TextFormat | None = None
+
+
+class ResponsesBody(Body):
+    model: Name
+    input: str | list[InputItem]
     instructions: str | None = None
     previous_response_id: str | None = None
-    max_output_tokens: int | None = None
+    max_output_tokens: Tokens | None = None
     temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, ge=0, le=1)
+    top_p: Unit | None = None
     stream: bool = False
     store: bool = True
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    text: dict[str, Any] | None = None
+    tools: list[ResponsesTool] | None = None
+    tool_choice: ToolChoice | FlatChoice = None
+    text: TextOptions | None = None
 
 
-def input_messages(items: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     out: list[dict[str, Any]] = []
     for item in items:
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = "system" if item.get("role") == "developer" else item.get("role", "user")
-            out.append({"role": role, "content": text_of(item.get("content"))})
-        elif kind == "function_call":
-            call = {"id": item.get("call_id", ""), "type": "function",
-                    "function": {"name": item["name"], "arguments": item.get("arguments", "{}")}}
+        if item.type == "message":
+            role = "system" if item.role == "developer" else item.role
+            out.append({"role": role, "content": text_of(dumped(item.content))})
+        elif item.type == "function_call":
+            if item.name is None:
+                raise ApiError("input: a function_call item needs a name", param="input")
+            call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
             out.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
-            out.append({"role": "tool", "tool_call_id": item.get("call_id", ""), "content": str(item.get("output", ""))})
         else:
-            raise ApiError(f"input items of type {kind!r} are not supported", param="input")
+            out.append({"role": "tool", "tool_call_id": item.call_id, "content": text_of(dumped(item.output))})
     return out
 
 
@@ -74,12 +104,18 @@ def conversation(body: ResponsesBody, store: ResponseStore) -> list[dict[str, An
 
 
 def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatRequest:
-    tools = [{"type": "function", "function": {k: v for k, v in t.items() if k != "type"}}
-             for t in body.tools or [] if t.get("type") == "function"] or None
-    req = ChatRequest(messages=messages, tools=tools, tool_choice=check_tool_choice(tools, body.tool_choice),
+    tools = []
+    for t in body.tools or []:
+        if t.type != "function":
+            continue  # hosted tools (web search...) are not served here
+        if t.name is None:
+            raise ApiError("tools: a function tool needs a name", param="tools")
+        tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
+    req = ChatRequest(messages=messages, tools=tools or None,
+                      tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=sampling(max_tokens=body.max_output_tokens, temperature=body.temperature,
                                         top_p=body.top_p))
-    fmt = (body.text or {}).get("format")
+    fmt = dumped(body.text.format) if body.text and body.text.format else None
     if fmt and fmt.get("type") == "json_schema":
         fmt = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema")}}
     apply_format(req, fmt)
@@ -100,7 +136,7 @@ def response_object(rid: str, body: ResponsesBody, output: list, usage: Usage | 
     u = usage or Usage()
     return {"id": rid, "object": "response", "created_at": now(), "status": status, "model": body.model,
             "output": output, "instructions": body.instructions, "previous_response_id": body.previous_response_id,
-            "tools": body.tools or [], "tool_choice": body.tool_choice or "auto", "parallel_tool_calls": False,
+            "tools": dumped(body.tools) or [], "tool_choice": dumped(body.tool_choice) or "auto", "parallel_tool_calls": False,
             "temperature": body.temperature, "top_p": body.top_p, "metadata": {}, "error": None,
             "incomplete_details": None if status != "incomplete" else {"reason": "max_output_tokens"},
             "usage": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
@@ -122,9 +158,9 @@ def remember(store: ResponseStore, body: ResponsesBody, rid: str, messages: list
 @router.post("/responses")
 async def create_response(body: ResponsesBody, request: Request):
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
     messages = conversation(body, ctx.responses)
-    req = chat_request(body, messages)
+    req = chat_request(body, messages)  # every field checked before the model is looked up or loaded
+    model_id = await run_in_threadpool(ctx.ready, body.model)
 
     def source(cancel):
         return ctx.runtime.chat(model_id, req, cancel=cancel)

@@ -1,17 +1,26 @@
 """The server's guard: every request passes these checks before any route sees it.
 
 Every local LLM server has had a CVE here, so the checks run in a plain ASGI middleware in this
-order, each answering in the caller's dialect (see ``errors.py``):
+order, each answering in the caller's dialect (see ``errors.py``); the rules themselves are data in
+``policy.py``:
 
-1. ``Host`` must be on the allowlist (loopback names, the bind address, the user's extra hosts), so a
-   DNS-rebinding page gets 403 whatever it asks for.
+1. ``Host`` must be well formed and name this machine (see ``policy.py``), so a DNS-rebinding page
+   gets 403 whatever it asks for.
 2. A browser request (``Origin`` or ``Sec-Fetch-Site: cross-site``) must come from the server's own
-   origin or one the user listed; otherwise 403. This refuses "simple" ``text/plain`` POSTs that skip
-   CORS preflight. Listed origins get CORS headers and preflight answers.
+   origin or one the user listed; otherwise 403. Listed origins get CORS headers and preflight answers.
 3. With an API key set, ``Authorization: Bearer KEY`` or ``x-api-key: KEY`` is compared in constant
    time (``hmac.compare_digest``); the key is never logged. Only the docs and ``/`` are open.
-4. A request with a body must say ``application/json`` (415 otherwise), and the body may not exceed
+4. Model management (``/api/pull``, ``/api/delete``, ...) answers 403 unless the policy allows it.
+5. A request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400, checked before
+   anything else: the two framings could disagree, which is how requests are smuggled past
+   proxies); a body may not exceed
    ``max_body_bytes`` (413); it is read here once and replayed to the app.
+6. A body must be JSON. A browser-like request (one with an ``Origin``, or a ``Sec-Fetch-Site`` other
+   than ``same-origin``/``none``) must also say ``application/json`` (415 otherwise): only such a
+   request could be a "simple" cross-site POST that skips CORS preflight. Other clients (curl's
+   ``-d`` sends ``application/x-www-form-urlencoded``) may send JSON under any type, as with Ollama.
+   Either way the JSON must be strict (``validation.json_problem``: finite numbers, valid Unicode,
+   bounded depth), else 400 naming the field.
 
 The API key lives in the OS keyring (``load_api_key``/``save_api_key``); binding to anything but
 loopback without a key is refused by ``check_bind``.
@@ -19,97 +28,38 @@ loopback without a key is refused by ``check_bind``.
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ServerError
 from .errors import dialect_of, error_body, status_problem
+from .policy import (
+    DEFAULT_MAX_BODY,
+    LOOPBACK_HOSTS,
+    MANAGEMENT_PATHS,
+    SecurityPolicy,
+    check_bind,
+    is_loopback,
+    is_wildcard,
+    offered_key,
+)
+from .validation import json_problem
 
+__all__ = ["DEFAULT_MAX_BODY", "LOOPBACK_HOSTS", "SecurityMiddleware", "SecurityPolicy", "check_bind",
+           "delete_api_key", "is_loopback", "is_wildcard", "load_api_key", "save_api_key"]
 log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "Fireside"
 KEYRING_USER = "api-server-key"
-LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 OPEN_PATHS = ("/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
-DEFAULT_MAX_BODY = 8 * 1024 * 1024
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
-
-
-@dataclass
-class SecurityPolicy:
-    """What the server lets in. ``api_key`` None means no key (allowed on loopback only)."""
-
-    api_key: str | None = None
-    bind_host: str = "127.0.0.1"
-    port: int = 8765
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-    max_body_bytes: int = DEFAULT_MAX_BODY
-
-    def host_allowed(self, host_header: str) -> bool:
-        host = _host_name(host_header)
-        if host in LOOPBACK_HOSTS or host in (h.lower() for h in self.allowed_hosts):
-            return True
-        if is_wildcard(self.bind_host):
-            return self.api_key is not None and not self.allowed_hosts  # the key guards a network bind
-        return host == self.bind_host.lower().strip("[]")
-
-    def origin_allowed(self, origin: str, host_header: str) -> bool:
-        origin = origin.rstrip("/").lower()
-        if origin in (o.rstrip("/").lower() for o in self.allowed_origins) or "*" in self.allowed_origins:
-            return True
-        return origin in (f"http://{host_header.lower()}", f"https://{host_header.lower()}")
-
-    def key_matches(self, offered: str | None) -> bool:
-        if self.api_key is None:
-            return True
-        if not offered:
-            return False
-        return hmac.compare_digest(offered.encode("utf-8"), self.api_key.encode("utf-8"))
-
-
-def is_wildcard(host: str) -> bool:
-    return host in ("0.0.0.0", "::", "")
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(host: str, api_key: str | None) -> None:
-    """Refuse to serve the network without a key: anyone on it could otherwise use the models."""
-    if not is_loopback(host) and not api_key:
-        raise ServerError(f"refusing to listen on {host} without an API key: anyone on the network could "
-                          f"use your models. Set one with `fireside serve --api-key KEY` (kept in the OS "
-                          f"keyring) or listen on 127.0.0.1")
-
-
-def _host_name(host_header: str) -> str:
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def offered_key(headers: dict[str, str]) -> str | None:
-    auth = headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return headers.get("x-api-key")
+Refusal = tuple[int, str, str]
 
 
 def load_api_key() -> str | None:
@@ -171,13 +121,18 @@ class SecurityMiddleware:
             if problem:
                 return await _send_error(send, scope["path"], *problem)
             receive = _replay(body, receive)
+            if body and not _json_type(headers):  # a non-browser client's JSON under curl's type
+                scope = dict(scope, headers=[*_without(scope["headers"], b"content-type"),
+                                             (b"content-type", b"application/json")])
         if origin:
             send = _with_cors(send, origin)
         await self.app(scope, receive, send)
 
-    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, str] | None:
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
         policy, host = self.policy, headers.get("host", "")
-        if not policy.host_allowed(host):
+        if "transfer-encoding" in headers and "content-length" in headers:
+            return 400, "a request may not carry both Content-Length and Transfer-Encoding", "ambiguous_framing"
+        if not policy.host_allowed(host, (scope.get("server") or (None,))[0]):
             return 403, f"host {host!r} is not allowed (DNS rebinding protection); add it to the allowed hosts", "host_not_allowed"
         origin = headers.get("origin")
         if origin is not None and not policy.origin_allowed(origin, host):
@@ -188,9 +143,12 @@ class SecurityMiddleware:
             return None
         if not policy.key_matches(offered_key(headers)):
             return 401, "missing or wrong API key: send it as `Authorization: Bearer KEY` or `x-api-key: KEY`", "invalid_api_key"
+        if scope["path"].rstrip("/") in MANAGEMENT_PATHS and not policy.allow_management:
+            return 403, ("model management (pull, delete) is off on this server's API; start it with "
+                         "`fireside serve --allow-management` to allow it"), "management_disabled"
         return None
 
-    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> tuple[bytes, tuple | None]:
+    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> tuple[bytes, Refusal | None]:
         limit = self.policy.max_body_bytes
         too_big = (413, f"the request body is larger than the {limit:,}-byte limit", "request_too_large")
         declared = headers.get("content-length")
@@ -208,11 +166,29 @@ class SecurityMiddleware:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        ctype = headers.get("content-type", "").split(";")[0].strip().lower()
-        if body and not (ctype == "application/json" or ctype.endswith("+json")):
+        if not body:
+            return body, None
+        if not _json_type(headers) and _browser_like(headers):
+            ctype = headers.get("content-type", "").split(";")[0].strip().lower()
             return b"", (415, f"the body must be JSON (Content-Type: application/json), not {ctype or 'untyped'}",
                          "unsupported_media_type")
+        if problem := json_problem(body):
+            return b"", (400, str(problem), "invalid_json")
         return body, None
+
+
+def _json_type(headers: dict[str, str]) -> bool:
+    ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+    return ctype == "application/json" or (ctype.startswith("application/") and ctype.endswith("+json"))
+
+
+def _browser_like(headers: dict[str, str]) -> bool:
+    """Whether a browser could have sent this (fetch and forms send Origin or Sec-Fetch-Site)."""
+    return "origin" in headers or headers.get("sec-fetch-site", "none") not in ("same-origin", "none")
+
+
+def _without(raw: list[tuple[bytes, bytes]], name: bytes) -> list[tuple[bytes, bytes]]:
+    return [(k, v) for k, v in raw if k.lower() != name]
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:
@@ -254,5 +230,7 @@ async def _send_error(send: Send, path: str, status: int, message: str, code: st
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         raw.append((b"www-authenticate", b'Bearer realm="fireside"'))
+    if code == "ambiguous_framing":  # where this body ends is anyone's guess: start afresh
+        raw.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})

@@ -5,7 +5,9 @@ loop, and hands its chunks over through an ``asyncio.Queue``; several chunks tha
 are taken in one batch and written in one send. Its ``cancel`` event goes to the runtime, which
 stops within one token once it is set. ``stream`` wraps a dialect's encoder in a response that sets
 that event when the client goes away (Starlette cancels the body iterator on ``http.disconnect``), so
-an abandoned stream frees its place in the model's queue at once. ``collect`` serves the non-streamed
+an abandoned stream frees its place in the model's queue at once. A reply the runtime reports as
+cancelled although nobody here cancelled it was cut by an unload: that becomes a ``ReplyCut`` error,
+so no client mistakes a cut reply for a finished one. ``collect`` serves the non-streamed
 replies, with a watcher that cancels generation if the client hangs up while waiting.
 """
 
@@ -20,6 +22,7 @@ from typing import Protocol
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
+from ..errors import ReplyCut
 from ..runtime.types import Chunk
 from .errors import ApiError
 
@@ -41,6 +44,10 @@ class ChunkPump:
     def _run(self) -> None:
         try:
             for chunk in self._source(self.cancel):
+                if isinstance(chunk, Chunk) and chunk.kind == "done" and chunk.finish_reason == "cancelled" \
+                        and not self.cancel.is_set():
+                    raise ReplyCut("the reply was cut short: its model was unloaded (or its runner stopped) "
+                                   "while it was generating")
                 self._put(chunk)
         except BaseException as exc:  # handed to the loop, which raises it in the handler
             self._put(exc)

@@ -4,7 +4,9 @@ The listening socket is bound here, on the caller's thread, before uvicorn start
 ``OSError`` at once, turned into a ``ServerError`` that says what to do, and port 0 picks a free port
 whose number ``port`` then reports. ``start`` then waits until uvicorn says it has started or its
 thread has died (a failure inside uvicorn is reported, never waited on forever). ``stop`` asks
-uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread.
+uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread. Each
+connection speaks ``protocol.GuardedH11Protocol``: its request headers must arrive within
+``header_timeout_s`` (10 s), so half-open connections cannot pile up.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import time
 import uvicorn
 
 from ..errors import ServerError
+from .protocol import HEADER_TIMEOUT_S, guarded_protocol
 
 log = logging.getLogger(__name__)
 POLL_S = 0.01
+KEEP_ALIVE_S = 5  # an idle keep-alive connection closes after this (uvicorn's default, said here)
 
 
 class ServerThread:
@@ -29,10 +33,11 @@ class ServerThread:
     thread (the GUI thread included: ``start`` blocks only until the socket listens)."""
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8765, *, log_level: str = "warning",
-                 access_log: bool = False, graceful_s: float = 3.0):
+                 access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S):
         self.app, self.host, self.requested_port = app, host, port
         self.config = uvicorn.Config(app, log_config=None, log_level=log_level, access_log=access_log,
-                                     timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none")
+                                     timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none",
+                                     http=guarded_protocol(header_timeout_s), timeout_keep_alive=KEEP_ALIVE_S)
         self.server = uvicorn.Server(self.config)
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None

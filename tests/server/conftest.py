@@ -1,7 +1,7 @@
 """Real servers on loopback over the real SmolLM2 model, shared so the suite stays fast.
 
-One runtime and one open server (no key) serve the whole session; a keyed server shares that
-runtime. A second runtime with a queue of one backs the queue-full, disconnect and crash tests, so
+One runtime and one open server (no key, model management off) serve the whole session; a keyed
+server with management on shares that runtime. A second runtime with a queue of one backs the queue-full, disconnect and crash tests, so
 their runner can be filled or killed without disturbing the others. Settings are built from a
 ``tmp_path_factory`` folder: the function-scoped ``FIRESIDE_HOME`` of tests/conftest.py does not
 reach session fixtures.
@@ -73,7 +73,7 @@ class FakePuller:
 @pytest.fixture(scope="session")
 def keyed_server(runtime, server_settings, library):
     """The same runtime behind an API key, with a fake puller for the management routes."""
-    policy = SecurityPolicy(api_key=API_KEY, allowed_origins=["http://allowed.example"])
+    policy = SecurityPolicy(api_key=API_KEY, allowed_origins=["http://allowed.example"], allow_management=True)
     app = create_app(runtime, server_settings, library, policy=policy,
                      puller=FakePuller(server_settings, library))
     thread = ServerThread(app, "127.0.0.1", 0)
@@ -84,9 +84,10 @@ def keyed_server(runtime, server_settings, library):
 
 @pytest.fixture(scope="module")
 def narrow(server_settings, library):
-    """A runtime with a queue of one, and a server over it: (server, runtime)."""
+    """A runtime with a queue of one, and a server over it that allows model management: (server, runtime)."""
     rt = Runtime(server_settings, resolver=lambda ref: library.get(ref).path, max_queue=1)
-    thread = ServerThread(create_app(rt, server_settings, library), "127.0.0.1", 0)
+    policy = SecurityPolicy(allow_management=True)
+    thread = ServerThread(create_app(rt, server_settings, library, policy=policy), "127.0.0.1", 0)
     thread.start()
     yield thread, rt
     thread.stop()

@@ -38,12 +38,12 @@ def test_each_dialect_gets_its_own_error_shape():
 
 
 @pytest.mark.parametrize("given, seconds, ttl", [
-    (None, None, None), ("5m", 300.0, 300.0), ("30s", 30.0, 30.0), (-1, -1.0, 0.0), ("-1", -1.0, 0.0),
-    (0, 0.0, None), ("1h", 3600.0, 3600.0), ("250ms", 0.25, 0.25),
+    (None, None, 600.0), ("5m", 300.0, 300.0), ("30s", 30.0, 30.0), (-1, -1.0, 0.0), ("-1", -1.0, 0.0),
+    (0, 0.0, 600.0), ("1h", 3600.0, 3600.0), ("250ms", 0.25, 0.25), (1e300, -1.0, 0.0),
 ])
 def test_keep_alive(given, seconds, ttl):
     assert keep_alive_s(given) == seconds
-    assert runtime_ttl(keep_alive_s(given)) == ttl  # runtime ttl 0 means "never unload"
+    assert runtime_ttl(keep_alive_s(given), 600.0) == ttl  # runtime ttl 0 means "never unload"
 
 
 def test_bad_keep_alive_and_sampling_are_400():

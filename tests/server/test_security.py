@@ -73,8 +73,8 @@ def test_listed_origin_gets_cors_and_preflight(keyed_server):
 
 
 @pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data", None])
-def test_non_json_body_gets_415(base_url, ctype):
-    headers = {"Content-Type": ctype} if ctype else {}
+def test_non_json_body_from_a_browser_gets_415(base_url, ctype):
+    headers = {"Content-Type": ctype, "Origin": base_url} if ctype else {"Origin": base_url}
     r = post(base_url, "/v1/chat/completions", content=b'{"model": "starter"}', headers=headers)
     assert r.status_code == 415
     assert r.json()["error"]["code"] == "unsupported_media_type"
@@ -162,9 +162,10 @@ def test_network_bind_without_key_is_refused(runtime, server_settings, library):
     check_bind("::1", None)
 
 
-def test_network_bind_with_key_accepts_any_host_but_needs_the_key():
+def test_network_bind_with_key_accepts_its_own_address_and_needs_the_key():
     policy = SecurityPolicy(api_key="k", bind_host="0.0.0.0")
-    assert policy.host_allowed("192.168.1.20:8765")
+    assert policy.host_allowed("192.168.1.20:8765", local_address="192.168.1.20")
+    assert not policy.host_allowed("attacker.example:8765", local_address="192.168.1.20")
     assert not SecurityPolicy(bind_host="127.0.0.1").host_allowed("192.168.1.20:8765")
     assert not policy.key_matches(None) and not policy.key_matches("K") and policy.key_matches("k")
 

@@ -1,0 +1,75 @@
+"""A longer fuzzing run of the API server's request models than the test suite's bounded one.
+
+The same Hypothesis strategies and model-free server as ``tests/server/test_fuzz.py``
+(``tests/helpers/apifuzz.py``): every route gets an equal share of ``--seconds``, in rounds of fresh
+random examples. Prints, per route, how many inputs were sent, in how many seconds, how many got a
+5xx and how many of those were crashes (a 500 or an internal error in a stream); writes each crash
+to ``--out`` as JSON lines ({"route", "body", "status", "why"}), ready to add to
+``tests/server/fuzz_cases.json``. Exits 1 if any crash was found.
+
+    python bench/fuzz_api.py [--seconds 300] [--out fuzz_crashes.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers, from a checkout
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+
+from tests.helpers.apifuzz import ROUTES, FuzzServer, fuzz_server, is_crash  # noqa: E402
+
+ROUND = 50  # examples per Hypothesis run; a route runs rounds until its share of time is spent
+
+
+def fuzz_route(server: FuzzServer, route: str, seconds: float, crashes: list[dict]) -> tuple[int, int, float]:
+    """(inputs, 5xx answers, seconds) for ``route``; crashes are appended to ``crashes``."""
+    counts = {"inputs": 0, "5xx": 0}
+
+    @settings(max_examples=ROUND, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(value=ROUTES[route][2])
+    def one(value):
+        counts["inputs"] += 1
+        outcome = server.send(route, value)
+        if outcome.status >= 500:
+            counts["5xx"] += 1
+        if is_crash(outcome):
+            crashes.append({"route": route, "body": json.dumps(value), "status": outcome.status,
+                            "why": outcome.text[:300]})
+
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        one()
+    return counts["inputs"], counts["5xx"], time.perf_counter() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=300.0, help="total time, shared by the routes")
+    parser.add_argument("--out", type=Path, default=Path("fuzz_crashes.jsonl"))
+    args = parser.parse_args()
+    crashes: list[dict] = []
+    totals = [0, 0, 0.0]
+    with tempfile.TemporaryDirectory() as home, fuzz_server(home) as server:
+        print(f"{'route':<24} {'inputs':>8} {'seconds':>8} {'5xx':>5} {'crashes':>8}")
+        for route in sorted(ROUTES):
+            before = len(crashes)
+            inputs, errors, took = fuzz_route(server, route, args.seconds / len(ROUTES), crashes)
+            print(f"{route:<24} {inputs:>8,} {took:>8.1f} {errors:>5} {len(crashes) - before:>8}")
+            totals = [totals[0] + inputs, totals[1] + errors, totals[2] + took]
+    print(f"{'all':<24} {totals[0]:>8,} {totals[2]:>8.1f} {totals[1]:>5} {len(crashes):>8}")
+    if crashes:
+        args.out.write_text("".join(json.dumps(c) + "\n" for c in crashes), encoding="utf-8")
+        print(f"crashes written to {args.out}")
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
