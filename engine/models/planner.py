@@ -25,6 +25,9 @@ GPU_RESERVE_MIN = 256 * MiB  # driver context, fragmentation, other apps' growth
 GPU_RESERVE_FRACTION = 0.05
 RAM_OVERHEAD = 256 * MiB  # the runner process itself: Python, llama.cpp, tokenizer tables
 VERDICT_RANK = {"will_not_fit": 0, "cpu_only": 1, "partial": 2, "full_gpu": 3}
+# Slots share one unified KV cache of ``context`` tokens (as llama-server's default does), so their
+# number costs no KV memory: a lone conversation may use the whole context, and several share it.
+DEFAULT_PARALLEL = 4
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class LoadOptions:
     use_mmap: bool = True
     use_mlock: bool = False
     n_batch: int = 512
+    parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -91,6 +95,7 @@ class FitPlan:
     shortfall_bytes: int
     max_context: int = 0
     notes: list[str] = field(default_factory=list)
+    parallel: int = 1  # slots over one unified KV cache of ``context`` tokens in all
 
     @property
     def fits(self) -> bool:
@@ -111,6 +116,7 @@ class FitPlan:
             "use_mmap": self.use_mmap,
             "use_mlock": self.use_mlock,
             "flash_attn": self.flash_attn,
+            "n_seq_max": self.parallel,  # the runner takes this one: Llama() has no such parameter
         }
         if len(self.tensor_split) > 1:
             kw["tensor_split"] = self.tensor_split
@@ -288,6 +294,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         trained_context=trained, kv_type=o.kv_type, flash_attn=flash,
         threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
         n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes,
+        parallel=max(1, o.parallel or DEFAULT_PARALLEL),
     )
     if _search_context:
         plan.max_context = _largest_context(info, hw, o, plan)

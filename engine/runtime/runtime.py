@@ -249,7 +249,7 @@ class Runtime:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos):
                 if msg["type"] == "text":
-                    yield Chunk("text", msg["text"])
+                    yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"))
                 elif msg["type"] == "done":
                     yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]))
                 elif msg["type"] == "error":
