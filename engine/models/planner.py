@@ -25,8 +25,11 @@ GPU_RESERVE_MIN = 256 * MiB  # driver context, fragmentation, other apps' growth
 GPU_RESERVE_FRACTION = 0.05
 RAM_OVERHEAD = 256 * MiB  # the runner process itself: Python, llama.cpp, tokenizer tables
 VERDICT_RANK = {"will_not_fit": 0, "cpu_only": 1, "partial": 2, "full_gpu": 3}
-# Slots share one unified KV cache of ``context`` tokens (as llama-server's default does), so their
-# number costs no KV memory: a lone conversation may use the whole context, and several share it.
+# Each slot (a request decoded alongside others) gets a KV cache of ``context`` tokens of its own, as
+# Ollama's OLLAMA_NUM_PARALLEL does: every conversation can use the whole context it was loaded with,
+# and its numerics do not depend on the other slots (see runtime/batch.py), which keeps seeds honest.
+# The cost is KV memory for N contexts, so the automatic choice is the most slots, up to
+# DEFAULT_PARALLEL (llama-server's and LM Studio's four), that keep the verdict and GPU layers of one.
 DEFAULT_PARALLEL = 4
 
 
@@ -95,7 +98,7 @@ class FitPlan:
     shortfall_bytes: int
     max_context: int = 0
     notes: list[str] = field(default_factory=list)
-    parallel: int = 1  # slots over one unified KV cache of ``context`` tokens in all
+    parallel: int = 1  # slots, each with a KV cache of ``context`` tokens
 
     @property
     def fits(self) -> bool:
@@ -182,10 +185,10 @@ def _distribute(n: int, ratios: list[float]) -> list[int]:
 class _Costs:
     """Per-layer and fixed costs of one model at one context and KV type."""
 
-    def __init__(self, info: ModelInfo, ctx: int, kv_type: str, flash: bool, ubatch: int):
+    def __init__(self, info: ModelInfo, ctx: int, kv_type: str, flash: bool, ubatch: int, slots: int = 1):
         self.info, self.ctx, self.flash, self.ubatch = info, ctx, flash, ubatch
         kv = info.kv_bytes_per_token_by_layer(kv_type)
-        self.layers = [(w, k * ctx) for w, k in zip(info.layer_bytes, kv)]
+        self.layers = [(w, k * ctx * slots) for w, k in zip(info.layer_bytes, kv)]
         self.output = info.other_bytes.get("output", 0)
         # Tied embeddings: the output layer reuses the token embedding, which a GPU then needs a copy of.
         self.output_gpu = self.output + (info.other_bytes.get("input", 0) if info.tied_embeddings else 0)
@@ -256,14 +259,19 @@ def _auto_layers(costs: _Costs, gpus: list[Device], ratios: list[float] | None, 
 def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, *, _search_context: bool = True) -> FitPlan:
     """Plan how to load ``info`` on ``hw``. Pure: no I/O, no llama.cpp calls; safe on any thread."""
     o = options or LoadOptions()
+    if o.parallel is None:
+        return _auto_parallel(info, hw, o, _search_context)
     trained = info.context_length or 4096
     ctx = max(16, o.context or min(trained, 8192))
     notes: list[str] = []
     if o.context and o.context > trained:
         notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
     gpus = [d for d in hw.devices if d.is_gpu]
-    flash = o.flash_attn if o.flash_attn is not None else bool(gpus)
-    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch)
+    # On by default, as llama-server's "auto" resolves on CPUs and current GPUs: faster prompts, a
+    # smaller compute buffer, and attention that skips other slots' cells instead of summing their
+    # zeros, which keeps a sequence's numerics (and so its seeded text) independent of the others.
+    flash = o.flash_attn if o.flash_attn is not None else True
+    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel))
     user_ratios = list(o.tensor_split) if o.tensor_split else None
     if user_ratios and len(user_ratios) != len(gpus):
         notes.append(f"tensor split has {len(user_ratios)} entries for {len(gpus)} GPUs; extra entries ignored")
@@ -294,10 +302,27 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         trained_context=trained, kv_type=o.kv_type, flash_attn=flash,
         threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
         n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes,
-        parallel=max(1, o.parallel or DEFAULT_PARALLEL),
+        parallel=max(1, o.parallel),
     )
     if _search_context:
         plan.max_context = _largest_context(info, hw, o, plan)
+    return plan
+
+
+def _auto_parallel(info: ModelInfo, hw: Hardware, o: LoadOptions, search_context: bool) -> FitPlan:
+    """The plan with the most slots (up to DEFAULT_PARALLEL) that is as good as one slot's."""
+    single = plan_fit(info, hw, replace(o, parallel=1), _search_context=False)
+    n = 1
+    for tried in (DEFAULT_PARALLEL, 2):
+        p = plan_fit(info, hw, replace(o, parallel=tried), _search_context=False)
+        if VERDICT_RANK[p.verdict] >= VERDICT_RANK[single.verdict] and p.n_gpu_layers >= single.n_gpu_layers:
+            n = tried
+            break
+    plan = plan_fit(info, hw, replace(o, parallel=n), _search_context=False)
+    if search_context:  # the largest context at which the planner may still choose one slot
+        plan.max_context = _largest_context(info, hw, o, plan)
+    if n < DEFAULT_PARALLEL:
+        plan.notes.append(f"{n} parallel slot{'s' if n > 1 else ''}: the KV cache for more would not fit as well")
     return plan
 
 

@@ -1,15 +1,15 @@
 """Continuous batching: several requests decoded together in one llama.cpp context, as llama-server does.
 
-The context holds ``n_slots`` sequences over one unified KV cache (a long conversation may use the
-whole context while the others are short). Each step gathers the next token of every generating
+The context holds ``n_slots`` sequences, each with its own KV stream of the loaded context (see
+``sequences`` for why not one unified cache). Each step gathers the next token of every generating
 sequence plus a chunk of prompt tokens of sequences still evaluating their prompt (chunked prefill:
 a long new prompt shares each step with the streams already running instead of stalling them), runs
 one ``llama_decode``, and samples each sequence from its own logits row with its own sampler chain.
 
 Slots keep the tokens their cache holds after a reply ends. A new request takes the idle slot whose
 tokens share the longest prefix with its prompt (turn N of a conversation reuses turns 1..N-1), or
-copies a longer prefix from any other slot (``llama_memory_seq_cp``: two clients with one long system
-prompt evaluate it once). Requests beyond the slots wait in arrival order. ``cached_tokens`` in
+copies another slot's cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
+tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the slots wait in arrival order. ``cached_tokens`` in
 usage says how many prompt tokens were reused.
 
 Runs entirely on the runner's worker thread, the only thread that touches the ``Llama``.
@@ -56,23 +56,41 @@ class _Slot:
 
 
 @contextlib.contextmanager
-def sequences(n_seq: int) -> Iterator[None]:
-    """While open, contexts that ``llama_cpp.Llama`` creates hold ``n_seq`` sequences over one unified
-    KV cache (``Llama`` has no parameter for either, so its default context params are wrapped)."""
+def sequences(kwargs: dict) -> Iterator[dict]:
+    """Open around ``llama_cpp.Llama(**kw)`` where ``kw`` is what this yields for the plan's ``kwargs``:
+    its context then holds ``n_seq_max`` sequences, each with a KV stream of its own of ``n_ctx``
+    tokens (``Llama`` has no parameter for either, so its default context params are wrapped).
+
+    A stream of its own per slot keeps a sequence's cells in position order whatever the others do,
+    so its numerics, and with them a seeded reply, do not depend on what else is being decoded.
+    (In one unified cache, cells freed by one slot are reused by another out of position order,
+    and attention then sums the same terms in another order.)"""
     import llama_cpp
 
+    kw = dict(kwargs)
+    n_seq = max(1, kw.pop("n_seq_max", 1))
+    if kw.get("embedding"):
+        n_seq = 1  # Llama sets up its own sequences for embeddings
+    kw["n_ctx"] = kw.get("n_ctx", 512) * n_seq
     default_params = llama_cpp.llama_context_default_params
 
     def params():
         p = default_params()
-        p.n_seq_max, p.kv_unified = max(1, n_seq), True
+        p.n_seq_max, p.kv_unified = n_seq, False
         return p
 
     llama_cpp.llama_cpp.llama_context_default_params = params  # the module llama.py reads it from
     try:
-        yield
+        yield kw
     finally:
         llama_cpp.llama_cpp.llama_context_default_params = default_params
+
+
+def slot_context(llama: Any) -> int:
+    """The tokens one sequence (slot) can hold."""
+    import llama_cpp
+
+    return llama_cpp.llama_n_ctx_seq(llama._ctx.ctx)
 
 
 class BatchEngine:
@@ -83,7 +101,7 @@ class BatchEngine:
         self.ctx = llama._ctx.ctx
         self.mem = lc.llama_get_memory(self.ctx)
         lc.llama_memory_clear(self.mem, True)  # whatever ran before (a warm-up) is not a slot's
-        self.n_ctx = llama.n_ctx()
+        self.n_ctx = slot_context(llama)
         self.n_batch = lc.llama_n_batch(self.ctx)
         self.slots = [_Slot(i) for i in range(max(1, n_slots))]
         self.waiting: deque[_Seq] = deque()
@@ -108,7 +126,7 @@ class BatchEngine:
         except ValueError as exc:
             self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
             return
-        reply = Reply(self.llama, s, len(tokens), started)
+        reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None)))
 
     def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
@@ -156,8 +174,8 @@ class BatchEngine:
         if donor is not None and common_prefix(donor.tokens, seq.prompt) > keep:
             keep = common_prefix(donor.tokens, seq.prompt)
             lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
-            lc.llama_memory_seq_cp(self.mem, donor.seq_id, slot.seq_id, -1, keep)
-            slot.tokens = donor.tokens[:keep]
+            lc.llama_memory_seq_cp(self.mem, donor.seq_id, slot.seq_id, -1, -1)  # streams copy whole
+            slot.tokens = list(donor.tokens)
         keep = min(keep, len(seq.prompt) - 1)  # the last prompt token is evaluated again for its logits
         lc.llama_memory_seq_rm(self.mem, slot.seq_id, keep, -1)
         slot.tokens = slot.tokens[:keep]
@@ -199,13 +217,11 @@ class BatchEngine:
         return i
 
     def _decode(self) -> bool:
-        """Run the batch. When the shared cache is full, idle slots give their cells back, then the
-        longest running reply ends with ``length``. Returns whether there is something to sample."""
+        """Run the batch; returns whether there is something to sample. Max tokens keep each reply
+        within its slot's context, so a full cache (1) is a surprise: the longest reply ends."""
         import llama_cpp as lc
 
         rc = lc.llama_decode(self.ctx, self.batch)
-        if rc == 1 and self._evict_idle():
-            rc = lc.llama_decode(self.ctx, self.batch)
         if rc == 1:
             longest = max((s for s in self.slots if s.seq), key=lambda s: len(s.tokens))
             self._release(longest, longest.seq.reply.end("length"))
@@ -222,15 +238,6 @@ class BatchEngine:
         by_seq = {s.seq_id: s for s in self.slots}
         for i in range(b.n_tokens):
             by_seq[b.seq_id[i][0]].tokens.append(b.token[i])
-
-    def _evict_idle(self) -> bool:
-        import llama_cpp as lc
-
-        idle = [s for s in self.slots if s.seq is None and s.tokens]
-        for slot in idle:
-            lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
-            slot.tokens = []
-        return bool(idle)
 
     def _sample(self, seq: _Seq, idx: int) -> None:
         import llama_cpp as lc

@@ -36,9 +36,9 @@ def _held_suffix(text: str, stops: list[str]) -> int:
 class Reply:
     """What one request has produced so far. ``finish`` is set once the reply is over."""
 
-    def __init__(self, llama: Any, sampling: Any, n_prompt: int, started: float):
+    def __init__(self, llama: Any, sampling: Any, n_prompt: int, started: float, n_ctx: int):
         self.llama, self.n_prompt, self.started = llama, n_prompt, started
-        room = llama.n_ctx() - n_prompt
+        room = n_ctx - n_prompt
         self.max_tokens = min(sampling.max_tokens, room) if sampling.max_tokens else room
         self.stops = [x for x in sampling.stop if x]
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

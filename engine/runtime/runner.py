@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any
 
-from .batch import BatchEngine, sequences
+from .batch import BatchEngine, sequences, slot_context
 from .protocol import FramedPipe, PipeClosed
 
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
@@ -146,10 +146,8 @@ class Runner:
         llama_cpp.llama_cpp.llama_model_default_params = params_with_progress
         llama_cpp.llama.llama_cpp.llama_model_default_params = params_with_progress
         started = time.monotonic()
-        kwargs = dict(msg["kwargs"])
-        self.n_seq = kwargs.pop("n_seq_max", 1)
         try:
-            with sequences(self.n_seq):
+            with sequences(msg["kwargs"]) as kwargs:
                 self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **kwargs)
         except Exception as exc:
             if cancel.is_set():
@@ -159,7 +157,8 @@ class Runner:
         finally:
             llama_cpp.llama_cpp.llama_model_default_params = default_params
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
-        self.reply(req_id, "result", n_ctx=self.llama.n_ctx(), load_s=time.monotonic() - started,
+        self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
+        self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos())
 
     def _add_bos(self) -> bool:
