@@ -159,7 +159,7 @@ class Runner:
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
-                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos())
+                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq)
 
     def _add_bos(self) -> bool:
         import llama_cpp

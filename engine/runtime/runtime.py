@@ -57,7 +57,7 @@ class _Slot:
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
-                 remotes: RemoteEngine | None = None):
+                 remotes: RemoteEngine | None = None, load_defaults: LoadOptions | None = None):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -65,6 +65,7 @@ class Runtime:
         self.max_queue = max_queue
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
+        self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
         self.remotes = remotes or RemoteEngine(settings)
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
@@ -89,7 +90,7 @@ class Runtime:
                 return slot.loaded
             if slot:
                 self._drop(key)
-            opts = options or self._options.get(key) or LoadOptions()
+            opts = options or self._options.get(key) or self.load_defaults
             slot = self._start(model_id, opts, on_progress, cancel, ttl_s, embedding)
             with self._lock:
                 self._slots[key] = slot
@@ -126,9 +127,10 @@ class Runtime:
             n_layers=info.block_count, verdict=plan.verdict, planned_ram_bytes=plan.ram.total_bytes,
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
-            calibration=plan.compare(reported) if reported else {},
+            calibration=plan.compare(reported) if reported else {}, parallel=result.get("n_seq", plan.parallel),
         )
-        log.info("loaded %s in runner %d (%s, ctx %d)", model_id, client.pid, plan.verdict, loaded.n_ctx)
+        log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
+                 loaded.parallel)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
                      self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes)
 

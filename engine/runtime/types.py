@@ -126,3 +126,4 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     reported_bytes: dict[str, int] = field(default_factory=dict)  # what llama.cpp said it allocated
     calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported
+    parallel: int = 1  # slots: requests decoded together, each with a context of n_ctx tokens
