@@ -223,12 +223,13 @@ class Runtime:
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
-        made_calls = False
+        made_calls, logprobs = False, []
         for event in self._generate(slot, prompt, request.sampling, grammar_for(request), cancel):
             if event.kind == "text":
-                yield from parser.feed(event.text)
+                logprobs += event.logprobs or []
+                yield from _carry_logprobs(parser.feed(event.text), logprobs)
                 continue
-            for chunk in parser.finish():
+            for chunk in _carry_logprobs(parser.finish(), logprobs):
                 made_calls = made_calls or chunk.kind == "tool_calls"
                 yield chunk
             finish = "tool_calls" if made_calls and event.finish_reason != "cancelled" else event.finish_reason
@@ -315,6 +316,15 @@ def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:
         key = {"model": "weights", "KV": "kv", "RS": "kv"}.get(kind, "compute")
         out[key] += mib
     return {k: int(v * 1024 * 1024) for k, v in out.items() if v}
+
+
+def _carry_logprobs(chunks, pending: list) -> Iterator[Chunk]:
+    """Hand the tokens' log-probabilities gathered so far to the next text the parser lets out."""
+    for chunk in chunks:
+        if pending and chunk.kind in ("text", "reasoning"):
+            chunk.logprobs = list(pending)
+            pending.clear()
+        yield chunk
 
 
 def _runner_error(slot: _Slot, msg: dict) -> Exception:
