@@ -12,6 +12,14 @@ copies another slot's cache when that shares a longer prefix (``llama_memory_seq
 tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the slots wait in arrival order. ``cached_tokens`` in
 usage says how many prompt tokens were reused.
 
+Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
+stay in position order, so with flash attention (the default) a seeded request gives the same text
+alone or beside other requests (tests/engine/test_batching.py checks it). What still breaks it is
+llama.cpp's numerics changing under the same request: flash attention off (attention then sums
+over every cell of the stream and its rounding depends on how many there are), a prompt evaluated
+in different chunks (all of it cold, or only its tail after a cached prefix), another thread count
+or backend (GPU kernels pick different reductions by batch size).
+
 Runs entirely on the runner's worker thread, the only thread that touches the ``Llama``.
 """
 
@@ -115,6 +123,9 @@ class BatchEngine:
         """Queue a ``generate`` request; its replies go out through ``send`` as steps run."""
         started = time.perf_counter()
         tokens = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+        if not tokens:
+            self._finish_early(req_id, "error", error="ValueError", message="the prompt is empty")
+            return
         if len(tokens) >= self.n_ctx:
             n = len(tokens)
             self._finish_early(req_id, "error", error="ContextOverflow", prompt_tokens=n, context=self.n_ctx,

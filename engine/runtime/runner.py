@@ -59,7 +59,7 @@ class Runner:
             else:
                 self.cancels.setdefault(msg["id"], threading.Event())
                 self.requests.put(msg)
-        for event in self.cancels.values():
+        for event in list(self.cancels.values()):  # the worker removes finished ones meanwhile
             event.set()
         self.requests.put(None)
 
