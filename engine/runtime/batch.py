@@ -7,8 +7,9 @@ a long new prompt shares each step with the streams already running instead of s
 one ``llama_decode``, and samples each sequence from its own logits row with its own sampler chain.
 
 Slots keep the tokens their cache holds after a reply ends. A new request takes the idle slot whose
-tokens share the longest prefix with its prompt (turn N of a conversation reuses turns 1..N-1), or
-copies another slot's cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
+tokens share the longest prefix with its prompt when that covers half of it (turn N of a
+conversation reuses turns 1..N-1), else the idle slot used longest ago; it copies another slot's
+cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
 tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the slots wait in arrival order. ``cached_tokens`` in
 usage says how many prompt tokens were reused.
 
@@ -38,6 +39,8 @@ from .sampler import Chain, token_logprob
 from .tokens import prompt_tokens
 
 Send = Callable[..., None]  # send(req_id, kind, **data)
+SIMILAR = 0.5  # a slot whose cache covers this share of a prompt is that conversation's (llama-server's rule)
+MIN_COPY = 64  # copying a slot's stream moves all of it: worth it only for a prefix of this many tokens
 
 
 @dataclass
@@ -171,7 +174,11 @@ class BatchEngine:
             if not idle:
                 return
             seq = self.waiting.popleft()
-            slot = max(idle, key=lambda s: (common_prefix(s.tokens, seq.prompt), -s.used_at))
+            slot = max(idle, key=lambda s: common_prefix(s.tokens, seq.prompt))
+            if common_prefix(slot.tokens, seq.prompt) < SIMILAR * len(seq.prompt):
+                # no slot holds this conversation: take the one used longest ago (an empty one first)
+                # rather than overwrite another conversation for the sake of a few shared tokens
+                slot = min(idle, key=lambda s: s.used_at)
             self._reuse(slot, seq)
             slot.seq = seq
 
@@ -182,7 +189,7 @@ class BatchEngine:
         keep = common_prefix(slot.tokens, seq.prompt)
         donor = max((s for s in self.slots if s is not slot), key=lambda s: common_prefix(s.tokens, seq.prompt),
                     default=None)
-        if donor is not None and common_prefix(donor.tokens, seq.prompt) > keep:
+        if donor is not None and common_prefix(donor.tokens, seq.prompt) > max(keep, MIN_COPY - 1):
             keep = common_prefix(donor.tokens, seq.prompt)
             lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
             lc.llama_memory_seq_cp(self.mem, donor.seq_id, slot.seq_id, -1, -1)  # streams copy whole

@@ -18,8 +18,11 @@ from fireside.engine.settings import Settings
 
 pytestmark = pytest.mark.model
 
-SYSTEM = ("You are a patient assistant for a lighthouse museum. Answer in plain words, keep to the facts "
-          "the visitor asks about, and say so when you do not know something.")
+SYSTEM = ("You are a patient assistant for a lighthouse museum on a rocky northern coast. Answer in plain "
+          "words, keep to the facts the visitor asks about, and say so when you do not know something. The "
+          "museum has three rooms: the lamp room with the old Fresnel lens, the keepers' kitchen, and the "
+          "storm gallery with logbooks from a century of winters. Tickets are sold at the door; children "
+          "under twelve go free, and guided tours start on the hour.")
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +108,15 @@ def test_a_prefix_held_by_a_busy_slot_is_copied_not_evaluated_again(runtime):
     second = [{"role": "system", "content": SYSTEM}, *user("Is the museum open on Sundays?")]
     tokens = [runtime.tokenize("starter", runtime.render_prompt("starter", ChatRequest(m))) for m in (first, second)]
     shared = common_prefix(*tokens)
-    assert shared > 30  # the system turn
+    assert shared > 64  # the system turn
     running = runtime.chat("starter", ChatRequest(first, Sampling(max_tokens=60, seed=2)))
     next(c for c in running if c.kind == "text")  # the first request now holds a slot, mid-reply
-    _, usage, _ = chat(runtime, second, max_tokens=4, seed=2)
+    text, usage, _ = chat(runtime, second, max_tokens=6, seed=2)
     assert next(running).kind == "text"  # served beside the first, which is still replying
     running.close()
     assert usage.cached_tokens >= shared  # copied from the busy slot into the idle one
+    again, _, _ = chat(runtime, second, max_tokens=6, seed=2)
+    assert text == again  # and what was copied is the prefix itself: the reply reads as it does from its own cache
 
 
 def test_logprobs_at_temperature_zero_name_the_sampled_token_first(runtime):
