@@ -37,6 +37,8 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--kv-type", choices=sorted(KV_TYPE_BYTES), default="f16")
     g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--threads", type=int)
+    g.add_argument("--parallel", type=int, help="slots: requests decoded together, each with its own "
+                                                "context (default: up to 4, as many as fit)")
     g.add_argument("--no-mmap", dest="use_mmap", action="store_false", default=True)
     g.add_argument("--mlock", dest="use_mlock", action="store_true", default=False)
 
@@ -123,6 +125,7 @@ def describe_plan(plan: FitPlan) -> str:
         f"  context {plan.context:,} tokens ({plan.kv_type} KV cache, flash attention "
         f"{'on' if plan.flash_attn else 'off'}); largest that fits: {plan.max_context:,}",
         f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers + 1} (with the output layer), threads {plan.threads}",
+        f"  {plan.parallel} parallel slot{'s' if plan.parallel > 1 else ''}, each with its own context",
     ]
     for use in [*plan.gpus, plan.ram]:
         lines.append(f"  {use.name:<10} {human_bytes(use.total_bytes):>10} of {human_bytes(use.available_bytes)} "

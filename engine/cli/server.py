@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="accept this Host header besides loopback names (repeatable)")
     p.add_argument("--load", action="append", default=[], metavar="MODEL",
                    help="load this model before serving (repeatable)")
+    p.add_argument("--parallel", type=int, metavar="N",
+                   help="slots per model: requests decoded together, each with its own context "
+                        "(default: up to 4, as many as the model's memory plan allows)")
     p.add_argument("--no-jit", dest="jit", action="store_false", default=True,
                    help="answer only for models already loaded (default: load a model on its first request)")
     p.add_argument("--keep-alive", type=keep_alive, default=None, metavar="DURATION",
@@ -93,15 +96,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
-          preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management)
+          preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
+          parallel=args.parallel)
     return 0
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
-          management: bool = False) -> None:
+          management: bool = False, parallel: int | None = None) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
     from ..library import Library
+    from ..models.planner import LoadOptions
     from ..runtime.runtime import Runtime
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
@@ -111,11 +116,13 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
-    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s)
+    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
+                      load_defaults=LoadOptions(parallel=parallel))
     log.info("runtime: idle models unload after %s", f"{runtime.idle_ttl_s:g} s" if runtime.idle_ttl_s else "never")
     for ref in preload:
         loaded = runtime.load(library.get(ref).id)
-        log.info("loaded %s (%s, context %d)", loaded.model_id, loaded.verdict, loaded.n_ctx)
+        log.info("loaded %s (%s, context %d, %d slots)", loaded.model_id, loaded.verdict, loaded.n_ctx,
+                 loaded.parallel)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
                             allow_management=management)
     server = ServerThread(create_app(runtime, settings, library, policy=policy, jit=jit), host, port)

@@ -34,6 +34,13 @@ def verdict_text(verdict: str) -> str:
     """The verdict as the app shows it ("Runs on the CPU"); an unknown verdict is shown as it is."""
     return VERDICT_WORDS.get(verdict, verdict)
 
+# Each slot (a request decoded alongside others) gets a KV cache of ``context`` tokens of its own, as
+# Ollama's OLLAMA_NUM_PARALLEL does: every conversation can use the whole context it was loaded with,
+# and its numerics do not depend on the other slots (see runtime/batch.py), which keeps seeds honest.
+# The cost is KV memory for N contexts, so the automatic choice is the most slots, up to
+# DEFAULT_PARALLEL (llama-server's and LM Studio's four), that keep the verdict and GPU layers of one.
+DEFAULT_PARALLEL = 4
+
 
 @dataclass(frozen=True)
 class LoadOptions:
@@ -49,6 +56,7 @@ class LoadOptions:
     use_mmap: bool = True
     use_mlock: bool = False
     n_batch: int = 512
+    parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -100,6 +108,7 @@ class FitPlan:
     max_context: int = 0
     notes: list[str] = field(default_factory=list)
     refusal: str | None = None  # why llama.cpp would refuse these options whatever the memory
+    parallel: int = 1  # slots, each with a KV cache of ``context`` tokens
 
     @property
     def fits(self) -> bool:
@@ -120,6 +129,7 @@ class FitPlan:
             "use_mmap": self.use_mmap,
             "use_mlock": self.use_mlock,
             "flash_attn": self.flash_attn,
+            "n_seq_max": self.parallel,  # the runner takes this one: Llama() has no such parameter
         }
         if len(self.tensor_split) > 1:
             kw["tensor_split"] = self.tensor_split
@@ -185,10 +195,10 @@ def _distribute(n: int, ratios: list[float]) -> list[int]:
 class _Costs:
     """Per-layer and fixed costs of one model at one context and KV type."""
 
-    def __init__(self, info: ModelInfo, ctx: int, kv_type: str, flash: bool, ubatch: int):
+    def __init__(self, info: ModelInfo, ctx: int, kv_type: str, flash: bool, ubatch: int, slots: int = 1):
         self.info, self.ctx, self.flash, self.ubatch = info, ctx, flash, ubatch
         kv = info.kv_bytes_per_token_by_layer(kv_type)
-        self.layers = [(w, k * ctx) for w, k in zip(info.layer_bytes, kv)]
+        self.layers = [(w, k * ctx * slots) for w, k in zip(info.layer_bytes, kv)]
         self.output = info.other_bytes.get("output", 0)
         # Tied embeddings: the output layer reuses the token embedding, which a GPU then needs a copy of.
         self.output_gpu = self.output + (info.other_bytes.get("input", 0) if info.tied_embeddings else 0)
@@ -259,14 +269,16 @@ def _auto_layers(costs: _Costs, gpus: list[Device], ratios: list[float] | None, 
 def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, *, _search_context: bool = True) -> FitPlan:
     """Plan how to load ``info`` on ``hw``. Pure: no I/O, no llama.cpp calls; safe on any thread."""
     o = options or LoadOptions()
+    if o.parallel is None:
+        return _auto_parallel(info, hw, o, _search_context)
     trained = info.context_length or 4096
     ctx = max(16, o.context or min(trained, 8192))
     notes: list[str] = []
     if o.context and o.context > trained:
         notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
     gpus = [d for d in hw.devices if d.is_gpu]
-    flash, refusal = _flash_attention(o, bool(gpus), notes)
-    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch)
+    flash, refusal = _flash_attention(o, notes)
+    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel))
     user_ratios = list(o.tensor_split) if o.tensor_split else None
     if user_ratios and len(user_ratios) != len(gpus):
         notes.append(f"tensor split has {len(user_ratios)} entries for {len(gpus)} GPUs; extra entries ignored")
@@ -297,17 +309,22 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         trained_context=trained, kv_type=o.kv_type, flash_attn=flash,
         threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
         n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes, refusal=refusal,
+        parallel=max(1, o.parallel),
     )
     if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)
     return plan
 
 
-def _flash_attention(o: LoadOptions, has_gpu: bool, notes: list[str]) -> tuple[bool, str | None]:
+def _flash_attention(o: LoadOptions, notes: list[str]) -> tuple[bool, str | None]:
     """Flash attention on or off, and a refusal when the options break llama.cpp's rule that a quantized
-    V cache needs flash attention (without it, creating the context fails at any size)."""
+    V cache needs flash attention (without it, creating the context fails at any size).
+
+    On by default, as llama-server's "auto" resolves on CPUs and current GPUs: faster prompts, a smaller
+    compute buffer, and attention that skips other slots' cells instead of summing their zeros, which
+    keeps a sequence's numerics (and so its seeded text) independent of the others."""
     if o.kv_type == "f16":
-        return (o.flash_attn if o.flash_attn is not None else has_gpu), None
+        return (o.flash_attn if o.flash_attn is not None else True), None
     if o.flash_attn is None:
         notes.append(f"flash attention turned on: llama.cpp needs it for a quantized ({o.kv_type}) KV cache")
         return True, None
@@ -315,6 +332,23 @@ def _flash_attention(o: LoadOptions, has_gpu: bool, notes: list[str]) -> tuple[b
         return True, None
     return False, (f"a quantized ({o.kv_type}) KV cache needs flash attention, which is turned off; turn flash "
                    f"attention on (or leave it on auto), or use an f16 KV cache")
+
+
+def _auto_parallel(info: ModelInfo, hw: Hardware, o: LoadOptions, search_context: bool) -> FitPlan:
+    """The plan with the most slots (up to DEFAULT_PARALLEL) that is as good as one slot's."""
+    single = plan_fit(info, hw, replace(o, parallel=1), _search_context=False)
+    n = 1
+    for tried in (DEFAULT_PARALLEL, 2):
+        p = plan_fit(info, hw, replace(o, parallel=tried), _search_context=False)
+        if VERDICT_RANK[p.verdict] >= VERDICT_RANK[single.verdict] and p.n_gpu_layers >= single.n_gpu_layers:
+            n = tried
+            break
+    plan = plan_fit(info, hw, replace(o, parallel=n), _search_context=False)
+    if search_context:  # the largest context at which the planner may still choose one slot
+        plan.max_context = _largest_context(info, hw, o, plan)
+    if n < DEFAULT_PARALLEL:
+        plan.notes.append(f"{n} parallel slot{'s' if n > 1 else ''}: the KV cache for more would not fit as well")
+    return plan
 
 
 def _largest_context(info: ModelInfo, hw: Hardware, o: LoadOptions, plan: FitPlan) -> int:

@@ -1,25 +1,20 @@
-"""The decode loop: tokenize a prompt, reuse the cached prefix, sample, detokenize, stop.
+"""One reply's output side: detokenize sampled tokens, honour stop strings and max tokens, report usage.
 
-Runs on the runner's worker thread (the only thread that touches the ``Llama``). Yields event dicts
-(``text`` pieces, then one ``done`` with usage and the stop reason) that the runner sends to the parent.
-The cancel event is checked between tokens, so Stop takes effect within one token. Stop strings are
-honoured across token boundaries: text that could be the start of a stop string is held back until
-it is decided, so a stop string never reaches the user.
+Runs on the runner's worker thread, one ``Reply`` per request in a slot (``batch.py`` samples the
+tokens). ``push`` turns each sampled token into event dicts (``text`` pieces, then one ``done`` with
+usage and the stop reason) that the runner sends to the parent. Stop strings are honoured across
+token boundaries: text that could be the start of a stop string is held back until it is decided,
+so a stop string never reaches the user.
 """
 
 from __future__ import annotations
 
 import codecs
-import random
-import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-from .tokens import prompt_tokens
 
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
+def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -38,76 +33,69 @@ def _held_suffix(text: str, stops: list[str]) -> int:
     return best
 
 
-def decode_stream(llama: Any, msg: dict, cancel: threading.Event) -> Iterator[dict]:
-    import llama_cpp
+class Reply:
+    """What one request has produced so far. ``finish`` is set once the reply is over."""
 
-    started = time.perf_counter()
-    s = msg["sampling"]
-    prompt: str = msg["prompt"]
-    tokens = prompt_tokens(llama, prompt, msg.get("add_bos", False))
-    n_ctx = llama.n_ctx()
-    if len(tokens) >= n_ctx:
-        yield {"type": "error", "error": "ContextOverflow", "prompt_tokens": len(tokens), "context": n_ctx,
-               "message": f"the prompt is {len(tokens):,} tokens but the context holds {n_ctx:,}"}
-        return
-    cached = _common_prefix(list(llama._input_ids[: llama.n_tokens]), tokens)
-    cached = min(cached, len(tokens) - 1)  # llama-cpp-python re-evaluates at least the last token
-    room = n_ctx - len(tokens)
-    max_tokens = min(s.max_tokens, room) if s.max_tokens else room
-    llama.set_seed(s.seed if s.seed is not None else random.randrange(2**31))
-    grammar = llama_cpp.LlamaGrammar.from_string(msg["grammar"], verbose=False) if msg.get("grammar") else None
-    vocab = llama._model.vocab
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    stops = [x for x in s.stop if x]
-    held, n_out, first_at, finish = "", 0, None, "length"
-    gen = llama.generate(
-        tokens, top_k=s.top_k, top_p=s.top_p, min_p=s.min_p, temp=s.temperature,
-        repeat_penalty=s.repeat_penalty, frequency_penalty=s.frequency_penalty,
-        presence_penalty=s.presence_penalty, grammar=grammar, reset=True,
-    )
-    try:
-        for token in gen:
-            if first_at is None:
-                first_at = time.perf_counter()
-            if cancel.is_set():
-                finish = "cancelled"
-                break
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
-                finish = "stop"
-                break
-            n_out += 1
-            held += decoder.decode(llama._model.detokenize([token]))
-            hits = [held.find(x) for x in stops if x in held]
-            if hits:
-                held, finish = held[: min(hits)], "stop"
-                break
-            keep = _held_suffix(held, stops)
-            if len(held) > keep:
-                yield {"type": "text", "text": held[: len(held) - keep]}
-                held = held[len(held) - keep:]
-            if n_out >= max_tokens:
-                break
-    finally:
-        gen.close()
-    held += decoder.decode(b"", final=True)
-    if held:
-        yield {"type": "text", "text": held}
-    yield {"type": "done", "finish_reason": finish, "usage": _usage(started, first_at, len(tokens), cached, n_out)}
+    def __init__(self, llama: Any, sampling: Any, n_prompt: int, started: float, n_ctx: int):
+        self.llama, self.n_prompt, self.started = llama, n_prompt, started
+        room = n_ctx - n_prompt
+        self.max_tokens = min(sampling.max_tokens, room) if sampling.max_tokens else room
+        self.stops = [x for x in sampling.stop if x]
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.held, self.n_out, self.cached = "", 0, 0
+        self.first_at: float | None = None
+        self.finish: str | None = None
+        self.logprobs: list = []  # TokenLogprob entries not yet sent with a text piece
 
+    def push(self, token: int, is_eog: bool, logprob: Any = None) -> list[dict]:
+        """Take one sampled token; return the events it releases (a ``done`` when the reply ends)."""
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+        if is_eog:
+            return self.end("stop")
+        self.n_out += 1
+        if logprob is not None:
+            self.logprobs.append(logprob)
+        self.held += self.decoder.decode(self.llama._model.detokenize([token]))
+        hits = [self.held.find(x) for x in self.stops if x in self.held]
+        if hits:
+            self.held = self.held[: min(hits)]
+            return self.end("stop")
+        events = []
+        keep = _held_suffix(self.held, self.stops)
+        if len(self.held) > keep:
+            events.append(self._text(self.held[: len(self.held) - keep]))
+            self.held = self.held[len(self.held) - keep:]
+        if self.n_out >= self.max_tokens:
+            events += self.end("length")
+        return events
 
-def _usage(started: float, first_at: float | None, n_prompt: int, cached: int, n_out: int) -> dict:
-    from .types import Usage
+    def _text(self, text: str) -> dict:
+        event = {"type": "text", "text": text}
+        if self.logprobs:
+            event["logprobs"], self.logprobs = self.logprobs, []
+        return event
 
-    end = time.perf_counter()
-    first_at = first_at or end
-    ttft = first_at - started
-    decode_s = end - first_at
-    return Usage(
-        prompt_tokens=n_prompt,
-        completion_tokens=n_out,
-        cached_tokens=cached,
-        ttft_s=ttft,
-        decode_tokens_per_s=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
-        prompt_tokens_per_s=(n_prompt - cached) / ttft if ttft > 0 else 0.0,
-        total_s=end - started,
-    ).to_dict()
+    def end(self, finish: str) -> list[dict]:
+        """Finish the reply (``stop``, ``length`` or ``cancelled``): flush held text, then ``done``."""
+        self.finish = finish
+        self.held += self.decoder.decode(b"", final=True)
+        events = [self._text(self.held)] if self.held or self.logprobs else []
+        self.held = ""
+        return [*events, {"type": "done", "finish_reason": finish, "usage": self.usage()}]
+
+    def usage(self) -> dict:
+        from .types import Usage
+
+        end = time.perf_counter()
+        first_at = self.first_at or end
+        ttft, decode_s, n_out = first_at - self.started, end - first_at, self.n_out
+        return Usage(
+            prompt_tokens=self.n_prompt,
+            completion_tokens=n_out,
+            cached_tokens=self.cached,
+            ttft_s=ttft,
+            decode_tokens_per_s=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
+            prompt_tokens_per_s=(self.n_prompt - self.cached) / ttft if ttft > 0 else 0.0,
+            total_s=end - self.started,
+        ).to_dict()

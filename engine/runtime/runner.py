@@ -6,8 +6,9 @@ llama.cpp ends its process on some failures (GPU out of memory, failed asserts),
 stdin; replies go back on the original stdout, each tagged with the request's id.
 
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; one worker
-thread owns the ``Llama`` and serves a queue of requests in order (a queue, not a lock, so a later
-version can decode several requests together in one batch).
+thread owns the ``Llama``. It takes requests off a queue in order and hands ``generate`` requests to
+the batch engine (``batch.py``), which decodes every request in a slot together, one step at a time;
+between steps the worker takes the next requests, so a new one joins the running batch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import threading
 import time
 from typing import Any
 
+from .batch import BatchEngine, sequences, slot_context
 from .protocol import FramedPipe, PipeClosed
 
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
@@ -36,6 +38,8 @@ class Runner:
         self.log_lines: list[str] = []
         self.buffers: dict[str, float] = {}
         self._log_cb = None
+        self.n_seq = 1
+        self.batch: Any = None  # the BatchEngine, made at the first generate
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -55,7 +59,7 @@ class Runner:
             else:
                 self.cancels.setdefault(msg["id"], threading.Event())
                 self.requests.put(msg)
-        for event in self.cancels.values():
+        for event in list(self.cancels.values()):  # the worker removes finished ones meanwhile
             event.set()
         self.requests.put(None)
 
@@ -68,17 +72,37 @@ class Runner:
     # --- worker side -----------------------------------------------------------------------------
     def work_loop(self) -> None:
         """Runs on the worker thread: the only thread that touches ``self.llama``."""
+        while True:
+            busy = self.batch is not None and self.batch.busy
+            try:
+                msg = self.requests.get(block=not busy)
+            except queue.Empty:
+                msg = False  # nothing new: run the next step
+            if msg is None:
+                break
+            if msg:
+                self.handle(msg)
+                if not self.requests.empty():
+                    continue  # take every waiting request before the next step, so they join it
+            if self.batch is not None and self.batch.busy:
+                try:
+                    self.batch.step()
+                except Exception as exc:  # a failed step fails the requests in it, not the runner
+                    self.batch.fail_all(f"{type(exc).__name__}: {exc}")
+
+    def handle(self, msg: dict) -> None:
         handlers = {"load": self.load, "generate": self.generate, "tokenize": self.tokenize,
                     "embed": self.embed, "stats": self.stats}
-        while (msg := self.requests.get()) is not None:
-            req_id = msg["id"]
-            cancel = self.cancels[req_id]
-            try:
-                handlers[msg["op"]](req_id, msg, cancel)
-            except Exception as exc:  # every failure becomes an error reply for that request
-                self.reply(req_id, "error", error=type(exc).__name__, message=str(exc),
-                           log=self.log_lines[-8:])
-            finally:
+        req_id = msg["id"]
+        cancel = self.cancels[req_id]
+        owned = False
+        try:
+            owned = handlers[msg["op"]](req_id, msg, cancel) is True
+        except Exception as exc:  # every failure becomes an error reply for that request
+            self.reply(req_id, "error", error=type(exc).__name__, message=str(exc),
+                       log=self.log_lines[-8:])
+        finally:
+            if not owned:  # a generate stays open in the batch until it ends
                 self.cancels.pop(req_id, None)
 
     def _capture_logs(self) -> None:
@@ -127,7 +151,8 @@ class Runner:
         llama_cpp.llama.llama_cpp.llama_model_default_params = params_with_progress
         started = time.monotonic()
         try:
-            self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **kwargs)
+            with sequences(kwargs) as seq_kwargs:
+                self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **seq_kwargs)
         except Exception as exc:
             if cancel.is_set():
                 self.reply(req_id, "error", error="LoadCancelled", message="the load was cancelled")
@@ -137,8 +162,9 @@ class Runner:
             llama_cpp.llama_cpp.llama_model_default_params = default_params
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
-        self.reply(req_id, "result", n_ctx=self.llama.n_ctx(), load_s=time.monotonic() - started,
-                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos())
+        self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
+        self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
+                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq)
 
     def _warm_up(self, crash: bool) -> None:
         """Decode a few real tokens once, so a llama.cpp crash on this machine happens during the load
@@ -169,6 +195,11 @@ class Runner:
         self.reply(req_id, "result", tokens=tokens)
 
     def embed(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        if self.batch is not None:  # Llama.embed clears the KV cache the slots keep
+            if self.batch.busy:
+                raise RuntimeError("this runner is generating; embeddings need a runner of their own")
+            self.batch.close()
+            self.batch = None
         vectors, n_tokens = [], 0
         for text in msg["inputs"]:
             tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
@@ -179,13 +210,18 @@ class Runner:
         self.reply(req_id, "result", vectors=vectors, tokens=n_tokens)
 
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
-        self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_tokens=self.llama.n_tokens)
+        slots = self.batch.slots if self.batch else []
+        self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_seq=self.n_seq,
+                   n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots])
 
-    def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
-        from .decode import decode_stream
+    def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
+        if self.batch is None:
+            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished)
+        self.batch.submit(req_id, msg, cancel)
+        return True  # the batch engine replies and calls _finished when the request ends
 
-        for event in decode_stream(self.llama, msg, cancel):
-            self.reply(req_id, event.pop("type"), **event)
+    def _finished(self, req_id: str) -> None:
+        self.cancels.pop(req_id, None)
 
 
 def _test_crash_wanted(kwargs: dict, extra_bufts: bool) -> bool:

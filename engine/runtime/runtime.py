@@ -70,7 +70,7 @@ class _Spawn:
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
-                 remotes: RemoteEngine | None = None):
+                 remotes: RemoteEngine | None = None, load_defaults: LoadOptions | None = None):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -78,6 +78,7 @@ class Runtime:
         self.max_queue = max_queue
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
+        self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
         self.remotes = remotes or RemoteEngine(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self._slots: dict[str, _Slot] = {}
@@ -103,7 +104,7 @@ class Runtime:
                 return slot.loaded
             if slot:
                 self._drop(key)
-            opts = options or self._options.get(key) or LoadOptions()
+            opts = options or self._options.get(key) or self.load_defaults
             slot = self._start(model_id, opts, on_progress, cancel, ttl_s, embedding)
             with self._lock:
                 self._slots[key] = slot
@@ -145,8 +146,10 @@ class Runtime:
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
             calibration=plan.compare(reported) if reported else {}, warnings=warnings,
+            parallel=result.get("n_seq", plan.parallel),
         )
-        log.info("loaded %s in runner %d (%s, ctx %d)", model_id, client.pid, plan.verdict, loaded.n_ctx)
+        log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
+                 loaded.parallel)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
                      self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes)
 
@@ -285,12 +288,13 @@ class Runtime:
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
-        made_calls = False
+        made_calls, logprobs = False, []
         for event in self._generate(slot, prompt, request.sampling, grammar, cancel):
             if event.kind == "text":
-                yield from parser.feed(event.text)
+                logprobs += event.logprobs or []
+                yield from _carry_logprobs(parser.feed(event.text), logprobs)
                 continue
-            for chunk in parser.finish():
+            for chunk in _carry_logprobs(parser.finish(), logprobs):
                 made_calls = made_calls or chunk.kind == "tool_calls"
                 yield chunk
             finish = "tool_calls" if made_calls and event.finish_reason != "cancelled" else event.finish_reason
@@ -314,7 +318,7 @@ class Runtime:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos):
                 if msg["type"] == "text":
-                    yield Chunk("text", msg["text"])
+                    yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"))
                 elif msg["type"] == "done":
                     yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]))
                 elif msg["type"] == "error":
@@ -383,6 +387,15 @@ def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:
         key = {"model": "weights", "KV": "kv", "RS": "kv"}.get(kind, "compute")
         out[key] += mib
     return {k: int(v * 1024 * 1024) for k, v in out.items() if v}
+
+
+def _carry_logprobs(chunks, pending: list) -> Iterator[Chunk]:
+    """Hand the tokens' log-probabilities gathered so far to the next text the parser lets out."""
+    for chunk in chunks:
+        if pending and chunk.kind in ("text", "reasoning"):
+            chunk.logprobs = list(pending)
+            pending.clear()
+        yield chunk
 
 
 def _runner_error(slot: _Slot, msg: dict) -> Exception:

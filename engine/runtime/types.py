@@ -21,6 +21,7 @@ class Sampling:
     seed: int | None = None
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
+    logprobs: int | None = None  # None: no log-probabilities; k (0-20): each token's, with k alternatives
 
 
 @dataclass
@@ -53,10 +54,21 @@ class CompletionRequest:
 
 
 @dataclass
+class TokenLogprob:
+    """One sampled token's log-probability under the model, and the ``top`` most likely tokens at its
+    step as (text, log-probability) pairs, most likely first. Taken from the raw logits, before
+    penalties, grammar and temperature, as llama-server reports them."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_tokens: int = 0  # prompt tokens reused from the previous turn (not evaluated again)
+    cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
     ttft_s: float = 0.0
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
@@ -84,6 +96,7 @@ class Chunk:
     tool_calls: list[ToolCall] | None = None
     finish_reason: str | None = None
     usage: Usage | None = None
+    logprobs: list[TokenLogprob] | None = None  # for ``text`` chunks, when the request's sampling asked
 
 
 @dataclass
@@ -114,3 +127,4 @@ class LoadedModel:
     reported_bytes: dict[str, int] = field(default_factory=dict)  # what llama.cpp said it allocated
     calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported
     warnings: list[str] = field(default_factory=list)  # what the user should be told: a healed or shrunk load
+    parallel: int = 1  # slots: requests decoded together, each with a context of n_ctx tokens

@@ -47,3 +47,10 @@ def test_info_on_a_broken_file_is_a_clear_error_not_a_traceback(tmp_path):
     assert out.returncode == 1
     assert out.stderr.startswith("fireside: broken.gguf:")
     assert "Traceback" not in out.stderr
+
+
+def test_info_shows_the_parallel_slots_and_parallel_sets_them():
+    assert "4 parallel slots, each with its own context" in fireside("info", "starter").stdout
+    data = json.loads(fireside("info", "starter", "--json", "--ctx", "2048", "--parallel", "2").stdout)
+    assert data["plan"]["parallel"] == 2
+    assert data["plan"]["ram"]["kv_bytes"] == 2 * 2048 * 23040  # a KV cache per slot

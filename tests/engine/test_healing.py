@@ -83,8 +83,8 @@ def test_ladder_turns_flash_attention_off_after_extra_buffer_types(make_runtime,
 
 def test_ladder_skips_rungs_that_change_nothing_and_reaches_a_smaller_batch(make_runtime, monkeypatch):
     monkeypatch.setenv("FIRESIDE_TEST_RUNNER_CRASH", "batch")
-    rt = make_runtime()  # flash attention is already off on a CPU and there is no GPU: those rungs are skipped
-    loaded = rt.load("starter", LoadOptions(context=512))
+    rt = make_runtime()  # flash attention is off by choice and there is no GPU: those rungs are skipped
+    loaded = rt.load("starter", LoadOptions(context=512, flash_attn=False))
     assert rt.workarounds.entries()[0]["rungs"] == ["extra_bufts", "batch"]
     assert "smaller batch (64 tokens)" in loaded.warnings[0]
     assert runner_logs(rt) == 3

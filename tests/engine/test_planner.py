@@ -30,7 +30,7 @@ def q70b(tmp_path_factory):
 
 
 def test_no_gpu_runs_on_the_cpu_with_everything_in_ram(q8b):
-    plan = plan_fit(q8b, machine(), LoadOptions(context=8192))
+    plan = plan_fit(q8b, machine(), LoadOptions(context=8192, parallel=1))
     assert (plan.verdict, plan.n_gpu_layers, plan.gpus) == ("cpu_only", 0, [])
     assert plan.ram.weights_bytes == q8b.weights_bytes
     assert plan.ram.kv_bytes == 144 * 1024 * 8192  # 1.125 GiB of f16 KV cache
@@ -38,7 +38,7 @@ def test_no_gpu_runs_on_the_cpu_with_everything_in_ram(q8b):
 
 
 def test_8b_fits_fully_on_one_8gb_gpu_at_8k(q8b):
-    plan = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=8192))
+    plan = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=8192, parallel=1))
     assert plan.verdict == "full_gpu"
     assert plan.n_gpu_layers == 37  # 36 layers plus the output layer
     gpu = plan.gpus[0]
@@ -92,6 +92,17 @@ def test_user_overrides_win(q8b):
     assert kw["type_k"] == kw["type_v"] == 8  # GGML_TYPE_Q8_0
     f16 = plan_fit(q8b, machine((24, 23), (24, 23)), LoadOptions(n_gpu_layers=10, context=4096))
     assert sum(g.kv_bytes for g in plan.gpus) < sum(g.kv_bytes for g in f16.gpus)
+
+
+def test_each_slot_has_its_own_kv_cache_and_the_automatic_count_keeps_the_verdict(q8b):
+    roomy = plan_fit(q8b, machine(), LoadOptions(context=8192))
+    assert roomy.parallel == 4 and roomy.ram.kv_bytes == 4 * 144 * 1024 * 8192
+    assert roomy.llama_kwargs()["n_seq_max"] == 4 and roomy.llama_kwargs()["n_ctx"] == 8192  # per slot
+    tight = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=8192))
+    assert tight.verdict == "full_gpu" and tight.parallel == 2  # four 8k caches would push layers off the GPU
+    assert "2 parallel slots" in " ".join(tight.notes)
+    forced = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=8192, parallel=4))
+    assert forced.verdict == "partial"  # the user's choice wins, and the plan says what it costs
 
 
 def test_largest_context_keeps_the_verdict(q8b):

@@ -1,0 +1,308 @@
+"""Continuous batching: several requests decoded together in one llama.cpp context, as llama-server does.
+
+The context holds ``n_slots`` sequences, each with its own KV stream of the loaded context (see
+``sequences`` for why not one unified cache). Each step gathers the next token of every generating
+sequence plus a chunk of prompt tokens of sequences still evaluating their prompt (chunked prefill:
+a long new prompt shares each step with the streams already running instead of stalling them), runs
+one ``llama_decode``, and samples each sequence from its own logits row with its own sampler chain.
+
+Slots keep the tokens their cache holds after a reply ends. A new request takes the idle slot whose
+tokens share the longest prefix with its prompt when that covers half of it (turn N of a
+conversation reuses turns 1..N-1), else the idle slot used longest ago; it copies another slot's
+cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
+tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the slots wait in arrival order. ``cached_tokens`` in
+usage says how many prompt tokens were reused.
+
+Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
+stay in position order, so with flash attention (the default) a seeded request gives the same text
+alone or beside other requests (tests/engine/test_batching.py checks it). What still breaks it is
+llama.cpp's numerics changing under the same request: flash attention off (attention then sums
+over every cell of the stream and its rounding depends on how many there are), a prompt evaluated
+in different chunks (all of it cold, or only its tail after a cached prefix), another thread count
+or backend (GPU kernels pick different reductions by batch size).
+
+Runs entirely on the runner's worker thread, the only thread that touches the ``Llama``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .decode import Reply, common_prefix
+from .sampler import Chain, token_logprob
+from .tokens import prompt_tokens
+
+Send = Callable[..., None]  # send(req_id, kind, **data)
+SIMILAR = 0.5  # a slot whose cache covers this share of a prompt is that conversation's (llama-server's rule)
+MIN_COPY = 64  # copying a slot's stream moves all of it: worth it only for a prefix of this many tokens
+
+
+@dataclass
+class _Seq:
+    """One request: its prompt, sampler chain and reply."""
+
+    req_id: str
+    cancel: threading.Event
+    prompt: list[int]
+    chain: Chain | None
+    reply: Reply
+    n_logprobs: int | None
+    next_token: int | None = None  # sampled, not yet in the cache
+
+
+@dataclass
+class _Slot:
+    """One sequence id of the context and the tokens its KV cache holds, in order."""
+
+    seq_id: int
+    tokens: list[int] = field(default_factory=list)
+    seq: _Seq | None = None
+    used_at: float = 0.0
+
+
+@contextlib.contextmanager
+def sequences(kwargs: dict) -> Iterator[dict]:
+    """Open around ``llama_cpp.Llama(**kw)`` where ``kw`` is what this yields for the plan's ``kwargs``:
+    its context then holds ``n_seq_max`` sequences, each with a KV stream of its own of ``n_ctx``
+    tokens (``Llama`` has no parameter for either, so its default context params are wrapped).
+
+    A stream of its own per slot keeps a sequence's cells in position order whatever the others do,
+    so its numerics, and with them a seeded reply, do not depend on what else is being decoded.
+    (In one unified cache, cells freed by one slot are reused by another out of position order,
+    and attention then sums the same terms in another order.)"""
+    import llama_cpp
+
+    kw = dict(kwargs)
+    n_seq = max(1, kw.pop("n_seq_max", 1))
+    if kw.get("embedding"):
+        n_seq = 1  # Llama sets up its own sequences for embeddings
+    kw["n_ctx"] = kw.get("n_ctx", 512) * n_seq
+    default_params = llama_cpp.llama_context_default_params
+
+    def params():
+        p = default_params()
+        p.n_seq_max, p.kv_unified = n_seq, False
+        return p
+
+    llama_cpp.llama_cpp.llama_context_default_params = params  # the module llama.py reads it from
+    try:
+        yield kw
+    finally:
+        llama_cpp.llama_cpp.llama_context_default_params = default_params
+
+
+def slot_context(llama: Any) -> int:
+    """The tokens one sequence (slot) can hold."""
+    import llama_cpp
+
+    return llama_cpp.llama_n_ctx_seq(llama._ctx.ctx)
+
+
+class BatchEngine:
+    def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None]):
+        import llama_cpp as lc
+
+        self.llama, self.send, self.on_finished = llama, send, on_finished
+        self.ctx = llama._ctx.ctx
+        self.mem = lc.llama_get_memory(self.ctx)
+        lc.llama_memory_clear(self.mem, True)  # whatever ran before (a warm-up) is not a slot's
+        self.n_ctx = slot_context(llama)
+        self.n_batch = lc.llama_n_batch(self.ctx)
+        self.slots = [_Slot(i) for i in range(max(1, n_slots))]
+        self.waiting: deque[_Seq] = deque()
+        self.batch = lc.llama_batch_init(self.n_batch, 0, 1)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.waiting) or any(s.seq for s in self.slots)
+
+    def submit(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        """Queue a ``generate`` request; its replies go out through ``send`` as steps run."""
+        started = time.perf_counter()
+        tokens = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+        if not tokens:
+            self._finish_early(req_id, "error", error="ValueError", message="the prompt is empty")
+            return
+        if len(tokens) >= self.n_ctx:
+            n = len(tokens)
+            self._finish_early(req_id, "error", error="ContextOverflow", prompt_tokens=n, context=self.n_ctx,
+                               message=f"the prompt is {n:,} tokens but the context holds {self.n_ctx:,}")
+            return
+        s = msg["sampling"]
+        try:
+            chain = Chain(self.llama, s, msg.get("grammar"))
+        except ValueError as exc:
+            self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
+            return
+        reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
+        self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None)))
+
+    def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
+        self.send(req_id, kind, **data)
+        self.on_finished(req_id)
+
+    # --- one step ----------------------------------------------------------------------------------
+    def step(self) -> None:
+        """Admit waiting requests, drop cancelled ones, then decode one batch and sample from it."""
+        self._drop_cancelled()
+        self._admit()
+        outputs = self._fill()
+        if self.batch.n_tokens == 0:
+            return
+        if not self._decode():
+            return
+        for seq, idx in outputs:
+            self._sample(seq, idx)
+
+    def _drop_cancelled(self) -> None:
+        for seq in [s for s in self.waiting if s.cancel.is_set()]:
+            self.waiting.remove(seq)
+            self._end(seq, seq.reply.end("cancelled"))
+        for slot in self.slots:
+            if slot.seq and slot.seq.cancel.is_set():
+                self._release(slot, slot.seq.reply.end("cancelled"))
+
+    def _admit(self) -> None:
+        while self.waiting:
+            idle = [s for s in self.slots if s.seq is None]
+            if not idle:
+                return
+            seq = self.waiting.popleft()
+            slot = max(idle, key=lambda s: common_prefix(s.tokens, seq.prompt))
+            if common_prefix(slot.tokens, seq.prompt) < SIMILAR * len(seq.prompt):
+                # no slot holds this conversation: take the one used longest ago (an empty one first)
+                # rather than overwrite another conversation for the sake of a few shared tokens
+                slot = min(idle, key=lambda s: s.used_at)
+            self._reuse(slot, seq)
+            slot.seq = seq
+
+    def _reuse(self, slot: _Slot, seq: _Seq) -> None:
+        """Keep the longest prefix of the prompt this slot (or, copied, another slot) already holds."""
+        import llama_cpp as lc
+
+        keep = common_prefix(slot.tokens, seq.prompt)
+        donor = max((s for s in self.slots if s is not slot), key=lambda s: common_prefix(s.tokens, seq.prompt),
+                    default=None)
+        if donor is not None and common_prefix(donor.tokens, seq.prompt) > max(keep, MIN_COPY - 1):
+            keep = common_prefix(donor.tokens, seq.prompt)
+            lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
+            lc.llama_memory_seq_cp(self.mem, donor.seq_id, slot.seq_id, -1, -1)  # streams copy whole
+            slot.tokens = list(donor.tokens)
+        keep = min(keep, len(seq.prompt) - 1)  # the last prompt token is evaluated again for its logits
+        lc.llama_memory_seq_rm(self.mem, slot.seq_id, keep, -1)
+        slot.tokens = slot.tokens[:keep]
+        seq.reply.cached = keep
+
+    def _fill(self) -> list[tuple[_Seq, int]]:
+        """Put this step's tokens in the batch; return which sequence samples from which output row.
+
+        A slot is either generating (one token) or evaluating its prompt (a chunk), never both, so
+        each token's position is the slot's cached length plus its place in the chunk."""
+        self.batch.n_tokens = 0
+        outputs = []
+        for slot in self.slots:
+            seq = slot.seq
+            if seq is not None and seq.next_token is not None:
+                outputs.append((seq, self._add(slot.seq_id, seq.next_token, len(slot.tokens), True)))
+        for slot in self.slots:  # prefill: the rest of the batch, in slot order
+            seq = slot.seq
+            if seq is None or seq.next_token is not None:
+                continue
+            start = len(slot.tokens)
+            end = min(len(seq.prompt), start + self.n_batch - self.batch.n_tokens)
+            for pos in range(start, end):
+                last = pos == len(seq.prompt) - 1
+                idx = self._add(slot.seq_id, seq.prompt[pos], pos, last)
+                if last:
+                    outputs.append((seq, idx))
+        return outputs
+
+    def _add(self, seq_id: int, token: int, pos: int, logits: bool) -> int:
+        b = self.batch
+        i = b.n_tokens
+        b.token[i] = token
+        b.pos[i] = pos
+        b.n_seq_id[i] = 1
+        b.seq_id[i][0] = seq_id
+        b.logits[i] = logits
+        b.n_tokens = i + 1
+        return i
+
+    def _decode(self) -> bool:
+        """Run the batch; returns whether there is something to sample. Max tokens keep each reply
+        within its slot's context, so a full cache (1) is a surprise: the longest reply ends."""
+        import llama_cpp as lc
+
+        rc = lc.llama_decode(self.ctx, self.batch)
+        if rc == 1:
+            longest = max((s for s in self.slots if s.seq), key=lambda s: len(s.tokens))
+            self._release(longest, longest.seq.reply.end("length"))
+            return False
+        if rc != 0:
+            self.fail_all(f"llama_decode failed ({rc})")
+            return False
+        self._commit()
+        return True
+
+    def _commit(self) -> None:
+        """The batch's tokens are in the cache now: record them as their slots' tokens."""
+        b = self.batch
+        by_seq = {s.seq_id: s for s in self.slots}
+        for i in range(b.n_tokens):
+            by_seq[b.seq_id[i][0]].tokens.append(b.token[i])
+
+    def _sample(self, seq: _Seq, idx: int) -> None:
+        import llama_cpp as lc
+
+        slot = next(s for s in self.slots if s.seq is seq)
+        token = seq.chain.sample(self.ctx, idx)
+        logprob = None
+        if seq.n_logprobs is not None:
+            logprob = token_logprob(self.llama, self.ctx, idx, token, seq.n_logprobs)
+        events = seq.reply.push(token, lc.llama_vocab_is_eog(self.llama._model.vocab, token), logprob)
+        seq.next_token = token
+        if seq.reply.finish is not None:
+            self._release(slot, events)
+        else:
+            for event in events:
+                self.send(seq.req_id, event.pop("type"), **event)
+
+    # --- endings -----------------------------------------------------------------------------------
+    def _release(self, slot: _Slot, events: list[dict] | None, error: str = "") -> None:
+        """End the slot's request; the slot keeps its tokens for the next request to reuse."""
+        seq, slot.seq, slot.used_at = slot.seq, None, time.monotonic()
+        if events is None:
+            events = [{"type": "error", "error": "RuntimeError", "message": error}]
+        self._end(seq, events)
+
+    def _end(self, seq: _Seq, events: list[dict]) -> None:
+        if seq.chain:
+            seq.chain.free()
+        for event in events:
+            self.send(seq.req_id, event.pop("type"), **event)
+        self.on_finished(seq.req_id)
+
+    def fail_all(self, message: str) -> None:
+        """A step raised: every request in flight gets the error; the slots' caches are forgotten."""
+        import llama_cpp as lc
+
+        for slot in self.slots:
+            if slot.seq:
+                self._release(slot, None, error=message)
+        while self.waiting:
+            seq = self.waiting.popleft()
+            self._end(seq, [{"type": "error", "error": "RuntimeError", "message": message}])
+        lc.llama_memory_clear(self.mem, True)
+        for slot in self.slots:
+            slot.tokens = []
+
+    def close(self) -> None:
+        import llama_cpp as lc
+
+        lc.llama_batch_free(self.batch)
