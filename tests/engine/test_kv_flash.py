@@ -35,10 +35,13 @@ def test_quantized_kv_with_flash_attention_forced_off_will_not_load(q8b):
     assert REFUSAL in plan.refusal and plan.max_context == 0
 
 
-def test_f16_kv_keeps_the_old_choice(q8b):
-    assert not plan_fit(q8b, machine(), LoadOptions()).flash_attn
+def test_f16_kv_has_flash_attention_on_auto_and_off_when_asked(q8b):
+    # On by default on CPUs and GPUs alike (as llama-server's auto resolves), so a slot's numerics do not
+    # depend on the other slots (runtime/batch.py); an f16 cache loads either way.
+    assert plan_fit(q8b, machine(), LoadOptions()).flash_attn
     assert plan_fit(q8b, machine((24, 24)), LoadOptions()).flash_attn
-    assert plan_fit(q8b, machine(), LoadOptions(flash_attn=False)).refusal is None
+    off = plan_fit(q8b, machine(), LoadOptions(flash_attn=False))
+    assert not off.flash_attn and off.refusal is None
 
 
 def fireside(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
