@@ -78,7 +78,9 @@ class Runner:
                 msg = self.requests.get(block=not busy)
             except queue.Empty:
                 msg = False  # nothing new: run the next step
-            if msg is None:
+            if msg is None:  # shutdown: the reader has set every cancel event
+                if self.batch is not None:
+                    self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash
                 break
             if msg:
                 self.handle(msg)

@@ -9,7 +9,7 @@ import pytest
 
 from fireside.engine.library import Library
 from fireside.engine.models import hardware
-from fireside.engine.server import ServerThread, create_app
+from fireside.engine.server import SecurityPolicy, ServerThread, create_app
 from tests.engine.test_downloads import tiny_machine
 from tests.helpers.hubfixtures import Q4, REPO, hub_settings, run_fakehub
 
@@ -19,7 +19,8 @@ settings = pytest.fixture(hub_settings)
 
 @pytest.fixture
 def hub_server(runtime, settings):
-    thread = ServerThread(create_app(runtime, settings, Library(settings)), "127.0.0.1", 0)
+    policy = SecurityPolicy(allow_management=True)  # pulls are model management: off unless allowed
+    thread = ServerThread(create_app(runtime, settings, Library(settings), policy=policy), "127.0.0.1", 0)
     thread.start()
     yield thread
     thread.stop()
