@@ -26,7 +26,7 @@ from .errors import ApiError, describe, error_body
 from .mapping import arguments_dict, sampling
 from .ollama_admin import admin_router
 from .streaming import collect, reply_parts, stream
-from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Unit
+from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Tool, Unit
 
 router = APIRouter(prefix="/api", tags=["Ollama"])  # routes only; their state comes from app.state
 router.include_router(admin_router)
@@ -70,17 +70,6 @@ class Message(Body):
     tool_calls: list[ToolCallIn] | None = None
     tool_name: str | None = None
     thinking: str | None = None
-
-
-class Function(Body):
-    name: Name
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-
-
-class Tool(Body):
-    type: Literal["function"] = "function"
-    function: Function
 
 
 Format = Literal["json", ""] | dict[str, Any] | None

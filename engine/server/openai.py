@@ -31,7 +31,7 @@ from .mapping import (
     text_of,
 )
 from .streaming import collect, reply_parts, stream
-from .validation import Body, Name, Seed, Stop, Tokens, Unit, dumped
+from .validation import Body, Name, Seed, Stop, Tokens, Tool, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; their state comes from app.state
 
@@ -65,17 +65,6 @@ class Message(Body):
     name: str | None = None
     tool_calls: list[ToolCallIn] | None = None
     tool_call_id: str | None = None
-
-
-class Function(Body):
-    name: Name
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-
-
-class Tool(Body):
-    type: Literal["function"] = "function"
-    function: Function
 
 
 class NamedFunction(Body):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,6 +38,19 @@ class Body(BaseModel):
     """Base of every request model: extras allowed (and ignored), non-finite floats refused."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class Function(Body):
+    name: Name
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class Tool(Body):
+    """A function tool, the same in OpenAI's and Ollama's requests."""
+
+    type: Literal["function"] = "function"
+    function: Function
 
 
 def dumped(value: Any) -> Any:
