@@ -25,6 +25,17 @@ def shared_runtime(tmp_path_factory, smollm2_path):
 
 
 @pytest.fixture
+def remote_server(shared_runtime):
+    """A second real Fireside server over the shared runtime, to add as a remote engine."""
+    from fireside.engine.server import ServerThread, create_app
+
+    thread = ServerThread(create_app(shared_runtime, shared_runtime.settings), "127.0.0.1", 0)
+    thread.start()
+    yield thread
+    thread.stop()
+
+
+@pytest.fixture
 def loaded_runtime(shared_runtime):
     shared_runtime.load("starter", SMALL)
     return shared_runtime

@@ -11,18 +11,9 @@ from keyring.backends import fail
 
 from fireside.app import feedback
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 
 pytestmark = pytest.mark.gui
-
-
-@pytest.fixture
-def remote_server(shared_runtime):
-    thread = ServerThread(create_app(shared_runtime, shared_runtime.settings), "127.0.0.1", 0)
-    thread.start()
-    yield thread
-    thread.stop()
 
 
 @pytest.fixture

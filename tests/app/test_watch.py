@@ -11,19 +11,10 @@ import pytest
 from fireside.engine.library import Library
 from fireside.engine.remote import RemoteRegistry
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 from tests.helpers.gguf_builder import build_gguf
 
 pytestmark = pytest.mark.gui
-
-
-@pytest.fixture
-def remote_server(shared_runtime):
-    thread = ServerThread(create_app(shared_runtime, shared_runtime.settings), "127.0.0.1", 0)
-    thread.start()
-    yield thread
-    thread.stop()
 
 
 @pytest.fixture
