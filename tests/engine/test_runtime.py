@@ -11,20 +11,11 @@ import threading
 import pytest
 
 from fireside.engine.errors import ContextOverflow, RunnerCrashed, TemplateError
-from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def runtime(tmp_path_factory):
-    rt = Runtime(Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("rt"))}), idle_ttl_s=0)
-    rt.load("starter", LoadOptions(context=2048))
-    yield rt
-    rt.close()
 
 
 def ask(text: str, **sampling) -> ChatRequest:
