@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-
-def fireside(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fireside.engine", *args], capture_output=True, text=True, timeout=120)
+from tests.helpers.cli import fireside
 
 
 def test_hw_lists_backends_devices_and_memory():

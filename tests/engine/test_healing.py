@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from dataclasses import replace
@@ -25,6 +24,7 @@ from fireside.engine.runtime import healing
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from tests.helpers.cli import fireside
 
 pytestmark = pytest.mark.model
 
@@ -115,23 +115,18 @@ def test_every_rung_of_the_ladder_in_order(smollm2_path):
     assert healing.describe(steps[1]) == "the AMX/repack matrix kernels (extra buffer types) off and flash attention off"
 
 
-def _fireside(*args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "import sys; from fireside.engine.cli import main; sys.exit(main())", *args], capture_output=True, text=True,
-                          env=env, timeout=240)
-
-
 def test_cli_says_what_changed_and_hw_lists_and_clears_the_workaround(fireside_home):
     env = {**os.environ, "FIRESIDE_HOME": str(fireside_home), "FIRESIDE_TEST_RUNNER_CRASH": "extra_bufts"}
-    run = _fireside("run", "starter", "Say hello", "--max-tokens", "8", "--ctx", "512", env=env)
+    run = fireside("run", "starter", "Say hello", "--max-tokens", "8", "--ctx", "512", env=env)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip()
     assert "note: llama.cpp crashed (SIGSEGV) while loading starter" in run.stderr
-    hw = _fireside("hw", env=env)
+    hw = fireside("hw", env=env)
     assert "workaround: starter loads with the AMX/repack matrix kernels (extra buffer types) off" in hw.stdout
-    assert json.loads(_fireside("hw", "--json", env=env).stdout)["workarounds"][0]["rungs"] == ["extra_bufts"]
-    cleared = _fireside("hw", "--clear-workarounds", env=env)
+    assert json.loads(fireside("hw", "--json", env=env).stdout)["workarounds"][0]["rungs"] == ["extra_bufts"]
+    cleared = fireside("hw", "--clear-workarounds", env=env)
     assert "forgot 1 workaround" in cleared.stdout
-    assert "workaround:" not in _fireside("hw", env=env).stdout
+    assert "workaround:" not in fireside("hw", env=env).stdout
 
 
 def test_a_runner_that_dies_before_it_starts_fails_at_once_with_its_last_words(tmp_path):

@@ -4,14 +4,12 @@ planner, then `fireside info` and `fireside run` on the real starter model."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
 from tests.engine.test_planner import machine
+from tests.helpers.cli import fireside
 from tests.helpers.ggufs import LLAMA_8B, Q, write_model
 
 REFUSAL = "needs flash attention, which is turned off"
@@ -42,11 +40,6 @@ def test_f16_kv_has_flash_attention_on_auto_and_off_when_asked(q8b):
     assert plan_fit(q8b, machine((24, 24)), LoadOptions()).flash_attn
     off = plan_fit(q8b, machine(), LoadOptions(flash_attn=False))
     assert not off.flash_attn and off.refusal is None
-
-
-def fireside(*args: str, timeout: int = 240) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fireside.engine", *args], capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def test_info_says_flash_attention_is_turned_on_for_q4_0():
