@@ -19,7 +19,9 @@ import sys
 import threading
 
 from ..errors import ServerError
+from ..models.planner import LoadOptions
 from ..settings import Settings
+from .models import add_load_options, load_options
 
 log = logging.getLogger("fireside.serve")
 IMMEDIATE_S = 0.001  # "--keep-alive 0": the idle reaper unloads within a second of the reply
@@ -40,9 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="accept this Host header besides loopback names (repeatable)")
     p.add_argument("--load", action="append", default=[], metavar="MODEL",
                    help="load this model before serving (repeatable)")
-    p.add_argument("--parallel", type=int, metavar="N",
-                   help="slots per model: requests decoded together, each with its own context "
-                        "(default: up to 4, as many as the model's memory plan allows)")
     p.add_argument("--no-jit", dest="jit", action="store_false", default=True,
                    help="answer only for models already loaded (default: load a model on its first request)")
     p.add_argument("--keep-alive", type=keep_alive, default=None, metavar="DURATION",
@@ -50,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "request (default: the settings' 10m); a request's own keep_alive overrides it")
     p.add_argument("--allow-management", action="store_true",
                    help="let API clients pull and delete models (/api/pull, /api/delete); off by default")
+    add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
     p.set_defaults(handler=cmd_serve)
 
 
@@ -97,16 +97,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
           preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
-          parallel=args.parallel)
+          load_defaults=load_options(args))
     return 0
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
-          management: bool = False, parallel: int | None = None) -> None:
+          management: bool = False, load_defaults: LoadOptions | None = None) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
     from ..library import Library
-    from ..models.planner import LoadOptions
     from ..runtime.runtime import Runtime
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
@@ -117,7 +116,7 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
     runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
-                      load_defaults=LoadOptions(parallel=parallel))
+                      load_defaults=load_defaults)
     log.info("runtime: idle models unload after %s", f"{runtime.idle_ttl_s:g} s" if runtime.idle_ttl_s else "never")
     for ref in preload:
         loaded = runtime.load(library.get(ref).id)
