@@ -3,7 +3,7 @@ errors and undo offers, and a status bar with the loaded models and their memory
 state and address.
 
 Pages are built from the one ``AppContext``. The status bar refreshes when the bridge says the set of
-loaded models changed, and every few seconds for memory (the runtime's list is a quick, locked read).
+loaded models changed, and every few seconds for memory (the engine's list is a quick, locked read).
 What other processes change (a remote added from the CLI, a model pulled or imported, the models
 folders) reaches the model picker, My Models and Settings through the ``ConfigWatcher``.
 """
@@ -27,12 +27,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fireside.engine.fmt import human_bytes
+
 from .. import feedback
 from ..context import AppContext
 from ..watch import ConfigWatcher
 from .chat import ChatPage
 from .discover import DiscoverPage
-from .load_dialog import human_bytes
 from .models import ModelsPage
 from .server import ServerPage
 from .settings import SettingsPage
@@ -158,7 +159,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_bridge_loaded_changed(self) -> None:
-        loaded = self.ctx.runtime.loaded()
+        loaded = self.ctx.engine.loaded()
         if loaded:
             parts = [f"{m.model_id} · {human_bytes(m.rss_bytes or m.planned_ram_bytes)} RAM"
                      + (f" · {human_bytes(m.planned_gpu_bytes)} VRAM" if m.planned_gpu_bytes else "") for m in loaded]

@@ -105,9 +105,9 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
           management: bool = False, parallel: int | None = None) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
+    from ..facade import Engine
     from ..library import Library
     from ..models.planner import LoadOptions
-    from ..runtime.runtime import Runtime
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
 
@@ -116,16 +116,16 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
-    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
-                      load_defaults=LoadOptions(parallel=parallel))
-    log.info("runtime: idle models unload after %s", f"{runtime.idle_ttl_s:g} s" if runtime.idle_ttl_s else "never")
+    engine = Engine(settings, library=library, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
+                    load_defaults=LoadOptions(parallel=parallel))
+    log.info("engine: idle models unload after %s", f"{engine.idle_ttl_s:g} s" if engine.idle_ttl_s else "never")
     for ref in preload:
-        loaded = runtime.load(library.get(ref).id)
+        loaded = engine.load(library.get(ref).id)
         log.info("loaded %s (%s, context %d, %d slots)", loaded.model_id, loaded.verdict, loaded.n_ctx,
                  loaded.parallel)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
                             allow_management=management)
-    server = ServerThread(create_app(runtime, settings, library, policy=policy, jit=jit), host, port)
+    server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit), host, port)
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
@@ -140,4 +140,4 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         log.info("stopping the server")
         server.stop()
         log.info("stopping the runners")
-        runtime.close()
+        engine.close()

@@ -22,8 +22,8 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
    Either way the JSON must be strict (``validation.json_problem``: finite numbers, valid Unicode,
    bounded depth), else 400 naming the field.
 
-The API key lives in the OS keyring (``load_api_key``/``save_api_key``); binding to anything but
-loopback without a key is refused by ``check_bind``.
+The API key lives in the OS keyring (``load_api_key``/``save_api_key``, one entry of the engine's
+``SecretStore``); binding to anything but loopback without a key is refused by ``check_bind``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import ServerError
+from ..secrets import SecretStore
 from .errors import dialect_of, error_body, status_problem
 from .policy import (
     DEFAULT_MAX_BODY,
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 KEYRING_SERVICE = "Fireside"
 KEYRING_USER = "api-server-key"
+API_KEYS = SecretStore(KEYRING_SERVICE, ServerError, "API key", "pass it with --api-key each time",
+                       entry=KEYRING_USER)
 OPEN_PATHS = ("/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -63,39 +66,23 @@ Refusal = tuple[int, str, str]
 
 
 def load_api_key() -> str | None:
-    """The saved API key, or None (also where no OS keyring exists: then no key was ever saved)."""
-    import keyring
-    from keyring.errors import KeyringError
-
+    """The saved API key, or None: none saved, no OS keyring (then none was ever saved), or a keyring
+    that cannot be read now (logged; the server then starts without the saved key)."""
     try:
-        return keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
-    except KeyringError as exc:
-        log.info("no API key read from the OS keyring: %s", exc)
+        return API_KEYS.get()
+    except ServerError as exc:
+        log.warning("%s; starting without the saved key", exc)
         return None
 
 
 def save_api_key(key: str) -> None:
     """Keep the key in the OS keyring; ``ServerError`` says so where there is none."""
-    import keyring
-    from keyring.errors import KeyringError
-
-    try:
-        keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
-    except KeyringError as exc:
-        raise ServerError(f"the API key cannot be kept: no usable OS keyring ({exc}). Pass it with "
-                          "--api-key each time, or install and unlock a keyring") from exc
+    API_KEYS.set(key)
 
 
 def delete_api_key() -> None:
-    import keyring
-    from keyring.errors import KeyringError, PasswordDeleteError
-
-    try:
-        keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
-    except PasswordDeleteError:
-        pass
-    except KeyringError as exc:
-        log.info("no API key to remove from the OS keyring: %s", exc)
+    """Forget the saved key (nothing to forget without a keyring); ``ServerError`` if the keyring fails."""
+    API_KEYS.delete()
 
 
 class SecurityMiddleware:

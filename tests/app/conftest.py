@@ -49,7 +49,7 @@ def make_app(qtbot):
     started = []
 
     def start(runtime, settings: Settings | None = None):
-        app = Fireside(settings=settings, runtime=runtime, tray=False)
+        app = Fireside(settings=settings, engine=runtime, tray=False)
         window = app.start()
         window.show()
         qtbot.waitExposed(window)

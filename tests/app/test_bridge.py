@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QObject, QThread, Slot
 
 from fireside.app.bridge import EngineBridge, Tasks
-from fireside.engine.runtime.types import Chunk, Usage
+from fireside.engine.types import Chunk, Usage
 
 pytestmark = pytest.mark.gui
 

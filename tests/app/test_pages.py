@@ -32,11 +32,13 @@ def test_theme_switch_applies_and_is_remembered(qtbot, idle_app, qapp):
 
 def test_hub_token_goes_to_the_keyring(qtbot, idle_app, memory_keyring):
     page = idle_app.window.pages["Settings"]
-    assert not page.keyring_notice.isVisible()
+    idle_app.window.show_page("Settings")  # shown, so the notice's visibility means something
+    qtbot.waitUntil(lambda: page.token_state.text() == "No token saved.", timeout=5_000)
+    assert page.isVisible() and not page.keyring_notice.isVisible()  # a keyring exists: no warning
     page.token.setText("hf_secret")
     _click(page, "Save")
-    assert "hf_secret" in memory_keyring.store.values()
-    assert page.token.text() == "" and "saved" in page.token_state.text()
+    qtbot.waitUntil(lambda: "saved in the keyring" in page.token_state.text(), timeout=5_000)
+    assert "hf_secret" in memory_keyring.store.values() and page.token.text() == ""
     prefs = idle_app.ctx.prefs.path
     assert not prefs.exists() or "hf_secret" not in prefs.read_text()
 
@@ -46,10 +48,11 @@ def test_no_keyring_shows_a_notice_and_a_clear_error(qtbot, make_app, shared_run
     app = make_app(shared_runtime)
     page = app.window.pages["Settings"]
     app.window.show_page("Settings")
-    assert page.keyring_notice.isVisible()
+    qtbot.waitUntil(page.keyring_notice.isVisible, timeout=5_000)
     page.token.setText("hf_secret")
     _click(page, "Save")
-    assert "keyring" in feedback.history[-1] and app.window.notice.isVisible()
+    qtbot.waitUntil(lambda: bool(feedback.history) and "keyring" in feedback.history[-1], timeout=5_000)
+    assert app.window.notice.isVisible() and page.token.text() == "hf_secret"  # kept, to try again
 
 
 def test_hardware_is_shown(qtbot, idle_app):
@@ -113,10 +116,10 @@ def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
     qtbot.waitUntil(page.running, timeout=15_000)
     assert not page.jit.isEnabled()  # fixed while the server runs
     body = {"model": "starter", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
-    idle_app.ctx.runtime.unload("starter")
+    idle_app.ctx.engine.unload("starter")
     r = httpx.post(f"{page.url()}/v1/chat/completions", json=body, timeout=30)
     assert r.status_code == 404 and "just-in-time loading is off" in r.json()["error"]["message"]
-    idle_app.ctx.runtime.load("starter", SMALL)
+    idle_app.ctx.engine.load("starter", SMALL)
     r = httpx.post(f"{page.url()}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200
     page.stop_server(wait=True)

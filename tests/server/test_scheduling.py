@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from fireside.engine.runtime.types import ChatRequest, Sampling
+from fireside.engine.types import ChatRequest, Sampling
 
 pytestmark = pytest.mark.model
 LONG = {"model": "starter", "messages": [{"role": "user", "content": "Write a long story."}],
