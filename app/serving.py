@@ -74,9 +74,11 @@ class ServerController(QObject):
     # --- the key ---------------------------------------------------------------------------------
     def read_key(self) -> None:
         """Read the saved key and whether a keyring exists, on a worker; ``key_read`` brings them."""
-        from fireside.engine.server.security import load_api_key
-
         def read() -> KeyState:
+            # Importing the server pulls in FastAPI, whose pydantic plugin lookup walks site-packages'
+            # metadata (a visible pause on a cold disk): that import happens here, on the worker, too.
+            from fireside.engine.server.security import load_api_key
+
             available = keyring_available()
             return KeyState(load_api_key() if available else None, available)
 

@@ -11,6 +11,7 @@ from fireside.app import feedback
 from fireside.app.windows.models import COLUMNS, ModelsTableModel
 from tests.app.conftest import SMALL
 from tests.helpers.gguf_builder import build_gguf
+from tests.helpers.waiting import free_port
 
 pytestmark = pytest.mark.gui
 
@@ -95,7 +96,7 @@ def test_import_file_and_delete(qtbot, idle_app, tmp_path):
 
 def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
-    page.port.setValue(_free_port())
+    page.port.setValue(free_port())
     page.start_server()
     qtbot.waitUntil(page.running, timeout=15_000)
     assert page.url() in page.snippet_views["curl"].toPlainText()
@@ -110,7 +111,7 @@ def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
 
 def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
-    page.port.setValue(_free_port())
+    page.port.setValue(free_port())
     page.jit.setChecked(False)
     page.start_server()
     qtbot.waitUntil(page.running, timeout=15_000)
@@ -128,7 +129,7 @@ def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
 
 def test_network_mode_forces_an_api_key(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
-    page.port.setValue(_free_port())
+    page.port.setValue(free_port())
     page.reach.setCurrentIndex(1)
     page.key.clear()
     page.start_server()
@@ -146,11 +147,3 @@ def _click(widget, text: str) -> None:
 
     button = next(b for b in widget.findChildren(QPushButton) if b.text() == text)
     button.click()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
