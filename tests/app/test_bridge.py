@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QObject, QThread, Slot
 
 from fireside.app.bridge import EngineBridge, Tasks
-from fireside.engine.types import Chunk, Usage
+from tests.helpers.fakes import FakeEngine
 
 pytestmark = pytest.mark.gui
 
@@ -28,23 +28,9 @@ class _Receiver(QObject):
         self.texts.append(text)
 
 
-class _FakeRuntime:
-    def __init__(self):
-        self.worker_threads: list[threading.Thread] = []
-
-    def is_loaded(self, _model_id):
-        return True
-
-    def chat(self, _model_id, _request, cancel=None):
-        self.worker_threads.append(threading.current_thread())
-        for word in ["one ", "two ", "three"]:
-            yield Chunk("text", word)
-        yield Chunk("done", finish_reason="stop", usage=Usage(completion_tokens=3))
-
-
 def test_cross_thread_signal_runs_the_slot_on_the_main_thread(qtbot, qapp):
     tasks = Tasks()
-    runtime = _FakeRuntime()
+    runtime = FakeEngine()
     bridge = EngineBridge(runtime, tasks)
     receiver = _Receiver()
     bridge.reply_text.connect(receiver._on_bridge_reply_text)

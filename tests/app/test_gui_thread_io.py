@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtWidgets import QDialog
 
 from fireside.engine.hub.hub import Hub
-from tests.app.conftest import send
+from tests.helpers.driving import send
 from tests.helpers.gguf_builder import build_gguf
 from tests.helpers.guithread import GuiThreadIO
 from tests.helpers.hubfixtures import Q4, run_fakehub

@@ -9,7 +9,7 @@ from keyring.backends import fail
 
 from fireside.app import feedback
 from fireside.app.windows.models import COLUMNS, ModelsTableModel
-from tests.app.conftest import SMALL
+from tests.helpers.driving import SMALL
 from tests.helpers.gguf_builder import build_gguf
 from tests.helpers.waiting import free_port
 
@@ -109,6 +109,7 @@ def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
     assert page.toggle.text() == "Start server"
 
 
+@pytest.mark.model  # it loads SmolLM2 and generates through the server
 def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
     page.port.setValue(free_port())
