@@ -101,10 +101,7 @@ class EngineBridge(QObject):
             self.loaded_changed.emit()
 
     def cancel_load(self, model_id: str) -> None:
-        with self._lock:
-            event = self._cancels.get(f"load:{model_id}")
-        if event:
-            event.set()
+        self._cancel(f"load:{model_id}")
 
     def unload(self, model_id: str) -> None:
         """Free the model's memory on a worker; ``unload_failed`` says if stopping its runner failed."""
@@ -163,10 +160,7 @@ class EngineBridge(QObject):
         pending.clear()
 
     def stop(self, reply_id: int) -> None:
-        with self._lock:
-            event = self._cancels.get(f"reply:{reply_id}")
-        if event:
-            event.set()
+        self._cancel(f"reply:{reply_id}")
 
     # --- the model library ---------------------------------------------------------------------
     def list_models(self, on_done: OnDone) -> None:
@@ -273,6 +267,12 @@ class EngineBridge(QObject):
         with self._lock:
             self._cancels[key] = event
         return event
+
+    def _cancel(self, key: str) -> None:
+        with self._lock:
+            event = self._cancels.get(key)
+        if event:
+            event.set()
 
     def _untrack(self, key: str) -> None:
         with self._lock:

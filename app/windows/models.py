@@ -11,6 +11,7 @@ a link to another app's copy (an import: a hard link or a symlink) as using no n
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import (
@@ -176,17 +177,18 @@ class ModelsPage(QWidget):
 
     # --- imports ---------------------------------------------------------------------------------
     def import_paths(self, paths: list[Path]) -> None:
-        self.ctx.bridge.import_files(paths, self._on_imported)
+        self.ctx.bridge.import_files(paths, partial(self._on_library_changed, "importing"))
 
     def import_folder(self, folder: Path) -> None:
-        self.ctx.bridge.import_folder(folder, self._on_imported)
+        self.ctx.bridge.import_folder(folder, partial(self._on_library_changed, "importing"))
 
     def import_app(self, app: str) -> None:
-        self.ctx.bridge.import_app(app, self._on_imported)
+        self.ctx.bridge.import_app(app, partial(self._on_library_changed, "importing"))
 
-    def _on_imported(self, added, error) -> None:
+    def _on_library_changed(self, what: str, _result, error) -> None:
+        """After an import or a delete (on a worker): say what failed, and list the library again."""
         if error:
-            show_error(error, "importing")
+            show_error(error, what)
         self.refresh()
 
     @Slot()
@@ -230,9 +232,4 @@ class ModelsPage(QWidget):
         box.open()
 
     def delete(self, model_id: str) -> None:
-        self.ctx.bridge.delete_model(model_id, self._on_deleted)
-
-    def _on_deleted(self, _removed, error) -> None:
-        if error:
-            show_error(error, "deleting the model")
-        self.refresh()
+        self.ctx.bridge.delete_model(model_id, partial(self._on_library_changed, "deleting the model"))
