@@ -111,16 +111,19 @@ class Engine:
     # --- requests --------------------------------------------------------------------------------
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
-        """Stream a chat reply (runs on the caller's thread). See ``Runtime.chat``."""
+        """Stream a chat reply (runs on the caller's thread). See ``Runtime.chat``. A generator either way,
+        so a remote's errors (an unknown remote, a dead one) arrive when the stream is read, as local ones do."""
         if is_remote(model_id):
-            return self.remotes.chat(model_id, request, cancel)
-        return self.runtime.chat(model_id, request, cancel, ttl_s)
+            yield from self.remotes.chat(model_id, request, cancel)
+        else:
+            yield from self.runtime.chat(model_id, request, cancel, ttl_s)
 
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
                  ttl_s: float | None = None) -> Iterator[Chunk]:
         if is_remote(model_id):
-            return self.remotes.complete(model_id, request, cancel)
-        return self.runtime.complete(model_id, request, cancel, ttl_s)
+            yield from self.remotes.complete(model_id, request, cancel)
+        else:
+            yield from self.runtime.complete(model_id, request, cancel, ttl_s)
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
         if is_remote(model_id):
