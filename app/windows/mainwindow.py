@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.chat.undo_offered.connect(self._on_chat_undo_offered)
         self.pages["Discover"].downloads.model_added.connect(self._on_downloads_model_added)
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
+        ctx.bridge.unload_failed.connect(self._on_bridge_unload_failed)
         self.pages["Settings"].remotes.remotes_changed.connect(self._on_settings_remotes_changed)
         self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
         self._timer = QTimer(self, interval=3000)
@@ -167,6 +168,10 @@ class MainWindow(QMainWindow):
         else:
             self.models_label.setText("No model loaded")
         self.server_label.setText(self.pages["Server"].status_text())
+
+    @Slot(str, object)
+    def _on_bridge_unload_failed(self, model_id: str, error) -> None:
+        feedback.show_error(error, f"unloading {model_id}")
 
     @Slot(object)
     def _on_downloads_model_added(self, _job) -> None:

@@ -69,3 +69,18 @@ def test_a_failing_callback_is_shown_not_raised(qtbot):
     tasks.close()
 
 
+
+
+def test_delete_unloads_then_removes_in_one_task_off_the_gui_thread(qtbot):
+    tasks = Tasks()
+    engine = FakeEngine()
+    bridge = EngineBridge(engine, tasks)
+    done = []
+    with qtbot.waitSignal(bridge.loaded_changed, timeout=5000):
+        bridge.delete_model("m", lambda result, error: done.append((result, error)))
+    qtbot.waitUntil(lambda: bool(done))
+    assert done == [("m", None)]
+    (first, _, t1), (second, _, t2) = engine.calls
+    assert (first, second) == ("unload", "remove"), "no runner may hold a file being deleted"
+    assert t1 is t2 and t1 is not threading.main_thread()
+    tasks.close()

@@ -1,8 +1,8 @@
 """Stand-ins for boundaries a test cannot or should not reach, each speaking the real interface.
 
 ``FakePuller`` replaces the hub behind the server's ``/api/pull`` (progress in three steps, then a real
-tiny GGUF in the library); ``FakeEngine`` streams three words as the engine's own ``Chunk`` values, for
-bridge tests that are about threads, not models.
+tiny GGUF in the library); ``FakeEngine`` streams three words as the engine's own ``Chunk`` values and
+records unloads and deletes, for bridge tests that are about threads and order, not models.
 """
 
 from __future__ import annotations
@@ -30,10 +30,23 @@ class FakePuller:
 
 
 class FakeEngine:
-    """An engine whose every model is loaded and answers "one two three"; records the threads it ran on."""
+    """An engine whose every model is loaded and answers "one two three"; records the threads it ran on,
+    and the order of unloads and library removals (``calls``: (what, model id, thread))."""
 
     def __init__(self):
         self.worker_threads: list[threading.Thread] = []
+        self.calls: list[tuple[str, str, threading.Thread]] = []
+
+    def unload(self, model_id):
+        self.calls.append(("unload", model_id, threading.current_thread()))
+        return True
+
+    def library(self):
+        return self
+
+    def remove(self, model_id):
+        self.calls.append(("remove", model_id, threading.current_thread()))
+        return model_id
 
     def is_loaded(self, _model_id):
         return True
