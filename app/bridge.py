@@ -38,7 +38,7 @@ NO_KEYRING = ("No OS keyring is available on this machine, so Fireside cannot ke
               "safely. Install and unlock one (GNOME Keyring or KWallet on Linux), or add the remote "
               "without a key.")
 
-__all__ = ["BATCH_S", "EngineBridge", "Tasks"]
+__all__ = ["BATCH_S", "EngineBridge"]
 
 
 class EngineBridge(QObject):

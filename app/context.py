@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fireside.engine.facade import Engine
-from fireside.engine.library import Library
 from fireside.engine.settings import Settings
 
-from .bridge import EngineBridge, Tasks
+from .bridge import EngineBridge
 from .prefs import Prefs
 from .store import Store
+from .tasks import Tasks
 
 
 @dataclass
@@ -30,6 +30,3 @@ class AppContext:
     bridge: EngineBridge
     extras: dict[str, Any] = field(default_factory=dict)
 
-    def library(self) -> Library:
-        """A fresh library view (cheap: the index caches inspections). Call it off the GUI thread."""
-        return self.engine.library()

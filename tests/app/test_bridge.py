@@ -8,7 +8,8 @@ import threading
 import pytest
 from PySide6.QtCore import QObject, QThread, Slot
 
-from fireside.app.bridge import EngineBridge, Tasks
+from fireside.app.bridge import EngineBridge
+from fireside.app.tasks import Tasks
 from tests.helpers.fakes import FakeEngine
 
 pytestmark = pytest.mark.gui
