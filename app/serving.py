@@ -74,11 +74,9 @@ class ServerController(QObject):
     # --- the key ---------------------------------------------------------------------------------
     def read_key(self) -> None:
         """Read the saved key and whether a keyring exists, on a worker; ``key_read`` brings them."""
-        def read() -> KeyState:
-            # Importing the server pulls in FastAPI, whose pydantic plugin lookup walks site-packages'
-            # metadata (a visible pause on a cold disk): that import happens here, on the worker, too.
-            from fireside.engine.server.security import load_api_key
+        from fireside.engine.apikey import load_api_key  # not the server package: no FastAPI import yet
 
+        def read() -> KeyState:
             available = keyring_available()
             return KeyState(load_api_key() if available else None, available)
 
@@ -113,8 +111,8 @@ class ServerController(QObject):
     def _keep_key(key: str) -> Exception | None:
         """Save (or forget) the key; a keyring that cannot keep it is reported, and the key still
         guards this session."""
+        from fireside.engine.apikey import delete_api_key, save_api_key
         from fireside.engine.errors import ServerError
-        from fireside.engine.server.security import delete_api_key, save_api_key
 
         if not keyring_available():
             return ServerError("No OS keyring on this machine: the API key works until Fireside quits, and a "

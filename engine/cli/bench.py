@@ -120,7 +120,7 @@ def http_target(args: argparse.Namespace) -> HttpTarget:
 
 def _stored_key() -> str | None:
     """The local server's key from the OS keyring; None when there is none, or no keyring at all."""
-    from ..server.security import load_api_key
+    from ..apikey import load_api_key
 
     return load_api_key()
 

@@ -69,7 +69,7 @@ def keep_alive(text: str) -> float:
 
 def api_key(args: argparse.Namespace) -> str | None:
     """The key to require: given, newly made, or the one in the keyring (stored when given or made)."""
-    from ..server.security import load_api_key, save_api_key
+    from ..apikey import load_api_key, save_api_key
 
     key = args.api_key
     if args.new_key:
@@ -85,7 +85,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..server.security import delete_api_key
+    from ..apikey import delete_api_key
 
     if args.forget_key:
         delete_api_key()

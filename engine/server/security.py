@@ -22,8 +22,8 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
    Either way the JSON must be strict (``validation.json_problem``: finite numbers, valid Unicode,
    bounded depth), else 400 naming the field.
 
-The API key lives in the OS keyring (``load_api_key``/``save_api_key``, one entry of the engine's
-``SecretStore``); binding to anything but loopback without a key is refused by ``check_bind``.
+The API key is kept in the OS keyring by ``engine/apikey.py`` (outside this package, so reading it
+does not import FastAPI); binding to anything but loopback without a key is refused by ``check_bind``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import ServerError
-from ..secrets import SecretStore
 from .errors import dialect_of, error_body, status_problem
 from .policy import (
     DEFAULT_MAX_BODY,
@@ -49,13 +47,9 @@ from .policy import (
 from .validation import json_problem
 
 __all__ = ["DEFAULT_MAX_BODY", "LOOPBACK_HOSTS", "SecurityMiddleware", "SecurityPolicy", "check_bind",
-           "delete_api_key", "is_loopback", "is_wildcard", "load_api_key", "save_api_key"]
+           "is_loopback", "is_wildcard"]
 log = logging.getLogger(__name__)
 
-KEYRING_SERVICE = "Fireside"
-KEYRING_USER = "api-server-key"
-API_KEYS = SecretStore(KEYRING_SERVICE, ServerError, "API key", "pass it with --api-key each time",
-                       entry=KEYRING_USER)
 OPEN_PATHS = ("/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -63,26 +57,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 Refusal = tuple[int, str, str]
-
-
-def load_api_key() -> str | None:
-    """The saved API key, or None: none saved, no OS keyring (then none was ever saved), or a keyring
-    that cannot be read now (logged; the server then starts without the saved key)."""
-    try:
-        return API_KEYS.get()
-    except ServerError as exc:
-        log.warning("%s; starting without the saved key", exc)
-        return None
-
-
-def save_api_key(key: str) -> None:
-    """Keep the key in the OS keyring; ``ServerError`` says so where there is none."""
-    API_KEYS.set(key)
-
-
-def delete_api_key() -> None:
-    """Forget the saved key (nothing to forget without a keyring); ``ServerError`` if the keyring fails."""
-    API_KEYS.delete()
 
 
 class SecurityMiddleware:

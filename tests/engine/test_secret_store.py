@@ -12,13 +12,12 @@ import pytest
 from keyring.backends import fail
 from keyring.errors import KeyringLocked
 
-from fireside.engine import secrets
+from fireside.engine import apikey, secrets
 from fireside.engine.errors import HubError, McpServerError, RemoteError, ServerError
 from fireside.engine.fmt import human_bytes, human_count
 from fireside.engine.hub import auth
 from fireside.engine.mcp.config import TokenStore
 from fireside.engine.remote.registry import KeyringStore
-from fireside.engine.server import security
 from tests.helpers.keyrings import MemoryKeyring
 
 
@@ -48,12 +47,12 @@ def test_a_locked_keyring_is_an_error_the_caller_sees(locked):
     with pytest.raises(McpServerError, match="cannot be kept: no usable OS keyring"):
         TokenStore().set("web", "s3cret")
     with pytest.raises(ServerError, match="could not be removed"):
-        security.delete_api_key()
+        apikey.delete_api_key()
 
 
 def test_a_locked_keyring_leaves_public_downloads_and_the_server_working_and_says_why(locked, caplog):
     with caplog.at_level(logging.WARNING):
-        assert auth.get_token() is None and security.load_api_key() is None
+        assert auth.get_token() is None and apikey.load_api_key() is None
     assert "Hugging Face token could not be read" in caplog.text and "going on without a token" in caplog.text
     assert "starting without the saved key" in caplog.text
 
@@ -68,19 +67,19 @@ def test_no_keyring_keeps_nothing_reports_it_once_and_refuses_writes_in_words(no
     with pytest.raises(HubError, match="no usable OS keyring.*HF_TOKEN"):
         auth.set_token("hf_x")
     with pytest.raises(ServerError, match="no usable OS keyring.*--api-key"):
-        security.save_api_key("k" * 32)
+        apikey.save_api_key("k" * 32)
 
 
 def test_every_kind_of_secret_round_trips_under_its_own_service(memory_keyring):
     auth.set_token("hf_a")
-    security.save_api_key("key-b")
+    apikey.save_api_key("key-b")
     KeyringStore().set("lab", "sk-c")
     TokenStore().set("web", "tok-d")
     assert memory_keyring.store == {("fireside", "huggingface-token"): "hf_a", ("Fireside", "api-server-key"): "key-b",
                                     ("Fireside remote engines", "lab"): "sk-c", ("Fireside MCP servers", "web"): "tok-d"}
-    assert (auth.get_token(), security.load_api_key(), KeyringStore().get("lab")) == ("hf_a", "key-b", "sk-c")
+    assert (auth.get_token(), apikey.load_api_key(), KeyringStore().get("lab")) == ("hf_a", "key-b", "sk-c")
     auth.delete_token()
-    security.delete_api_key()
+    apikey.delete_api_key()
     KeyringStore().delete("lab")
     TokenStore().delete("web")
     TokenStore().delete("never-stored")  # nothing there: nothing to do
