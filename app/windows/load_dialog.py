@@ -24,8 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.models import hardware
-from fireside.engine.models.inspection import inspect_file
+from fireside.engine.fmt import human_bytes
 from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
 
 from ..context import AppContext
@@ -35,14 +34,6 @@ VERDICTS = VERDICT_WORDS  # one wording for the app and the CLI, kept in the pla
 FLASH = {"Auto": None, "On": True, "Off": False}
 MAX_SLOTS = 16  # each slot holds a whole context: past this the KV memory, not the speed, is what grows
 AUTO = {"auto": True}  # a model's saved settings that say "let the planner choose", whatever the default is
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 class LoadDialog(QDialog):
@@ -57,8 +48,7 @@ class LoadDialog(QDialog):
         self._build()
         saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))
         self._apply(saved, auto=saved == LoadOptions())
-        ctx.tasks.run_in_background(lambda: (inspect_file(ctx.runtime.resolver(model_id)), hardware.detect()),
-                                    self._on_inspected)
+        ctx.bridge.inspect(model_id, self._on_inspected)
 
     def _build(self) -> None:
         self.auto = QCheckBox("Auto (let Fireside choose)")

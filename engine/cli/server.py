@@ -69,7 +69,7 @@ def keep_alive(text: str) -> float:
 
 def api_key(args: argparse.Namespace) -> str | None:
     """The key to require: given, newly made, or the one in the keyring (stored when given or made)."""
-    from ..server.security import load_api_key, save_api_key
+    from ..apikey import load_api_key, save_api_key
 
     key = args.api_key
     if args.new_key:
@@ -85,7 +85,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..server.security import delete_api_key
+    from ..apikey import delete_api_key
 
     if args.forget_key:
         delete_api_key()
@@ -105,8 +105,8 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
           management: bool = False, load_defaults: LoadOptions | None = None) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
+    from ..facade import Engine
     from ..library import Library
-    from ..runtime.runtime import Runtime
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
 
@@ -115,16 +115,16 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
-    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
-                      load_defaults=load_defaults)
-    log.info("runtime: idle models unload after %s", f"{runtime.idle_ttl_s:g} s" if runtime.idle_ttl_s else "never")
+    engine = Engine(settings, library=library, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
+                    load_defaults=load_defaults)
+    log.info("engine: idle models unload after %s", f"{engine.idle_ttl_s:g} s" if engine.idle_ttl_s else "never")
     for ref in preload:
-        loaded = runtime.load(library.get(ref).id)
+        loaded = engine.load(library.get(ref).id)
         log.info("loaded %s (%s, context %d, %d slots)", loaded.model_id, loaded.verdict, loaded.n_ctx,
                  loaded.parallel)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
                             allow_management=management)
-    server = ServerThread(create_app(runtime, settings, library, policy=policy, jit=jit), host, port)
+    server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit), host, port)
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
@@ -139,4 +139,4 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         log.info("stopping the server")
         server.stop()
         log.info("stopping the runners")
-        runtime.close()
+        engine.close()

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from ..errors import ModelNotFound
-from ..runtime.types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
+from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
 from .registry import RemoteEndpoint, RemoteError
 
 CONNECT_TIMEOUT_S = 3.0

@@ -10,9 +10,9 @@ import sys
 import httpx
 import pytest
 
+from fireside.engine.apikey import KEYRING_SERVICE, KEYRING_USER, load_api_key
 from fireside.engine.cli import main
 from fireside.engine.cli.server import api_key
-from fireside.engine.server.security import KEYRING_SERVICE, KEYRING_USER, load_api_key
 
 
 def test_network_bind_without_key_is_refused(capsys):
