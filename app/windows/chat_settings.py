@@ -6,8 +6,6 @@ restarts and a new chat starts from the defaults.
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -20,14 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.runtime.types import Sampling
-
 DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "top_k": 40, "repeat_penalty": 1.1, "max_tokens": 1024}
-
-
-def to_sampling(values: dict) -> Sampling:
-    known = {f.name for f in fields(Sampling)}
-    return Sampling(**{k: v for k, v in values.items() if k in known})
 
 
 class ChatSettingsPanel(QWidget):
