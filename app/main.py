@@ -56,8 +56,11 @@ class Fireside:
         log.info("4/8 runtime ready")
         tasks = Tasks()
         bridge = EngineBridge(runtime, tasks)
-        log.info("5/8 task pool and engine bridge")
-        self.ctx = AppContext(s, prefs, store, runtime, tasks, bridge)
+        from .tools import AppTools
+
+        tools = AppTools(s, runtime)  # starts nothing: each MCP server starts when a chat first uses it
+        log.info("5/8 task pool, engine bridge and MCP tools (%s)", s.config_dir / "mcp.json")
+        self.ctx = AppContext(s, prefs, store, runtime, tasks, bridge, tools=tools)
         apply_theme(prefs.get("theme"))
         QApplication.setWindowIcon(app_icon())
         log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
@@ -95,6 +98,9 @@ class Fireside:
                 log.info("shutdown: server stopped")
         ctx.bridge.cancel_all()
         log.info("shutdown: cancel events set")
+        if ctx.tools is not None:
+            ctx.tools.close()
+            log.info("shutdown: tool replies ended, MCP servers stopped")
         ctx.tasks.close(wait=True)
         log.info("shutdown: task pool joined")
         if self._own_runtime:

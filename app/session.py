@@ -26,6 +26,8 @@ from fireside.engine.runtime.types import ChatRequest, Sampling
 
 from .feedback import show_error
 from .store import Message, Store
+from .tools import AppTools
+from .toolturn import ToolTurn, as_chat_message
 
 
 def to_sampling(values: dict) -> Sampling:
@@ -50,6 +52,8 @@ class ChatSession(QObject):
         message_ended(object): a ``Message`` whose final state and stats are saved.
         reply_ended(int, str): reply id, its final state (``complete``, ``stopped`` or ``error``).
         editing_changed(object): the ``Message`` being edited, or None when no edit is under way.
+        tool_changed(object): a ``tool`` Message (one call) whose state changed: awaiting approval,
+            running, or done with its result (saved first).
     """
 
     thread_changed = Signal()
@@ -59,8 +63,10 @@ class ChatSession(QObject):
     message_ended = Signal(object)
     reply_ended = Signal(int, str)
     editing_changed = Signal(object)
+    tool_changed = Signal(object)
 
-    def __init__(self, store: Store, bridge, prefs, models: Models, parent: QObject | None = None):
+    def __init__(self, store: Store, bridge, prefs, models: Models, tools: AppTools | None = None,
+                 parent: QObject | None = None):
         super().__init__(parent)
         self.store, self.bridge, self.prefs, self.models = store, bridge, prefs, models
         self.conv_id: int | None = None
@@ -68,14 +74,19 @@ class ChatSession(QObject):
         self.pending_parent: Message | None = None
         self.editing: Message | None = None
         self._reasoning_t: list[float] = []
+        self.tool_turn = ToolTurn(self, tools)
         bridge.load_failed.connect(self._on_bridge_load_failed)
         bridge.reply_text.connect(self._on_bridge_reply_text)
         bridge.reply_finished.connect(self._on_bridge_reply_finished)
         bridge.reply_failed.connect(self._on_bridge_reply_failed)
 
+    def dispose(self) -> None:
+        """The window is closing: a reply with tools still running is stopped and no longer written down."""
+        self.tool_turn.dispose()
+
     @property
     def busy(self) -> bool:
-        return self.active is not None or self.pending_parent is not None
+        return self.active is not None or self.pending_parent is not None or self.tool_turn.running
 
     # --- the conversation on show ----------------------------------------------------------------
     def new_chat(self) -> None:
@@ -115,19 +126,22 @@ class ChatSession(QObject):
         thread = self.store.thread(self.conv_id)
         return thread[-1].id if thread and thread[-1].role == "user" else None
 
-    def ensure_conversation(self, text: str, model_id: str, system_prompt: str, sampling: dict) -> int:
+    def ensure_conversation(self, text: str, model_id: str, system_prompt: str, sampling: dict,
+                            tools: dict | None = None) -> int:
         if not system_prompt.strip():  # a new chat starts from the model's default system prompt, if any
             system_prompt = ((self.prefs.get("model_defaults") or {}).get(model_id) or {}).get("system_prompt", "")
         if self.conv_id is None:
             title = " ".join(text.split())[:48] or "New chat"
             self.conv_id = self.store.create_conversation(title, model_id, system_prompt, sampling).id
+            if tools:
+                self.store.update_conversation(self.conv_id, tools=tools)
         else:
             self.store.update_conversation(self.conv_id, model_id=model_id)
         self.prefs.set("last_model", model_id)
         return self.conv_id
 
     # --- what the user does ----------------------------------------------------------------------
-    def send(self, text: str, system_prompt: str, sampling: dict) -> bool:
+    def send(self, text: str, system_prompt: str, sampling: dict, tools: dict | None = None) -> bool:
         """Add your message and start its reply; False when there is nothing to send or a reply is under way."""
         text, model_id = text.strip(), self.models.current()
         if not text or self.busy:
@@ -135,7 +149,7 @@ class ChatSession(QObject):
         if not model_id:
             show_error("Choose a model first (the model bar above the chat)")
             return False
-        conv_id = self.ensure_conversation(text, model_id, system_prompt, sampling)
+        conv_id = self.ensure_conversation(text, model_id, system_prompt, sampling, tools)
         thread = self.store.thread(conv_id)
         parent = self.editing.parent_id if self.editing else (thread[-1].id if thread else None)
         user = self.store.add_message(conv_id, parent, "user", text)
@@ -144,7 +158,9 @@ class ChatSession(QObject):
         return True
 
     def stop(self) -> None:
-        if self.active is not None:
+        if self.tool_turn.running:
+            self.tool_turn.stop()
+        elif self.active is not None:
             self.bridge.stop(self.active.id)
         elif self.pending_parent is not None:
             self.bridge.cancel_load(self.models.current() or "")
@@ -190,6 +206,10 @@ class ChatSession(QObject):
             self.store.switch_branch(siblings[index])
             self.thread_changed.emit()
 
+    def decide(self, message_id: int, decision: str) -> None:
+        """Answer the tool call of message ``message_id``: ``run``, ``deny``, ``chat`` or ``always``."""
+        self.tool_turn.decide(message_id, decision)
+
     def model_ready(self, model_id: str) -> None:
         """The model bar finished loading ``model_id``: a reply that waited for it starts now."""
         parent, self.pending_parent = self.pending_parent, None
@@ -210,10 +230,10 @@ class ChatSession(QObject):
         self._start_reply(parent, model_id)
 
     def request_messages(self, conv_id: int) -> list[dict[str, Any]]:
-        """The thread as chat messages for the model, the chat's system prompt first."""
+        """The thread as chat messages for the model, the chat's system prompt first; the model's tool
+        calls and their results go as ``tool_calls`` and ``tool`` messages."""
         conv = self.store.conversation(conv_id)
-        messages = [{"role": m.role, "content": m.content} for m in self.store.thread(conv.id)
-                    if m.content and m.state != "error"]
+        messages = [m for m in map(as_chat_message, self.store.thread(conv.id)) if m is not None]
         if conv.system_prompt.strip():
             messages.insert(0, {"role": "system", "content": conv.system_prompt})
         return messages
@@ -225,7 +245,10 @@ class ChatSession(QObject):
         self._reasoning_t = []
         self.thread_changed.emit()
         self.busy_changed.emit(True)
-        self.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling)))
+        if self.tool_turn.servers(conv):
+            self.tool_turn.start(conv, self.active, messages, to_sampling(conv.sampling))
+        else:
+            self.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling)))
         self.reply_started.emit(self.active.id)
 
     def _grow(self, msg: Message, kind: str, text: str) -> None:

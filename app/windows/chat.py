@@ -1,5 +1,5 @@
 """The Chat page: conversations on the left, the model bar and the transcript in the middle, the chat's
-system prompt and sampling on the right, and the composer with its context meter at the bottom.
+system prompt, sampling and tools on the right, and the composer with its context meter at the bottom.
 
 The page lays out small widgets and renders a ``ChatSession`` (``app/session.py``), which owns the
 conversation flow (send, stream, stop, regenerate, retry, edit, branches) and saves every streamed batch
@@ -32,6 +32,7 @@ from .chat_settings import DEFAULT_SAMPLING, ChatSettingsPanel
 from .composer import ComposerBar, ContextMeter
 from .conversations import ConversationList
 from .picker import ModelBar
+from .toolcard import ToolCallView
 from .transcript import Transcript
 
 
@@ -54,7 +55,7 @@ class ChatPage(QWidget):
         super().__init__(parent)
         self.ctx, self.store = ctx, ctx.store
         self._build()
-        self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, self.model_bar, self)
+        self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, self.model_bar, ctx.tools, self)
         self._connect()
         self.transcript.warm_up()
         self.conversations.refresh()
@@ -64,6 +65,10 @@ class ChatPage(QWidget):
     @property
     def conv_id(self) -> int | None:
         return self.session.conv_id
+
+    def dispose(self) -> None:
+        """Called by the main window before the engine is torn down."""
+        self.session.dispose()
 
     # --- layout ----------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -123,6 +128,7 @@ class ChatPage(QWidget):
         s.message_grew.connect(self._on_session_message_grew)
         s.message_ended.connect(self._on_session_message_ended)
         s.editing_changed.connect(self._on_session_editing_changed)
+        s.tool_changed.connect(self._on_session_tool_changed)
         s.reply_started.connect(self.reply_started)
         s.reply_ended.connect(self.reply_ended)
         self.settings_toggle.toggled.connect(self.settings_panel.setVisible)
@@ -131,6 +137,7 @@ class ChatPage(QWidget):
         t.regenerate_requested.connect(self.regenerate)
         t.branch_requested.connect(self.flip_branch)
         t.retry_requested.connect(self.retry)
+        t.tool_decided.connect(self._on_transcript_tool_decided)
         self.bar.send_requested.connect(self.send)
         self.bar.cancel_requested.connect(self._cancel_edit)
         self.bar.stop_requested.connect(self.stop)
@@ -139,6 +146,8 @@ class ChatPage(QWidget):
     @Slot()
     def new_chat(self) -> None:
         self.settings_panel.set_values("", DEFAULT_SAMPLING)
+        self.settings_panel.set_tools({})
+        self._list_servers()
         self.model_bar.set_model(self.ctx.prefs.get("last_model") or (STARTER_ID if starter_path() else None))
         self.conversations.view.clearSelection()
         self.session.new_chat()
@@ -150,6 +159,8 @@ class ChatPage(QWidget):
         if conv is None:
             return self.new_chat()
         self.settings_panel.set_values(conv.system_prompt, conv.sampling)
+        self.settings_panel.set_tools(conv.tools)
+        self._list_servers()
         self.model_bar.set_model(conv.model_id or self.ctx.prefs.get("last_model"))
         self.conversations.refresh(select=conv_id)
         self._show_thread()
@@ -184,12 +195,13 @@ class ChatPage(QWidget):
     @Slot()
     def send(self) -> None:
         system_prompt, sampling = self.settings_panel.values()
-        if self.session.send(self.bar.text(), system_prompt, sampling):
+        if self.session.send(self.bar.text(), system_prompt, sampling, self.settings_panel.tools()):
             self.composer.clear()
             self.conversations.refresh(select=self.conv_id)
 
     def _ensure_conversation(self, text: str, model_id: str) -> int:
-        return self.session.ensure_conversation(text, model_id, *self.settings_panel.values())
+        return self.session.ensure_conversation(text, model_id, *self.settings_panel.values(),
+                                                self.settings_panel.tools())
 
     @Slot()
     def stop(self) -> None:
@@ -246,6 +258,30 @@ class ChatPage(QWidget):
     def _on_session_editing_changed(self, msg) -> None:
         self.bar.show_edit(msg.content if msg is not None else None)
 
+    @Slot(object)
+    def _on_session_tool_changed(self, msg) -> None:
+        view = self.transcript.view(msg.id)
+        if isinstance(view, ToolCallView):
+            self.transcript.before_update()
+            view.set_message(msg)
+        else:
+            self._show_thread()
+
+    @Slot(int, str)
+    def _on_transcript_tool_decided(self, message_id: int, decision: str) -> None:
+        self.session.decide(message_id, decision)
+
+    def _list_servers(self) -> None:
+        """Which MCP servers a chat can turn on: ``mcp.json`` is read on a worker, never here."""
+        if self.ctx.tools is not None:
+            self.ctx.tasks.run_in_background(self.ctx.tools.server_names, self._on_servers_listed)
+
+    def _on_servers_listed(self, names, error) -> None:
+        if error is not None:
+            show_error(error, "reading the MCP servers")
+        else:
+            self.settings_panel.set_servers(names)
+
     @Slot(str)
     def _on_model_bar_model_ready(self, model_id: str) -> None:
         self._update_meter()
@@ -255,8 +291,7 @@ class ChatPage(QWidget):
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.PaletteChange:  # a theme switch: code blocks follow the new scheme
-            for view in self.transcript.views.values():
-                view.set_content(view.message.content, view.message.reasoning, view.message.reasoning_s)
+            self.transcript.restyle()
 
     def _show_thread(self) -> None:
         messages, branches = self.session.thread()
@@ -290,4 +325,5 @@ class ChatPage(QWidget):
     def _on_settings_panel_changed(self) -> None:
         if self.conv_id is not None:
             system_prompt, sampling = self.settings_panel.values()
-            self.store.update_conversation(self.conv_id, system_prompt=system_prompt, sampling=sampling)
+            self.store.update_conversation(self.conv_id, system_prompt=system_prompt, sampling=sampling,
+                                           tools=self.settings_panel.tools())
