@@ -8,6 +8,9 @@ editing a message adds a sibling question and a fresh reply; flipping a branch s
 thread. A model that is not loaded yet is loaded first (``models.ensure_loaded``) and the reply starts
 when the page reports it ready. A failed reply, or your last message left unanswered because its model
 did not load, can be retried. Reasoning is timed from its first chunk to the first chunk of the answer.
+A chat with MCP servers turned on answers through its ``ToolTurn`` (``toolturn.py``) instead of the
+bridge: the same states and signals, plus ``tool_changed`` for each call, and ``decide`` for the user's
+answer to an approval card.
 
 The session lives on the GUI thread and touches only the store, the preferences and the bridge; the
 page hands it the chat's settings and the model on show (``models``: anything with ``current()`` and
