@@ -156,6 +156,7 @@ class ToolTurn(QObject):
             last = s._end_message(state, stats).id
         elif stats and self._round is not None and self._round.id == last:
             s.store.update_message(last, stats={**self._round.stats, **stats})
+        self.run.deleteLater()  # its thread has sent its last signal
         self.run = None
         s.busy_changed.emit(False)
         s.thread_changed.emit()

@@ -39,13 +39,18 @@ def status_of(msg: Message) -> str:
     return STATUS.get(msg.state, msg.state)
 
 
-def _text_box(name: str, max_height: int) -> QPlainTextEdit:
+def _text_box(name: str) -> QPlainTextEdit:
     box = QPlainTextEdit(readOnly=True, objectName=name)
     box.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
     box.setLineWrapMode(QPlainTextEdit.WidgetWidth)
-    box.setMaximumHeight(max_height)
-    box.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Maximum)
+    box.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
     return box
+
+
+def _fit(box: QPlainTextEdit, most: int) -> None:
+    """As tall as its lines, up to ``most`` pixels; past that the box scrolls."""
+    lines = box.toPlainText().count("\n") + 1
+    box.setFixedHeight(min(most, box.fontMetrics().lineSpacing() * lines + 14))
 
 
 class ToolCallView(QFrame):
@@ -64,10 +69,12 @@ class ToolCallView(QFrame):
         self.toggle = QToolButton(checkable=True, autoRaise=True)
         self.toggle.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
         self.toggle.toggled.connect(self._on_toggle_toggled)
+        self.title = QLabel(wordWrap=True)  # while waiting: what asks to run, in words that cannot be missed
+        self.title.setTextFormat(Qt.PlainText)
         self.details = QWidget()
-        self.arguments = _text_box("toolArguments", 180)
-        self.result = _text_box("toolResult", 220)
-        self.result_label = QLabel("<b>Result</b> (plain text, as the server sent it)")
+        self.arguments = _text_box("toolArguments")
+        self.result = _text_box("toolResult")
+        self.result_label = QLabel("<b>What went back to the model</b> (plain text)")
         inner = QVBoxLayout(self.details)
         inner.setContentsMargins(0, 0, 0, 0)
         inner.addWidget(QLabel("<b>Arguments</b>"))
@@ -88,6 +95,7 @@ class ToolCallView(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 8, 12, 8)
         lay.addWidget(self.toggle)
+        lay.addWidget(self.title)
         lay.addWidget(self.details)
         lay.addWidget(self.buttons)
         self.set_message(message)
@@ -98,13 +106,21 @@ class ToolCallView(QFrame):
         pending = message.state == "pending"
         where = f"{tool.get('server') or '?'} › {tool.get('tool') or tool.get('function') or '?'}"
         self.toggle.setText(f"Tool call: {where} · {status_of(message)}")
+        self.title.setText(f"{where} wants to run. Run it with these arguments?")
+        font = self.title.font()
+        font.setBold(True)
+        self.title.setFont(font)
         self.arguments.setPlainText(tool.get("arguments") or "{}")
         self.result.setPlainText(message.content)
+        _fit(self.arguments, 220)
+        _fit(self.result, 240)
         has_result = bool(message.content) and not pending
         self.result.setVisible(has_result)
         self.result_label.setVisible(has_result)
         self.buttons.setVisible(pending)
-        self.toggle.setEnabled(not pending)  # a call awaiting approval stays open: you see what you approve
+        # A call awaiting approval stays open, with a title instead of the fold: you see what you approve.
+        self.toggle.setVisible(not pending)
+        self.title.setVisible(pending)
         self.toggle.setChecked(pending or (self.toggle.isChecked() and message.state == "running"))
         self._on_toggle_toggled(self.toggle.isChecked())
         self.setProperty("state", message.state)

@@ -128,3 +128,17 @@ def test_a_tool_call_waits_on_its_own_thread_and_a_gui_slot_runs_it(qtbot, sessi
     assert roles == ["user", "assistant", "tool", "assistant"] and session.thread()[0][-1].id == reply_id
     assert MARKER in session.thread()[0][2].content
     assert session.request_messages(session.conv_id)[2]["role"] == "tool"
+    assert session.store.message(reply_id).stats["tool_step_limit"] == 1, "the chat's step limit was kept"
+
+
+def test_always_allow_in_this_chat_runs_the_next_call_without_asking(qtbot, session):
+    McpConfig(Settings.from_env()).add(stdio_server("tests"))
+    session.tool_turn.tool_choice = {"type": "function", "function": {"name": "weather"}}
+    approver = _Approver(session, "chat")
+    tools = {"servers": ["tests"], "max_steps": 1}
+    ask(qtbot, session, "What is the weather in Paris today?", {**SHORT, "max_tokens": 24}, tools)
+    ask(qtbot, session, "And in Lisbon?", {**SHORT, "max_tokens": 24}, tools)
+    assert len(approver.slot_threads) == 1, "the second call did not ask again"
+    calls = [m for m in session.thread()[0] if m.role == "tool"]
+    assert [(m.tool["outcome"], MARKER in m.content) for m in calls] == [("run", True), ("run", True)]
+    assert session.prefs.get("tools_always_allowed") is None, "this chat only: nothing kept for other chats"

@@ -62,7 +62,7 @@ def weather_calls(app) -> int:
 def test_the_card_shows_the_call_and_run_feeds_the_result_back(qtbot, tools_app, loaded_runtime):
     page, card = start_tool_chat(qtbot, tools_app)
     assert card.isVisible() and card.details.isVisible() and card.buttons.isVisible()
-    assert "tests › weather" in card.toggle.text()
+    assert "tests › weather wants to run" in card.title.text()
     args = json.loads(card.arguments.toPlainText())
     assert isinstance(args.get("city"), str), "the full arguments are shown as JSON"
     assert card.arguments.toPlainText().startswith("{\n"), "pretty-printed"
