@@ -91,6 +91,11 @@ class ChatSession(QObject):
     def busy(self) -> bool:
         return self.active is not None or self.pending_parent is not None or self.tool_turn.running
 
+    @property
+    def replying(self) -> bool:
+        """A reply is under way (streaming, or a reply with tools between its rounds)."""
+        return self.active is not None or self.tool_turn.running
+
     # --- the conversation on show ----------------------------------------------------------------
     def new_chat(self) -> None:
         self.conv_id = None
@@ -170,7 +175,7 @@ class ChatSession(QObject):
 
     def regenerate(self, reply_id: int) -> None:
         reply = self.store.message(reply_id)
-        if self.active is not None or reply.parent_id is None:
+        if self.replying or reply.parent_id is None:
             return
         parent = self.store.message(reply.parent_id)
         self.store.switch_branch(parent.id)
@@ -189,7 +194,7 @@ class ChatSession(QObject):
             self._reply_to(msg)
 
     def start_edit(self, message_id: int) -> Message | None:
-        if self.active is not None:
+        if self.replying:
             return None
         self.editing = self.store.message(message_id)
         self.editing_changed.emit(self.editing)
@@ -201,7 +206,7 @@ class ChatSession(QObject):
             self.editing_changed.emit(None)
 
     def flip_branch(self, message_id: int, step: int) -> None:
-        if self.active is not None:
+        if self.replying:
             return
         siblings = self.store.siblings(self.store.message(message_id))
         index = siblings.index(message_id) + step

@@ -45,7 +45,11 @@ class ToolTurn(QObject):
     """Runs the session's replies that use tools; one at a time, like the session's replies.
 
     ``tool_choice`` is the first round's choice (``auto`` unless a test forces a call to be
-    deterministic). It emits nothing of its own: it speaks through the session's signals."""
+    deterministic).
+
+    Signals: none of its own; it speaks through the session's (``thread_changed``, ``message_grew``,
+    ``message_ended``, ``tool_changed``, ``busy_changed``, ``reply_ended``).
+    """
 
     def __init__(self, session, tools: AppTools | None):
         super().__init__(session)

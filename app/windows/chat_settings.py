@@ -53,21 +53,8 @@ class ChatSettingsPanel(QWidget):
         lay.addWidget(self.system_prompt)
         lay.addWidget(QLabel("<b>Sampling</b>"))
         lay.addLayout(form)
-        lay.addWidget(QLabel("<b>Tools</b> (MCP servers)"))
-        self.no_servers = QLabel("No MCP servers yet: add one with <code>fireside mcp add</code>.", wordWrap=True,
-                                 objectName="stats")
-        self.server_boxes: dict[str, QCheckBox] = {}
-        self.servers_column = QVBoxLayout()
-        self.servers_column.addWidget(self.no_servers)
-        lay.addLayout(self.servers_column)
-        self.max_steps = QSpinBox(minimum=1, maximum=50, value=8, toolTip="Rounds of tool calls before the model "
-                                  "must answer with what it has")
-        steps = QFormLayout()
-        steps.addRow("Tool steps", self.max_steps)
-        lay.addLayout(steps)
+        self._tools_section(lay)
         lay.addStretch(1)
-        self.max_steps.valueChanged.connect(self._on_value_changed)
-        self._tools_on: list[str] = []
         self.setFixedWidth(230)
         self.system_prompt.textChanged.connect(self._on_value_changed)
         for w in (self.temperature, self.top_p, self.top_k, self.repeat_penalty, self.max_tokens, self.seed):
@@ -89,6 +76,23 @@ class ChatSettingsPanel(QWidget):
         self.seed.setValue(values.get("seed") or 0)
         self.seed.setEnabled(self.fixed_seed.isChecked())
         self._loading = False
+
+    def _tools_section(self, lay: QVBoxLayout) -> None:
+        """A checkbox per MCP server (filled in by ``set_servers``) and the step limit."""
+        lay.addWidget(QLabel("<b>Tools</b> (MCP servers)"))
+        self.no_servers = QLabel("No MCP servers yet: add one with <code>fireside mcp add</code>.", wordWrap=True,
+                                 objectName="stats")
+        self.server_boxes: dict[str, QCheckBox] = {}
+        self.servers_column = QVBoxLayout()
+        self.servers_column.addWidget(self.no_servers)
+        lay.addLayout(self.servers_column)
+        self.max_steps = QSpinBox(minimum=1, maximum=50, value=8, toolTip="Rounds of tool calls before the model "
+                                  "must answer with what it has")
+        steps = QFormLayout()
+        steps.addRow("Tool steps", self.max_steps)
+        lay.addLayout(steps)
+        self.max_steps.valueChanged.connect(self._on_value_changed)
+        self._tools_on: list[str] = []
 
     def set_servers(self, names: list[str]) -> None:
         """The MCP servers a chat can use (read off the GUI thread by the page): one checkbox each."""

@@ -66,6 +66,10 @@ class ToolCallView(QFrame):
         super().__init__(parent)
         self.message = message
         self.setObjectName("toolCall")
+        self._build()
+        self.set_message(message)
+
+    def _build(self) -> None:
         self.toggle = QToolButton(checkable=True, autoRaise=True)
         self.toggle.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
         self.toggle.toggled.connect(self._on_toggle_toggled)
@@ -82,6 +86,15 @@ class ToolCallView(QFrame):
         inner.addWidget(self.result_label)
         inner.addWidget(self.result)
         self.buttons = QWidget()
+        self._decision_row()
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 8, 12, 8)
+        lay.addWidget(self.toggle)
+        lay.addWidget(self.title)
+        lay.addWidget(self.details)
+        lay.addWidget(self.buttons)
+
+    def _decision_row(self) -> None:
         row = QHBoxLayout(self.buttons)
         row.setContentsMargins(0, 0, 0, 0)
         self.decision_buttons: dict[str, QPushButton] = {}
@@ -92,13 +105,6 @@ class ToolCallView(QFrame):
             row.addWidget(button)
             self.decision_buttons[decision] = button
         row.addStretch(1)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(12, 8, 12, 8)
-        lay.addWidget(self.toggle)
-        lay.addWidget(self.title)
-        lay.addWidget(self.details)
-        lay.addWidget(self.buttons)
-        self.set_message(message)
 
     def set_message(self, message: Message) -> None:
         self.message = message

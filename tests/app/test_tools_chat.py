@@ -115,7 +115,7 @@ def test_stop_while_a_card_waits_ends_the_reply_without_running_it(qtbot, tools_
 
 def test_calls_are_saved_survive_a_restart_and_are_exported(qtbot, make_app, tools_app, loaded_runtime, tmp_path):
     page, card = start_tool_chat(qtbot, tools_app)
-    reply_id, _ = decide(qtbot, page, card, "chat")
+    reply_id, _ = decide(qtbot, page, card, "always")
     conv_id = page.conv_id
     tool_id = tools_app.ctx.store.thread(conv_id)[2].id
     tools_app.stop()
@@ -127,6 +127,8 @@ def test_calls_are_saved_survive_a_restart_and_are_exported(qtbot, make_app, too
     assert isinstance(card, ToolCallView) and "ran" in card.toggle.text() and not card.details.isVisible()
     assert MARKER in card.result.toPlainText() and page.transcript.view(reply_id) is not None
     assert page.settings_panel.tools()["servers"] == ["tests"], "the chat keeps its tools on"
+    assert again.ctx.prefs.get("tools_always_allowed") == [["tests", "weather"]], "'Always allow this tool' is kept"
+    assert ("tests", "weather") in page.session.tool_turn.allowed(conv_id + 1), "for every chat"
     md, js = tmp_path / "chat.md", tmp_path / "chat.json"
     page.export(conv_id, "markdown", md)
     page.export(conv_id, "json", js)
