@@ -142,3 +142,14 @@ def test_always_allow_in_this_chat_runs_the_next_call_without_asking(qtbot, sess
     calls = [m for m in session.thread()[0] if m.role == "tool"]
     assert [(m.tool["outcome"], MARKER in m.content) for m in calls] == [("run", True), ("run", True)]
     assert session.prefs.get("tools_always_allowed") is None, "this chat only: nothing kept for other chats"
+
+
+def test_a_server_that_cannot_start_is_reported_and_the_reply_goes_on_without_it(qtbot, session, tmp_path):
+    from fireside.app import feedback
+    from fireside.engine.mcp import McpServer
+
+    McpConfig(Settings.from_env()).add(McpServer(name="broken", command=str(tmp_path / "no-such-program")))
+    reply_id, state = ask(qtbot, session, "Say hello.", SHORT, {"servers": ["broken"], "max_steps": 2})
+    assert state == "complete" and session.store.message(reply_id).content.strip()
+    assert any("broken" in line and "not available" in line for line in feedback.history)
+    assert [m.role for m in session.thread()[0]] == ["user", "assistant"]
