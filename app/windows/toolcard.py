@@ -10,7 +10,7 @@ is shown in a plain-text box: never rendered as HTML, no links to click.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal, Slot
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QTextDocument
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -39,18 +39,37 @@ def status_of(msg: Message) -> str:
     return STATUS.get(msg.state, msg.state)
 
 
-def _text_box(name: str) -> QPlainTextEdit:
-    box = QPlainTextEdit(readOnly=True, objectName=name)
-    box.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
-    box.setLineWrapMode(QPlainTextEdit.WidgetWidth)
-    box.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
-    return box
+class _TextBox(QPlainTextEdit):
+    """Read-only monospaced plain text, as tall as its wrapped lines up to ``most`` pixels; then it scrolls."""
 
+    def __init__(self, name: str, most: int):
+        super().__init__(readOnly=True, objectName=name)
+        self.most = most
+        self.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
+        self.setLineWrapMode(QPlainTextEdit.WidgetWidth)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
 
-def _fit(box: QPlainTextEdit, most: int) -> None:
-    """As tall as its lines, up to ``most`` pixels; past that the box scrolls."""
-    lines = box.toPlainText().count("\n") + 1
-    box.setFixedHeight(min(most, box.fontMetrics().lineSpacing() * lines + 14))
+    def show_text(self, text: str) -> None:
+        self.setPlainText(text)
+        self._fit()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self._fit()
+
+    def _fit(self) -> None:
+        text = self.toPlainText()
+        if len(text) > 8000:  # surely taller than the limit; not worth laying out twice
+            self.setFixedHeight(self.most)
+            return
+        # QPlainTextEdit lays out only the lines on show, so measure the wrapped text in a document.
+        probe = QTextDocument()
+        probe.setDefaultFont(self.font())
+        probe.setDocumentMargin(self.document().documentMargin())
+        probe.setPlainText(text)
+        probe.setTextWidth(max(40, self.viewport().width()))
+        self.setFixedHeight(min(self.most, int(probe.size().height()) + 2 * self.frameWidth() + 4))
 
 
 class ToolCallView(QFrame):
@@ -76,8 +95,8 @@ class ToolCallView(QFrame):
         self.title = QLabel(wordWrap=True)  # while waiting: what asks to run, in words that cannot be missed
         self.title.setTextFormat(Qt.PlainText)
         self.details = QWidget()
-        self.arguments = _text_box("toolArguments")
-        self.result = _text_box("toolResult")
+        self.arguments = _TextBox("toolArguments", 220)
+        self.result = _TextBox("toolResult", 240)
         self.result_label = QLabel("<b>What went back to the model</b> (plain text)")
         inner = QVBoxLayout(self.details)
         inner.setContentsMargins(0, 0, 0, 0)
@@ -116,10 +135,8 @@ class ToolCallView(QFrame):
         font = self.title.font()
         font.setBold(True)
         self.title.setFont(font)
-        self.arguments.setPlainText(tool.get("arguments") or "{}")
-        self.result.setPlainText(message.content)
-        _fit(self.arguments, 220)
-        _fit(self.result, 240)
+        self.arguments.show_text(tool.get("arguments") or "{}")
+        self.result.show_text(message.content)
         has_result = bool(message.content) and not pending
         self.result.setVisible(has_result)
         self.result_label.setVisible(has_result)

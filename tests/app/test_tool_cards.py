@@ -68,3 +68,16 @@ def test_markdown_export_fences_a_result_that_contains_backticks(tmp_path):
     assert md.count("**starter**") == 0, "a reply that only made calls shows as its calls"
     data = json.loads(export.to_json(store, conv.id))
     assert data["messages"][1]["tool"] == calls and data["messages"][2]["tool"]["outcome"] == "run"
+
+
+def test_a_long_unbroken_result_wraps_and_the_box_grows_to_show_it(qtbot):
+    card = ToolCallView(_call("complete", "word " * 400, "run"))
+    qtbot.addWidget(card)
+    card.resize(500, 400)
+    card.show()
+    card.toggle.click()
+    qtbot.waitExposed(card)
+    box = card.result
+    one_line = box.fontMetrics().lineSpacing() + 14
+    assert box.height() > 3 * one_line, "a one-line result that wraps gets the height of its wrapped lines"
+    assert box.height() <= box.most and box.verticalScrollBar().maximum() > 0, "up to a limit, then it scrolls"
