@@ -138,3 +138,29 @@ def test_calls_are_saved_survive_a_restart_and_are_exported(qtbot, make_app, too
     data = json.loads(js.read_text())
     tools = [m for m in data["messages"] if m["role"] == "tool"]
     assert tools and tools[0]["tool"]["server"] == "tests" and MARKER in tools[0]["content"]
+
+
+def test_a_remote_model_calls_a_tool_through_the_same_card(qtbot, make_app, loaded_runtime, remote_server):
+    """The remote engine (a second Fireside server on loopback) returns the call structured; the card,
+    the approval and the result fed back are the same as for a local model."""
+    from fireside.engine.remote import RemoteRegistry
+    from fireside.engine.runtime.runtime import Runtime
+
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    RemoteRegistry(settings).add("lab", f"{remote_server.url}/v1")
+    McpConfig(settings).add(stdio_server("tests"))
+    runtime = Runtime(settings, idle_ttl_s=0)  # nothing local: the model runs on the remote server
+    try:
+        app = make_app(runtime, settings)
+        page = app.window.chat
+        qtbot.waitUntil(lambda: page.model_bar.combo.findText("remote/lab/starter") >= 0, timeout=20_000)
+        page.model_bar.set_model("remote/lab/starter")
+        page, card = start_tool_chat(qtbot, app)
+        assert "tests › weather wants to run" in card.title.text() and '"city"' in card.arguments.toPlainText()
+        _reply_id, state = decide(qtbot, page, card, "run")
+        assert state == "complete" and runtime.loaded() == []
+        tool = app.ctx.store.thread(page.conv_id)[2]
+        assert tool.tool["outcome"] == "run" and MARKER in tool.content
+    finally:
+        runtime.close()
