@@ -1,4 +1,4 @@
-"""What every page is built from: the settings, preferences, store, engine and the bridge to it.
+"""What every page is built from: the settings, preferences, store, engine, the bridge to it and the tools.
 
 One ``AppContext`` is made by ``main`` (or by a test fixture, with its own engine) and handed to the
 main window, which hands it to each page; nothing in the app reaches for a global. Pages read the
@@ -29,4 +29,5 @@ class AppContext:
     tasks: Tasks
     bridge: EngineBridge
     extras: dict[str, Any] = field(default_factory=dict)
+    tools: Any = None  # fireside.app.tools.AppTools: the MCP servers chats may use (None: no tools)
 

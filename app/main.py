@@ -62,8 +62,11 @@ class Fireside:
         log.info("4/8 engine ready")
         extras: dict = {}
         bridge = EngineBridge(engine, tasks, extras)
-        log.info("5/8 task pool and engine bridge")
-        self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras)
+        from .tools import AppTools
+
+        tools = AppTools(s, engine)  # starts nothing: each MCP server starts when a chat first uses it
+        log.info("5/8 task pool, engine bridge and MCP tools (%s)", s.config_dir / "mcp.json")
+        self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras, tools=tools)
         apply_theme(prefs.get("theme"))
         QApplication.setWindowIcon(app_icon())
         log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
@@ -101,6 +104,9 @@ class Fireside:
         log.info("shutdown: server stopped")
         ctx.bridge.close()
         log.info("shutdown: cancel events set, downloads paused")
+        if ctx.tools is not None:
+            ctx.tools.close()
+            log.info("shutdown: tool replies ended, MCP servers stopped")
         ctx.tasks.close(wait=True)
         log.info("shutdown: task pool joined")
         if self._own_engine:

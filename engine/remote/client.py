@@ -182,7 +182,11 @@ def _sampling(s: Sampling) -> dict:
 
 
 def _tool_choice(choice: str | dict) -> str | dict:
-    return {"type": "function", "function": {"name": choice["name"]}} if isinstance(choice, dict) else choice
+    """The engine's ``{"name": ...}`` (or an OpenAI-shaped choice, as ``fireside chat --tool-choice`` and the
+    tool loop pass it) as OpenAI's named-function choice."""
+    if not isinstance(choice, dict):
+        return choice
+    return {"type": "function", "function": {"name": (choice.get("function") or choice)["name"]}}
 
 
 def _json_or_text(r: httpx.Response) -> Any:
