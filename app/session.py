@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from fireside.engine.runtime.types import ChatRequest, Sampling
+from fireside.engine.types import ChatRequest, Sampling
 
 from .feedback import show_error
 from .store import Message, Store

@@ -24,7 +24,7 @@ from PySide6.QtCore import QObject, Signal
 
 from fireside.engine.mcp import McpConfig, McpHub
 from fireside.engine.mcp.loop import PendingCall, ToolLoop, ToolStep
-from fireside.engine.runtime.types import Chunk, Sampling
+from fireside.engine.types import Chunk, Sampling
 
 from .bridge import BATCH_S
 
@@ -34,8 +34,8 @@ log = logging.getLogger(__name__)
 class AppTools:
     """The MCP side of the app: which servers exist, the one hub that reaches them, the runs under way."""
 
-    def __init__(self, settings, runtime):
-        self.settings, self.runtime = settings, runtime
+    def __init__(self, settings, engine):
+        self.settings, self.engine = settings, engine
         self._hub: McpHub | None = None
         self._runs: set[ToolRun] = set()
         self._lock = threading.Lock()
@@ -142,7 +142,7 @@ class ToolRun(QObject):
             found, errors = hub.all_tools(self.servers)
             for name, error in errors.items():
                 self.problem.emit(self.run_id, f"the tools of MCP server {name!r} are not available: {error}")
-            loop = ToolLoop(self.tools.runtime, hub, found, self._approve, max_steps=self.max_steps,
+            loop = ToolLoop(self.tools.engine, hub, found, self._approve, max_steps=self.max_steps,
                             on_chunk=self._on_chunk, on_step=self._on_step)
             result = loop.run(self.model_id, self.messages, self.sampling, self.cancel, self.tool_choice)
         except Exception as exc:

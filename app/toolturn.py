@@ -19,7 +19,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Slot
 
 from fireside.engine.mcp.loop import PendingCall, ToolStep
-from fireside.engine.runtime.types import Sampling
+from fireside.engine.types import Sampling
 
 from .feedback import show_error
 from .store import Conversation, Message

@@ -11,8 +11,8 @@ import pytest
 
 from fireside.app.windows.toolcard import ToolCallView
 from fireside.engine.mcp import McpConfig
-from fireside.engine.runtime.types import ChatRequest
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest
 from tests.helpers.mcp_fixtures import stdio_server
 from tests.helpers.mcp_server import MARKER
 
