@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from ..runtime.types import ChatRequest, Chunk, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import check_tool_choice, now, sampling, sse, text_of
+from .mapping import Refusal, check_tool_choice, given, now, refuse, sampling, sse, text_of
 from .openai import Content, ContentPart, ToolChoice, apply_format
 from .streaming import collect, reply_parts, stream
 from .validation import Body, Name, Tokens, Unit, dumped
@@ -73,6 +73,14 @@ class ResponsesBody(Body):
     text: TextOptions | None = None
 
 
+REFUSALS: list[Refusal] = [
+    ("background", given, "background responses are not supported: stream, or wait for the reply"),
+    ("conversation", given, "the Conversations API is not served here: continue with previous_response_id"),
+    ("prompt", given, "stored prompt templates are not served here: send instructions and input"),
+    ("top_logprobs", given, "log-probabilities are served by /v1/chat/completions and /v1/completions"),
+]
+
+
 def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
@@ -105,9 +113,11 @@ def conversation(body: ResponsesBody, store: ResponseStore) -> list[dict[str, An
 
 def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatRequest:
     tools = []
+    refuse(body, REFUSALS)
     for t in body.tools or []:
-        if t.type != "function":
-            continue  # hosted tools (web search...) are not served here
+        if t.type != "function":  # hosted tools run on OpenAI's side: a model here could not use one
+            raise ApiError(f"tools: hosted tools ({t.type}) are not available on this server; send function tools",
+                           param="tools")
         if t.name is None:
             raise ApiError("tools: a function tool needs a name", param="tools")
         tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
