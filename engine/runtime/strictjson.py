@@ -68,12 +68,44 @@ def _json_escaped_body(body: str, outer: bool) -> str:
     for token in _TOKEN.findall(body):
         if token.startswith('"'):
             text = _decode_literal(token[1:-1])
-            out.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]) if text is not None else token)
+            out.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]) if text is not None
+                       else _with_regex_classes(token[1:-1]))
         elif token.startswith("["):
             out.append(_strict_class(token, negated_only=False))
         else:
             out.append(token)
     return "".join(out)
+
+
+_REGEX_CLASSES = {"d": "[0-9]", "D": "[^0-9]", "w": "[a-zA-Z0-9_]", "W": "[^a-zA-Z0-9_]",
+                  "s": '(" " | "\\\\t" | "\\\\n" | "\\\\r")', "S": "[^ \\t\\n\\r]"}
+
+
+def _with_regex_classes(body: str) -> str:
+    """A pattern literal holding ``\\d``, ``\\w`` or ``\\s`` (which the converter copies as GBNF escapes
+    GBNF does not have) as a group of JSON-escaped literals and classes; any other unknown escape is
+    left for llama.cpp's parser to refuse."""
+    parts, i, text = [], 0, ""
+    while i < len(body):
+        if body[i] == "\\" and i + 1 < len(body) and body[i + 1] in _REGEX_CLASSES:
+            if text:
+                parts.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]))
+                text = ""
+            parts.append(_strict_class(_REGEX_CLASSES[body[i + 1]], negated_only=False)
+                         if body[i + 1] != "s" else _REGEX_CLASSES["s"])
+            i += 2
+            continue
+        if body[i] == "\\":
+            code, i = _escape_at(body, i)
+            if code is None:
+                return f'"{body}"'
+            text += chr(code)
+            continue
+        text += body[i]
+        i += 1
+    if text:
+        parts.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]))
+    return f"({' '.join(parts)})"
 
 
 def _emit_literal(text: str) -> str:

@@ -70,10 +70,12 @@ def text_of(content: Any) -> str:
             elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
                 parts.append(str(part.get("text", "")))
             elif isinstance(part, dict) and part.get("type") in ("image_url", "image", "input_image"):
-                raise ApiError("this server does not take images yet (its models read text only)", param="messages")
+                raise ApiError("messages: this server does not take images yet (its models read text only)",
+                               param="messages")
             elif isinstance(part, dict) and part.get("type") not in ("refusal", "thinking", "redacted_thinking"):
                 kind = part.get("type")  # audio, files, documents...: ignoring them would change the answer
-                raise ApiError(f"content parts of type {kind!r} are not supported (text only)", param="messages")
+                raise ApiError(f"messages: content parts of type {kind!r} are not supported (text only)",
+                               param="messages")
         return "".join(parts)
     raise ApiError("message content must be a string or a list of text parts", param="messages")
 

@@ -215,9 +215,11 @@ class NdjsonEncoder:
             return [self.piece(chunk.text, done=False, **extra)]
         if chunk.kind == "reasoning":
             return [self.piece(thinking=chunk.text, done=False)]
-        if chunk.kind == "tool_calls":
+        if chunk.kind == "tool_calls":  # Ollama sends each call whole, so its deltas are not sent
             return [self.piece(calls=chunk.tool_calls, done=False)]
-        return [self.piece(**final_fields(chunk))]
+        if chunk.kind == "done":
+            return [self.piece(**final_fields(chunk))]
+        return []
 
     def error(self, exc: BaseException) -> list[bytes]:
         return [(json.dumps(error_body("ollama", describe(exc))) + "\n").encode("utf-8")]

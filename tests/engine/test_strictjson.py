@@ -48,3 +48,15 @@ def test_the_stock_converter_has_the_holes_these_cases_close():
 def test_a_pattern_class_that_matches_only_escapable_characters_is_refused():
     with pytest.raises(GrammarRejected, match="must escape"):
         schema_grammar({"type": "string", "pattern": '^["]$'})
+
+
+@pytest.mark.parametrize("pattern,good,bad", [
+    (r"^\d+$", '"123"', '"12a"'),
+    (r"^a\sb$", '"a\\tb"', '"a\tb"'),
+    (r"^\w\W$", '"a-"', '"a\n"'),
+])
+def test_regex_class_escapes_in_a_pattern_become_json_safe_classes(pattern, good, bad):
+    """The converter copies \\d, \\w and \\s as GBNF escapes that GBNF lacks (so llama.cpp refused
+    every schema with the commonest pattern, ``^\\d+$``); they become classes, JSON-escaped."""
+    grammar = checked(schema_grammar({"type": "string", "pattern": pattern}))
+    assert admits(grammar, good) and not admits(grammar, bad), grammar
