@@ -15,6 +15,7 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from fireside.engine.runtime.parsing import StreamParser
+from fireside.engine.server.mapping import first_call_only
 from fireside.engine.server.openai import ChatEncoder
 
 pytestmark = pytest.mark.model
@@ -83,10 +84,34 @@ def test_several_tool_calls_stream_under_their_own_indices_for_the_official_accu
     assert fragments > 10
 
 
-def test_parallel_tool_calls_false_is_accepted_and_keeps_one_call(oai):
-    r = oai.chat.completions.create(model="starter", messages=ASK, tools=[WEATHER], tool_choice="required",
-                                    parallel_tool_calls=False, max_tokens=60, temperature=0)
-    assert len(r.choices[0].message.tool_calls) == 1
+def test_parallel_tool_calls_false_keeps_the_first_of_several_calls():
+    """``parallel_tool_calls: false`` (and Anthropic's ``disable_parallel_tool_use``) go through
+    ``first_call_only``; SmolLM2 makes one call when forced, so a two-call reply is fed in here."""
+    parser = StreamParser(tools=True)
+    raw = ('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>')
+    chunks = list(first_call_only(iter([c for ch in raw for c in parser.feed(ch)] + list(parser.finish()))))
+    assert [c.name for ch in chunks if ch.kind == "tool_calls" for c in ch.tool_calls] == ["a"]
+    assert {ch.index for ch in chunks if ch.kind == "tool_call_delta"} == {0}
+
+
+def test_penalties_change_the_reply(oai):
+    def reply(**kwargs):
+        return oai.chat.completions.create(model="starter", messages=[{"role": "user", "content": "Repeat: la la la la"}],
+                                           max_tokens=24, temperature=0, **kwargs).choices[0].message.content
+
+    plain = reply()
+    assert reply(frequency_penalty=2.0) != plain and reply(presence_penalty=2.0) != plain
+
+
+@pytest.mark.parametrize("route,body,field", [
+    ("completions", {"prompt": ["one", "two"]}, "prompt"),
+    ("completions", {"prompt": [1, 2, 3]}, "prompt"),
+    ("embeddings", {"input": [[1, 2, 3]]}, "input"),
+])
+def test_several_prompts_or_token_arrays_are_a_400(oai, route, body, field):
+    with pytest.raises(openai.BadRequestError) as refused:
+        oai.post(f"/{route}", body={"model": "starter", "max_tokens": 2, **body}, cast_to=object)
+    assert field in str(refused.value), str(refused.value)
 
 
 # --- OpenAI: log-probabilities ------------------------------------------------------------------------
