@@ -282,7 +282,7 @@ def test_ollama_streams_each_tool_call_whole_and_one_done_line():
 
 @pytest.mark.parametrize("kwargs,field", [
     ({"suffix": "end."}, "suffix"), ({"template": "{{ .Prompt }}"}, "template"), ({"context": [1, 2, 3]}, "context"),
-    ({"images": ["iVBORw0KGgo="]}, "images"),
+    ({"images": ["iVBORw0KGgo="]}, "images"), ({"width": 64, "height": 64}, "width"),
 ])
 def test_ollama_generate_fields_that_cannot_be_honoured_are_a_400(oll, kwargs, field):
     with pytest.raises(ollama.ResponseError) as refused:
