@@ -85,9 +85,12 @@ class Usage:
 class Chunk:
     """One piece of a streamed reply.
 
-    kind: ``text`` (answer text), ``reasoning`` (thinking text), ``tool_calls`` (parsed calls, sent once
-    the model has finished them) or ``done`` (the last chunk: ``finish_reason`` and ``usage``).
-    finish_reason: ``stop``, ``length``, ``tool_calls`` or ``cancelled``.
+    kind: ``text`` (answer text), ``reasoning`` (thinking text), ``tool_call_delta`` (a tool call as it
+    streams: first ``ToolCall(name, "", id)``, then ``ToolCall("", fragment, "")`` for each piece of its
+    arguments, call number ``index``), ``tool_calls`` (the parsed calls, whole, once the model has
+    finished them; after their deltas) or ``done`` (the last chunk: ``finish_reason`` and ``usage``).
+    finish_reason: ``stop``, ``length``, ``tool_calls`` or ``cancelled``; ``stop_sequence`` is the stop
+    string that ended the reply, if one did.
     """
 
     kind: str
@@ -96,6 +99,8 @@ class Chunk:
     finish_reason: str | None = None
     usage: Usage | None = None
     logprobs: list[TokenLogprob] | None = None  # for ``text`` chunks, when the request's sampling asked
+    index: int = 0  # for ``tool_call_delta``: which call of the reply
+    stop_sequence: str | None = None  # for ``done``
 
 
 @dataclass

@@ -57,10 +57,11 @@ class Reply:
         if logprob is not None:
             self.logprobs.append(logprob)
         self.held += self.decoder.decode(self.llama._model.detokenize([token]))
-        hits = [self.held.find(x) for x in self.stops if x in self.held]
+        hits = [(self.held.find(x), x) for x in self.stops if x in self.held]
         if hits:
-            self.held = self.held[: min(hits)]
-            return self.end("stop")
+            at, matched = min(hits)
+            self.held = self.held[:at]
+            return self.end("stop", matched)
         events = []
         keep = _held_suffix(self.held, self.stops)
         if len(self.held) > keep:
@@ -76,13 +77,17 @@ class Reply:
             event["logprobs"], self.logprobs = self.logprobs, []
         return event
 
-    def end(self, finish: str) -> list[dict]:
-        """Finish the reply (``stop``, ``length`` or ``cancelled``): flush held text, then ``done``."""
+    def end(self, finish: str, stop_sequence: str | None = None) -> list[dict]:
+        """Finish the reply (``stop``, ``length`` or ``cancelled``): flush held text, then ``done``, which
+        names the stop string that ended it, if one did (Anthropic's ``stop_sequence``)."""
         self.finish = finish
         self.held += self.decoder.decode(b"", final=True)
         events = [self._text(self.held)] if self.held or self.logprobs else []
         self.held = ""
-        return [*events, {"type": "done", "finish_reason": finish, "usage": self.usage()}]
+        done = {"type": "done", "finish_reason": finish, "usage": self.usage()}
+        if stop_sequence is not None:
+            done["stop_sequence"] = stop_sequence
+        return [*events, done]
 
     def usage(self) -> dict:
         from ..types import Usage

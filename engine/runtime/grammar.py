@@ -1,7 +1,9 @@
 """Constrained output: JSON Schemas and forced tool calls turned into llama.cpp grammars (GBNF).
 
-The schema-to-grammar converter is llama-cpp-python's port of llama.cpp's own; a schema it cannot
-convert is reported as a clear error rather than ignored, so "always valid JSON" stays true. Every
+The schema-to-grammar converter is llama-cpp-python's port of llama.cpp's own, made strict by
+``strictjson.py`` (no raw control characters, quotes or backslashes inside strings), so what a
+grammar admits is what ``json.loads`` accepts; a schema it cannot convert is reported as a clear
+error rather than ignored, so "always valid JSON" stays true. Every
 schema is walked against the limits in ``limits.py`` before it is converted (so a huge repetition
 count never becomes a huge string), the grammar's size is checked after, and each grammar is
 compiled once by llama.cpp in a process of its own (``grammarcheck.py``) before it may reach the
@@ -22,10 +24,12 @@ from .limits import check_grammar_size, check_schema
 def schema_grammar(schema: dict[str, Any]) -> str:
     """The GBNF grammar for ``schema``, within the limits but not yet compiled (see ``checked``)."""
     check_schema(schema)
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from .strictjson import strict_schema_grammar
 
     try:
-        grammar = json_schema_to_gbnf(json.dumps(schema))
+        grammar = strict_schema_grammar(json.loads(json.dumps(schema)))
+    except GrammarRejected:
+        raise
     except RecursionError:
         raise GrammarRejected("the JSON schema cannot be enforced: it nests too deeply", "depth") from None
     except Exception as exc:

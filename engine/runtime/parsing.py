@@ -3,8 +3,12 @@
 ``StreamParser`` is fed text pieces as they decode and yields typed ``Chunk``s: text inside
 ``<think>...</think>`` (or the markers a template declares) becomes ``reasoning``; with tools offered,
 text that opens a tool call (``<tool_call>``, ``[TOOL_CALLS]``, or a bare JSON object at the start of
-the reply) is held back and parsed into structured ``ToolCall``s when the reply ends. Partial markers
-split across pieces are held until they can be decided, so no marker leaks into the answer.
+the reply) is held back from the answer. While it grows, ``CallScanner`` follows its JSON and yields
+``tool_call_delta`` chunks as the services stream them: first each call's id and name, then its
+arguments in fragments as they are generated; when the reply ends the text is parsed whole into
+``ToolCall``s (the same ids, arguments exactly the fragments sent) in one ``tool_calls`` chunk.
+Partial markers split across pieces are held until they can be decided, so no marker leaks into
+the answer.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from ..types import Chunk, ToolCall
 
@@ -41,13 +46,18 @@ class StreamParser:
         self.in_think: str | None = None  # the closing marker while inside reasoning
         self.started = False  # any answer text seen yet
         self.tool_text: str | None = "" if forced_tool else None
+        self.scanner = CallScanner()
 
     def feed(self, piece: str) -> Iterator[Chunk]:
         if self.tool_text is not None:
-            self.tool_text += piece
+            yield from self._more_tool_text(piece)
             return
         self.pending += piece
         yield from self._drain(final=False)
+
+    def _more_tool_text(self, text: str) -> Iterator[Chunk]:
+        self.tool_text = (self.tool_text or "") + text
+        yield from self.scanner.feed(text)
 
     def _drain(self, final: bool) -> Iterator[Chunk]:
         while self.pending:
@@ -81,8 +91,8 @@ class StreamParser:
                 self.in_think = marker
                 self.pending = self.pending[idx + len(next(o for o, c in THINK_MARKERS if c == marker)):]
             else:  # a tool call: hold everything from here to the end of the reply
-                self.tool_text = self.pending[idx:]
-                self.pending = ""
+                held, self.pending = self.pending[idx:], ""
+                yield from self._more_tool_text(held)
                 return
 
     def _open_marker(self) -> tuple[str, int, str] | None:
@@ -121,15 +131,159 @@ class StreamParser:
         yield Chunk("text", text)
 
     def finish(self) -> Iterator[Chunk]:
-        """Flush held text; yields a ``tool_calls`` chunk if the reply was a tool call."""
+        """Flush held text; yields the last ``tool_call_delta``s and a ``tool_calls`` chunk if the reply
+        was a tool call. A call cut short (by the token limit) keeps the arguments it had."""
         yield from self._drain(final=True)
         if self.tool_text is not None:
-            calls = parse_tool_calls(self.tool_text)
+            calls = self.scanner.reconcile(parse_tool_calls(self.tool_text))
             if calls:
+                yield from self.scanner.rest(calls)
                 yield Chunk("tool_calls", tool_calls=calls)
             elif self.tool_text.strip():
                 self.started = True
                 yield Chunk("text", self.tool_text)
+
+
+ARGUMENT_KEYS = ("arguments", "parameters")
+
+
+@dataclass
+class _Frame:
+    kind: str  # "call" (a call object), "function" (its nested "function" object), "other"
+    bracket: str
+    key: str | None = None
+    state: str = "key"  # in an object: "key", "colon" (key read), "value" (after the colon), "after"
+
+
+@dataclass
+class _Partial:
+    id: str
+    name: str | None = None
+    args: str = ""  # the raw text of the arguments value so far
+    sent_name: bool = False
+    sent: int = 0  # characters of ``args`` sent as fragments
+
+
+@dataclass
+class CallScanner:
+    """Follows the JSON of tool calls as it streams (bare objects, lists of them, or inside markers such as
+    ``<tool_call>``) and says what each call has gained: its id and name once the name is complete,
+    then the new characters of its arguments. Not thread-safe: one per reply."""
+
+    calls: list[_Partial] = field(default_factory=list)
+    stack: list[_Frame] = field(default_factory=list)
+    in_string: bool = False
+    escaped: bool = False
+    string: str = ""
+    capture: tuple[int, int] | None = None  # (call, stack depth) while inside a call's arguments
+
+    def feed(self, text: str) -> Iterator[Chunk]:
+        for ch in text:
+            if self.capture is not None:
+                self.calls[self.capture[0]].args += ch
+            if self.in_string:
+                self._string_char(ch)
+            elif self.stack or ch == "{":
+                self._structure(ch)
+        yield from self._deltas()
+
+    def _string_char(self, ch: str) -> None:
+        if self.escaped:
+            self.escaped = False
+        elif ch == "\\":
+            self.escaped = True
+        elif ch == '"':
+            self.in_string = False
+            self._string_done()
+            return
+        self.string += ch
+
+    def _string_done(self) -> None:
+        frame = self.stack[-1]
+        if frame.kind == "other" or frame.bracket != "{":
+            return
+        try:
+            value = json.loads(f'"{self.string}"')
+        except json.JSONDecodeError:
+            return
+        if frame.state == "key":
+            frame.key, frame.state = value, "colon"
+        elif frame.state == "value":
+            frame.state = "after"
+            if frame.key == "name":
+                self.calls[-1].name = value
+            elif frame.key in ARGUMENT_KEYS:  # arguments sent as JSON text, OpenAI's way
+                self.calls[-1].args = value
+
+    def _structure(self, ch: str) -> None:
+        top = self.stack[-1] if self.stack else None
+        if ch == '"':
+            self.in_string, self.string = True, ""
+        elif ch in "{[":
+            self._open(ch, top)
+        elif ch in "}]":
+            self.stack.pop()
+            if self.capture and len(self.stack) == self.capture[1]:
+                self.capture = None
+        elif ch == ":" and top and top.state == "colon":
+            top.state = "value"
+        elif ch == "," and top and top.bracket == "{":
+            top.state = "key"
+
+    def _open(self, ch: str, top: _Frame | None) -> None:
+        kind = "other"
+        if top is None:
+            kind = "call"
+            self.calls.append(_Partial(id=f"call_{uuid.uuid4().hex[:24]}"))
+        elif top.kind != "other" and top.state == "value":
+            top.state = "after"
+            if top.key == "function" and ch == "{":
+                kind = "function"
+            elif top.key in ARGUMENT_KEYS and self.capture is None:
+                self.capture = (len(self.calls) - 1, len(self.stack))
+                self.calls[-1].args = ch
+        self.stack.append(_Frame(kind, ch))
+
+    def _deltas(self) -> Iterator[Chunk]:
+        for index, call in enumerate(self.calls):
+            if call.name is None:
+                continue
+            if not call.sent_name:
+                call.sent_name = True
+                yield Chunk("tool_call_delta", tool_calls=[ToolCall(call.name, "", call.id)], index=index)
+            if len(call.args) > call.sent:
+                fragment, call.sent = call.args[call.sent:], len(call.args)
+                yield Chunk("tool_call_delta", tool_calls=[ToolCall("", fragment, "")], index=index)
+
+    def reconcile(self, calls: list[ToolCall]) -> list[ToolCall]:
+        """The finished reply's calls, given the ids already streamed and, where they mean the same JSON,
+        the arguments text already streamed; a reply cut short keeps the calls it had named."""
+        if not calls:
+            return [ToolCall(c.name, c.args, c.id) for c in self.calls if c.name]
+        for call, seen in zip(calls, self.calls):
+            if seen.name != call.name:
+                continue
+            call.id = seen.id
+            try:
+                same = json.loads(seen.args) == json.loads(call.arguments)
+            except json.JSONDecodeError:
+                same = False
+            if same:
+                call.arguments = seen.args
+        return calls
+
+    def rest(self, calls: list[ToolCall]) -> Iterator[Chunk]:
+        """The deltas that bring what was streamed up to ``calls`` (all of a call never streamed)."""
+        for index, call in enumerate(calls):
+            seen = self.calls[index] if index < len(self.calls) and self.calls[index].id == call.id else None
+            if seen is None or not seen.sent_name:
+                yield Chunk("tool_call_delta", tool_calls=[ToolCall(call.name, "", call.id)], index=index)
+                sent = ""
+            else:
+                sent = seen.args[:seen.sent]
+            if call.arguments.startswith(sent) and len(call.arguments) > len(sent):
+                yield Chunk("tool_call_delta", tool_calls=[ToolCall("", call.arguments[len(sent):], "")],
+                            index=index)
 
 
 def _call_from(obj: object) -> ToolCall | None:

@@ -283,8 +283,9 @@ class Runtime:
             for chunk in _carry_logprobs(parser.finish(), logprobs):
                 made_calls = made_calls or chunk.kind == "tool_calls"
                 yield chunk
-            finish = "tool_calls" if made_calls and event.finish_reason != "cancelled" else event.finish_reason
-            yield replace(event, finish_reason=finish)
+            # a call the token limit cut keeps "length", so no client takes its fragment for a whole call
+            finish = "tool_calls" if made_calls and event.finish_reason == "stop" else event.finish_reason
+            yield replace(event, finish_reason=finish, stop_sequence=None if made_calls else event.stop_sequence)
 
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
                  ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -303,7 +304,8 @@ class Runtime:
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"))
                 elif msg["type"] == "done":
-                    yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]))
+                    yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]),
+                                stop_sequence=msg.get("stop_sequence"))
                 elif msg["type"] == "error":
                     raise _runner_error(slot, msg)
         except RunnerCrashed:

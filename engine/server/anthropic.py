@@ -4,13 +4,16 @@ Anthropic messages carry content blocks: ``text``, ``tool_use`` (assistant) and 
 (user). They become the engine's OpenAI-shaped messages (tool uses as ``tool_calls``, each tool result
 as a ``tool`` message), and the reply's chunks become blocks again: text, ``thinking`` for reasoning,
 ``tool_use`` with its input. A stream is the event sequence Anthropic's SDKs expect:
-``message_start``, then per block ``content_block_start``/``_delta``/``_stop``, then ``message_delta``
-with the stop reason and usage, and ``message_stop``.
+``message_start`` (with the prompt's real token count), then per block ``content_block_start``/
+``_delta``/``_stop`` (a tool's input as ``input_json_delta`` fragments while the model writes it), then
+``message_delta`` with the stop reason (``stop_sequence`` and the string, when one of
+``stop_sequences`` ended the reply) and usage, and ``message_stop``.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
@@ -18,10 +21,21 @@ from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
 from ..remote import is_remote
-from ..runtime.types import ChatRequest, Chunk, Usage
+from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import arguments_dict, check_tool_choice, sampling, sse, text_of
+from .mapping import (
+    CallTracker,
+    Refusal,
+    arguments_dict,
+    check_tool_choice,
+    first_call_only,
+    given,
+    refuse,
+    sampling,
+    sse,
+    text_of,
+)
 from .streaming import collect, reply_parts, stream
 from .validation import Body, Count, Name, StopText, Tokens, Unit, dumped
 
@@ -77,6 +91,10 @@ class Message(Body):
 
 
 class Tool(Body):
+    """A client tool. Anthropic's server tools (``web_search_20250305``...) run on Anthropic's side, so
+    one given here is refused rather than offered to the model as a function it cannot use."""
+
+    type: Literal["custom"] | None = None
     name: Name
     description: str | None = None
     input_schema: dict[str, Any] | None = None
@@ -85,6 +103,26 @@ class Tool(Body):
 class ToolChoice(Body):
     type: Literal["auto", "any", "tool", "none"] = "auto"
     name: Name | None = None
+    disable_parallel_tool_use: bool = False
+
+
+REFUSALS: list[Refusal] = [
+    ("mcp_servers", given, "MCP servers are not connected by this server: run the tools on your side"),
+    ("container", given, "code-execution containers are not available on this server"),
+]
+
+
+class OutputFormat(Body):
+    type: Literal["json_schema"]
+    schema_: dict[str, Any] = Field(alias="schema")
+
+
+class OutputConfig(Body):
+    """Structured outputs: ``format`` constrains the reply to a JSON Schema; ``effort`` is a hint the
+    models here have no setting for (ignored)."""
+
+    format: OutputFormat | None = None
+    effort: str | None = None
 
 
 class CountBody(Body):
@@ -103,6 +141,7 @@ class MessagesBody(CountBody):
     top_p: Unit | None = None
     top_k: Count | None = None
     thinking: dict[str, Any] | None = None
+    output_config: OutputConfig | None = None
 
 
 def engine_messages(body: CountBody) -> list[dict[str, Any]]:
@@ -141,10 +180,13 @@ def engine_tools(body: CountBody) -> tuple[list[dict] | None, str | dict]:
 
 
 def chat_request(body: MessagesBody) -> ChatRequest:
+    refuse(body, REFUSALS)
     tools, choice = engine_tools(body)
     s = sampling(max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, top_k=body.top_k,
                  stop=body.stop_sequences)
-    return ChatRequest(messages=engine_messages(body), sampling=s, tools=tools, tool_choice=choice)
+    fmt = body.output_config.format if body.output_config else None
+    return ChatRequest(messages=engine_messages(body), sampling=s, tools=tools, tool_choice=choice,
+                       json_schema=fmt.schema_ if fmt else None)
 
 
 def usage_of(u: Usage | None) -> dict:
@@ -160,10 +202,13 @@ async def messages(body: MessagesBody, request: Request):
     model_id = await run_in_threadpool(ctx.ready, body.model)
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel)
+        chunks = ctx.engine.chat(model_id, req, cancel=cancel)
+        one = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
+        return first_call_only(chunks) if one else chunks
 
     if body.stream:
-        return await stream(request, source, MessageEncoder(body.model), "text/event-stream")
+        input_tokens = await run_in_threadpool(_input_tokens, ctx, model_id, req)
+        return await stream(request, source, MessageEncoder(body.model, input_tokens), "text/event-stream")
     text, reasoning, calls, done = reply_parts(await collect(request, source))
     content: list[dict[str, Any]] = []
     if reasoning:
@@ -172,8 +217,20 @@ async def messages(body: MessagesBody, request: Request):
         content.append({"type": "text", "text": text})
     content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_dict(c)} for c in calls]
     return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": body.model,
-            "content": content, "stop_reason": STOP_REASONS.get(done.finish_reason or "stop", "end_turn"),
-            "stop_sequence": None, "usage": usage_of(done.usage)}
+            "content": content, **stop_fields(done), "usage": usage_of(done.usage)}
+
+
+def stop_fields(done: Chunk) -> dict[str, Any]:
+    """``stop_reason`` and ``stop_sequence`` as Anthropic sets them: "stop_sequence" and the string
+    when one of ``stop_sequences`` ended the reply."""
+    if done.finish_reason == "stop" and done.stop_sequence is not None:
+        return {"stop_reason": "stop_sequence", "stop_sequence": done.stop_sequence}
+    return {"stop_reason": STOP_REASONS.get(done.finish_reason or "stop", "end_turn"), "stop_sequence": None}
+
+
+def _input_tokens(ctx: Any, model_id: str, req: ChatRequest) -> int:
+    """The prompt's tokens, for ``message_start`` (a remote model's count comes only with its reply)."""
+    return 0 if is_remote(model_id) else ctx.engine.count_chat_tokens(model_id, req)
 
 
 @router.post("/count_tokens")
@@ -182,20 +239,36 @@ async def count_tokens(body: CountBody, request: Request) -> dict:
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice)
     model_id = await run_in_threadpool(ctx.ready, body.model)
-    if is_remote(model_id):  # found by fuzzing: the runtime cannot tokenize for a remote (was a 500)
-        raise ApiError(f"count_tokens needs a local model; {model_id} runs on a remote engine", param="model")
-    return {"input_tokens": await run_in_threadpool(ctx.runtime.count_chat_tokens, model_id, req)}
+    if is_remote(model_id):
+        return {"input_tokens": await run_in_threadpool(_remote_count, ctx, model_id, req)}
+    return {"input_tokens": await run_in_threadpool(ctx.engine.count_chat_tokens, model_id, req)}
+
+
+def _remote_count(ctx: Any, model_id: str, req: ChatRequest) -> int:
+    """A remote model's prompt tokens, as the remote counts them: the OpenAI dialect remotes speak has no
+    counting route, so ask for a one-token reply and read its ``usage.prompt_tokens`` (the remote's own
+    tokenizer and template). A remote that reports no usage gets a 400 saying so, never a guess."""
+    probe = replace(req, sampling=Sampling(temperature=0.0, max_tokens=1))
+    chunks = list(ctx.engine.chat(model_id, probe))
+    usage = next((c.usage for c in reversed(chunks) if c.kind == "done" and c.usage), None)
+    if usage is None or usage.prompt_tokens <= 0:
+        raise ApiError(f"count_tokens cannot count for {model_id}: its remote engine reports no token usage, and "
+                       "its tokenizer is not known here", param="model")
+    return usage.prompt_tokens
 
 
 class MessageEncoder:
     """Anthropic's streaming events for one reply: one content block open at a time."""
 
-    def __init__(self, model: str):
+    def __init__(self, model: str, input_tokens: int = 0):
         self.model, self.index, self.open, self.failed = model, -1, None, False
+        self.input_tokens = input_tokens
+        self.calls, self.call_blocks = CallTracker(), {}  # call index -> its block's index
 
     def start(self) -> list[bytes]:
         message = {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": self.model,
-                   "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage_of(None)}
+                   "content": [], "stop_reason": None, "stop_sequence": None,
+                   "usage": usage_of(Usage(prompt_tokens=self.input_tokens))}
         return [sse({"type": "message_start", "message": message}, "message_start")]
 
     def _switch(self, kind: str | None, block: dict | None = None) -> list[bytes]:
@@ -220,15 +293,22 @@ class MessageEncoder:
             block = {"type": "thinking", "thinking": "", "signature": ""}
             out = [] if self.open == "thinking" else self._switch("thinking", block)
             return out + [self._delta({"type": "thinking_delta", "thinking": chunk.text})]
-        if chunk.kind == "tool_calls":
-            out = []
-            for c in chunk.tool_calls or []:
-                out += self._switch("tool_use", {"type": "tool_use", "id": c.id, "name": c.name, "input": {}})
-                out.append(self._delta({"type": "input_json_delta", "partial_json": c.arguments}))
-            return out
-        stop = STOP_REASONS.get(chunk.finish_reason or "stop", "end_turn")
-        return self._switch(None) + [sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+        if chunk.kind in ("tool_call_delta", "tool_calls"):
+            return [b for index, head, fragment in self.calls.updates(chunk) for b in self._tool(index, head, fragment)]
+        return self._switch(None) + [sse({"type": "message_delta", "delta": stop_fields(chunk),
                                           "usage": usage_of(chunk.usage)}, "message_delta")]
+
+    def _tool(self, index: int, head: ToolCall | None, fragment: str) -> list[bytes]:
+        """A tool_use block opens with the call's id and name; its input follows as ``input_json_delta``s."""
+        out = []
+        if head is not None:
+            out += self._switch("tool_use", {"type": "tool_use", "id": head.id, "name": head.name, "input": {}})
+            self.call_blocks[index] = self.index
+        elif self.call_blocks.get(index) != self.index:  # another block is open: Anthropic cannot go back
+            return []
+        if fragment:
+            out.append(self._delta({"type": "input_json_delta", "partial_json": fragment}))
+        return out
 
     def error(self, exc: BaseException) -> list[bytes]:
         self.failed = True

@@ -87,12 +87,6 @@ class ServerContext:
         """Library models, then those of every remote engine that answers (a dead one lists nothing)."""
         return self.library.list() + self.engine.remote_models()
 
-    @property
-    def runtime(self) -> Engine:
-        """The ``engine`` under the name the dialect modules used before it was one (#15); they are
-        being rewritten by another change, so this spares them an edit. New code says ``engine``."""
-        return self.engine
-
 
 def context(request: Request) -> ServerContext:
     return request.app.state.fireside

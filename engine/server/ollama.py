@@ -20,10 +20,10 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__ as engine_version
-from ..runtime.types import ChatRequest, Chunk, CompletionRequest, ToolCall
+from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
 from .context import ServerContext, context
 from .errors import ApiError, describe, error_body
-from .mapping import arguments_dict, sampling
+from .mapping import Refusal, arguments_dict, given, logprob_entries, logprobs_option, refuse, sampling
 from .ollama_admin import admin_router
 from .streaming import collect, reply_parts, stream
 from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Tool, Unit
@@ -74,6 +74,7 @@ class Message(Body):
 
 Format = Literal["json", ""] | dict[str, Any] | None
 KeepAlive = str | Annotated[float, Field(allow_inf_nan=False)] | None
+TopLogprobs = Annotated[int, Field(ge=0, le=20)]
 
 
 class ChatBody(Body):
@@ -85,6 +86,8 @@ class ChatBody(Body):
     stream: bool = True
     keep_alive: KeepAlive = None
     think: bool | Literal["low", "medium", "high"] | None = None
+    logprobs: bool | None = None
+    top_logprobs: TopLogprobs | None = None
 
 
 class GenerateBody(Body):
@@ -96,6 +99,8 @@ class GenerateBody(Body):
     stream: bool = True
     raw: bool = False
     keep_alive: KeepAlive = None
+    logprobs: bool | None = None
+    top_logprobs: TopLogprobs | None = None
 
 
 class EmbedBody(Body):
@@ -105,11 +110,13 @@ class EmbedBody(Body):
     keep_alive: KeepAlive = None
 
 
-def options_sampling(options: Options | None):
+def options_sampling(options: Options | None, body: ChatBody | GenerateBody | None = None):
     given = options.model_dump(exclude_none=True) if options else {}
     known = {_OPTION_NAMES[k]: v for k, v in given.items() if k in _OPTION_NAMES}
     if known.get("max_tokens") is not None and known["max_tokens"] <= 0:
         known["max_tokens"] = None  # -1: generate until the model stops (0 too: nothing is no reply)
+    if body is not None:
+        known["logprobs"] = logprobs_option(body.logprobs, body.top_logprobs)
     return sampling(**known)
 
 
@@ -182,8 +189,8 @@ def ollama_calls(calls: list[ToolCall]) -> list[dict]:
 class NdjsonEncoder:
     """One JSON object per line; ``field`` is where text goes ("message" for chat, "response" for generate)."""
 
-    def __init__(self, model: str, chat: bool):
-        self.model, self.chat = model, chat
+    def __init__(self, model: str, chat: bool, logprobs: bool = False):
+        self.model, self.chat, self.logprobs = model, chat, logprobs
 
     def _line(self, **fields: Any) -> bytes:
         return (json.dumps({"model": self.model, "created_at": timestamp(), **fields}, ensure_ascii=False)
@@ -204,12 +211,15 @@ class NdjsonEncoder:
 
     def chunk(self, chunk: Chunk) -> list[bytes]:
         if chunk.kind == "text":
-            return [self.piece(chunk.text, done=False)]
+            extra = {"logprobs": logprob_entries(chunk.logprobs, with_bytes=False)} if self.logprobs else {}
+            return [self.piece(chunk.text, done=False, **extra)]
         if chunk.kind == "reasoning":
             return [self.piece(thinking=chunk.text, done=False)]
-        if chunk.kind == "tool_calls":
+        if chunk.kind == "tool_calls":  # Ollama sends each call whole, so its deltas are not sent
             return [self.piece(calls=chunk.tool_calls, done=False)]
-        return [self.piece(**final_fields(chunk))]
+        if chunk.kind == "done":
+            return [self.piece(**final_fields(chunk))]
+        return []
 
     def error(self, exc: BaseException) -> list[bytes]:
         return [(json.dumps(error_body("ollama", describe(exc))) + "\n").encode("utf-8")]
@@ -227,7 +237,7 @@ def _unloading(ctx: ServerContext, model_id: str, source, ttl: float | None):
         try:
             yield from source(cancel)
         finally:
-            ctx.runtime.unload(model_id)
+            ctx.engine.unload(model_id)
 
     return wrapped
 
@@ -235,8 +245,13 @@ def _unloading(ctx: ServerContext, model_id: str, source, ttl: float | None):
 async def _serve(request: Request, source, encoder: NdjsonEncoder, streamed: bool):
     if streamed:
         return await stream(request, source, encoder, "application/x-ndjson")
-    text, thinking, calls, done = reply_parts(await collect(request, source))
-    return json.loads(encoder.piece(text, thinking, calls, **final_fields(done)))
+    chunks = await collect(request, source)
+    text, thinking, calls, done = reply_parts(chunks)
+    extra = {}
+    if encoder.logprobs:
+        extra["logprobs"] = logprob_entries([e for c in chunks if c.kind == "text" for e in c.logprobs or []],
+                                            with_bytes=False)
+    return json.loads(encoder.piece(text, thinking, calls, **final_fields(done), **extra))
 
 
 @router.post("/chat")
@@ -245,21 +260,32 @@ async def chat(body: ChatBody, request: Request):
     ttl = keep_alive_s(body.keep_alive)
     tools = [t.model_dump(exclude_none=True) for t in body.tools or []] or None
     req = ChatRequest(messages=engine_messages(body.messages), tools=tools,
-                      sampling=options_sampling(body.options), reasoning=body.think is not False)
+                      sampling=options_sampling(body.options, body), reasoning=body.think is not False)
     apply_format(req, body.format)  # every field checked before the model is looked up or loaded
     model_id = await run_in_threadpool(ctx.ready, body.model)
     if not body.messages:  # Ollama's way to load a model: answer once it is loaded
         return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s))
+        return ctx.engine.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s))
 
-    return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, True),
-                        body.stream)
+    return await _serve(request, _unloading(ctx, model_id, source, ttl),
+                        NdjsonEncoder(body.model, True, bool(body.logprobs)), body.stream)
+
+
+GENERATE_REFUSALS: list[Refusal] = [
+    ("images", given, "this server does not take images yet (its models read text only)"),
+    ("suffix", given, "insertion (a suffix after the response) is not supported"),
+    ("template", given, "a per-request prompt template is not supported: the model's own template is used"),
+    ("context", given, "the deprecated context field is not supported: send the conversation to /api/chat"),
+    *[(name, given, "image generation is not supported: the models here write text") for name in
+      ("width", "height", "steps")],
+]
 
 
 def generate_request(body: GenerateBody) -> ChatRequest | CompletionRequest:
-    opts = options_sampling(body.options)
+    refuse(body, GENERATE_REFUSALS)
+    opts = options_sampling(body.options, body)
     if body.raw:
         if body.format:
             raise ApiError("format cannot be combined with raw prompts", param="format")
@@ -281,30 +307,31 @@ async def generate(body: GenerateBody, request: Request):
         return await _load_only(ctx, model_id, body.model, ttl, {"response": ""})
 
     def source(cancel):
-        run = ctx.runtime.complete if body.raw else ctx.runtime.chat
-        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s))
+        run = ctx.engine.complete if body.raw else ctx.engine.chat
+        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s))
 
-    return await _serve(request, _unloading(ctx, model_id, source, ttl), NdjsonEncoder(body.model, False),
-                        body.stream)
+    return await _serve(request, _unloading(ctx, model_id, source, ttl),
+                        NdjsonEncoder(body.model, False, bool(body.logprobs)), body.stream)
 
 
 async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | None, empty: dict) -> dict:
     if ttl == 0.0:
-        await run_in_threadpool(ctx.runtime.unload, model_id)
+        await run_in_threadpool(ctx.engine.unload, model_id)
         return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
-    await run_in_threadpool(lambda: ctx.runtime.load(model_id, ttl_s=runtime_ttl(ttl, ctx.runtime.idle_ttl_s)))
-    ctx.runtime.ttl(model_id, runtime_ttl(ttl, ctx.runtime.idle_ttl_s))  # a model already loaded takes the new ttl too
+    await run_in_threadpool(lambda: ctx.engine.load(model_id, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s)))
+    ctx.engine.ttl(model_id, runtime_ttl(ttl, ctx.engine.idle_ttl_s))  # a model already loaded takes the new ttl too
     return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
 
 
 @router.post("/embed")
 async def embed(body: EmbedBody, request: Request) -> dict:
     ctx = context(request)
+    refuse(body, [("dimensions", given, "a model's embeddings here have the model's own size; leave it out")])
     model_id = await run_in_threadpool(ctx.ready, body.model)
     inputs = [body.input] if isinstance(body.input, str) else list(body.input)
     if not any(inputs):
         raise ApiError("input must not be empty")
-    vectors, n_tokens = await run_in_threadpool(ctx.runtime.embed, model_id, inputs)
+    vectors, n_tokens = await run_in_threadpool(ctx.engine.embed, model_id, inputs)
     return {"model": body.model, "embeddings": vectors, "prompt_eval_count": n_tokens}
 
 
@@ -312,7 +339,7 @@ async def embed(body: EmbedBody, request: Request) -> dict:
 async def embeddings(body: EmbedBody, request: Request) -> dict:
     ctx = context(request)
     model_id = await run_in_threadpool(ctx.ready, body.model)
-    vectors, _ = await run_in_threadpool(ctx.runtime.embed, model_id, [body.prompt or ""])
+    vectors, _ = await run_in_threadpool(ctx.engine.embed, model_id, [body.prompt or ""])
     return {"embedding": vectors[0]}
 
 

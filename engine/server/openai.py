@@ -2,8 +2,8 @@
 
 A thin translation layer: each request body becomes a ``ChatRequest`` or ``CompletionRequest``, the
 runtime's chunks become ``chat.completion`` objects or ``chat.completion.chunk`` SSE events ending
-in ``data: [DONE]``. Tool calls arrive from the runtime whole, so a streamed call is one
-``tool_calls`` delta carrying its id, name and complete arguments. ``/v1/responses`` lives in
+in ``data: [DONE]``. A streamed tool call comes as OpenAI streams it: a first delta with its index, id,
+type and name, then its arguments in fragments as the model writes them (``mapping.CallTracker``). ``/v1/responses`` lives in
 ``responses.py``; errors are shaped by ``errors.py``.
 """
 
@@ -11,21 +11,28 @@ from __future__ import annotations
 
 import base64
 import struct
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from ..runtime.types import ChatRequest, Chunk, CompletionRequest
+from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
 from .mapping import (
+    CallTracker,
+    Refusal,
     check_tool_choice,
     finish_reason,
+    first_call_only,
+    given,
+    logprob_entries,
+    logprobs_option,
     now,
     openai_tool_calls,
     openai_usage,
+    refuse,
     sampling,
     sse,
     text_of,
@@ -107,6 +114,9 @@ class ChatBody(Body):
     tool_choice: ToolChoice = None
     response_format: ResponseFormat | None = None
     n: int = Field(1, ge=1, le=1)
+    parallel_tool_calls: bool | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
 
 
 class CompletionBody(Body):
@@ -119,12 +129,40 @@ class CompletionBody(Body):
     top_p: Unit | None = None
     seed: Seed | None = None
     stop: Stop | None = None
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
+
+
+    echo: bool = False
 
 
 class EmbeddingBody(Body):
     model: Name
     input: str | list[str]
     encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+
+
+def _many(value: Any) -> bool:
+    return value is not None and value != 1
+
+
+CHAT_REFUSALS: list[Refusal] = [
+    ("logit_bias", given, "token biases are not supported (llama.cpp's samplers here take none)"),
+    ("audio", given, "audio output is not supported: the models here write text"),
+    ("modalities", lambda v: isinstance(v, list) and any(m != "text" for m in v),
+     "only the text modality is supported"),
+    ("functions", given, "the deprecated functions field is not supported: send tools instead"),
+    ("function_call", given, "the deprecated function_call field is not supported: send tool_choice instead"),
+    ("web_search_options", given, "web search is not available on this server"),
+]
+COMPLETION_REFUSALS: list[Refusal] = [
+    ("n", _many, "one completion per request (n must be 1)"),
+    ("best_of", _many, "one completion per request (best_of must be 1)"),
+    ("logit_bias", given, "token biases are not supported (llama.cpp's samplers here take none)"),
+    ("suffix", given, "insertion (a suffix after the completion) is not supported"),
+]
 
 
 def engine_message(m: Message) -> dict[str, Any]:
@@ -132,13 +170,15 @@ def engine_message(m: Message) -> dict[str, Any]:
 
 
 def chat_request(body: ChatBody) -> ChatRequest:
+    refuse(body, CHAT_REFUSALS)
     tools = dumped(body.tools) or None
     req = ChatRequest(messages=[engine_message(m) for m in body.messages], tools=tools,
                       tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=sampling(max_tokens=body.max_completion_tokens or body.max_tokens,
                                         temperature=body.temperature, top_p=body.top_p, seed=body.seed,
                                         stop=body.stop, frequency_penalty=body.frequency_penalty,
-                                        presence_penalty=body.presence_penalty))
+                                        presence_penalty=body.presence_penalty,
+                                        logprobs=logprobs_option(body.logprobs, body.top_logprobs)))
     apply_format(req, dumped(body.response_format))
     return req
 
@@ -182,16 +222,24 @@ async def chat_completions(body: ChatBody, request: Request):
     model_id = await run_in_threadpool(ctx.ready, body.model)
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel)
+        chunks = ctx.engine.chat(model_id, req, cancel=cancel)
+        return first_call_only(chunks) if body.parallel_tool_calls is False else chunks
 
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return await stream(request, source, ChatEncoder(body.model, usage), "text/event-stream")
-    return chat_completion(body.model, await collect(request, source))
+        encoder = ChatEncoder(body.model, usage, logprobs=bool(body.logprobs))
+        return await stream(request, source, encoder, "text/event-stream")
+    return chat_completion(body.model, await collect(request, source), bool(body.logprobs))
 
 
-def chat_completion(model: str, chunks: list[Chunk]) -> dict:
+def chat_logprobs(chunks: list[Chunk]) -> dict:
+    return {"content": logprob_entries([e for c in chunks if c.kind == "text" for e in c.logprobs or []]),
+            "refusal": None}
+
+
+def chat_completion(model: str, chunks: list[Chunk], want_logprobs: bool = False) -> dict:
     text, reasoning, calls, done = reply_parts(chunks)
+    logprobs = chat_logprobs(chunks) if want_logprobs else None
     message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
     if reasoning:
         message["reasoning_content"] = reasoning
@@ -199,7 +247,7 @@ def chat_completion(model: str, chunks: list[Chunk]) -> dict:
         message["tool_calls"] = openai_tool_calls(calls)
     return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": now(), "model": model,
             "system_fingerprint": "fireside",
-            "choices": [{"index": 0, "message": message, "logprobs": None,
+            "choices": [{"index": 0, "message": message, "logprobs": logprobs,
                          "finish_reason": finish_reason(done.finish_reason)}],
             "usage": openai_usage(done.usage)}
 
@@ -207,12 +255,12 @@ def chat_completion(model: str, chunks: list[Chunk]) -> dict:
 class ChatEncoder:
     """``chat.completion.chunk`` events for one streamed reply."""
 
-    def __init__(self, model: str, include_usage: bool):
+    def __init__(self, model: str, include_usage: bool, logprobs: bool = False):
         self.id, self.model, self.include_usage, self.created = new_id("chatcmpl-"), model, include_usage, now()
-        self.n_calls = 0
+        self.calls, self.logprobs = CallTracker(), logprobs
 
-    def _event(self, delta: dict | None, finish: str | None = None, **extra: Any) -> bytes:
-        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+    def _event(self, delta: dict | None, finish: str | None = None, logprobs: Any = None, **extra: Any) -> bytes:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]
         return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                     "model": self.model, "system_fingerprint": "fireside", "choices": choices, **extra})
 
@@ -221,14 +269,12 @@ class ChatEncoder:
 
     def chunk(self, chunk: Chunk) -> list[bytes]:
         if chunk.kind == "text":
-            return [self._event({"content": chunk.text})]
+            logprobs = {"content": logprob_entries(chunk.logprobs), "refusal": None} if self.logprobs else None
+            return [self._event({"content": chunk.text}, logprobs=logprobs)]
         if chunk.kind == "reasoning":
             return [self._event({"reasoning_content": chunk.text})]
-        if chunk.kind == "tool_calls":
-            calls = openai_tool_calls(chunk.tool_calls or [])
-            for call in calls:
-                call["index"], self.n_calls = self.n_calls, self.n_calls + 1
-            return [self._event({"tool_calls": calls})]
+        if chunk.kind in ("tool_call_delta", "tool_calls"):
+            return [self._event({"tool_calls": [tool_call_delta(*u)]}) for u in self.calls.updates(chunk)]
         out = [self._event({}, finish_reason(chunk.finish_reason))]
         if self.include_usage:
             out.append(self._event(None, usage=openai_usage(chunk.usage)))
@@ -241,38 +287,78 @@ class ChatEncoder:
         return [sse("[DONE]")]
 
 
+def tool_call_delta(index: int, head: ToolCall | None, fragment: str) -> dict:
+    """One entry of a streamed ``tool_calls`` delta: the id, type and name come once, first."""
+    if head is None:
+        return {"index": index, "function": {"arguments": fragment}}
+    return {"index": index, "id": head.id, "type": "function", "function": {"name": head.name, "arguments": fragment}}
+
+
 @router.post("/completions")
 async def completions(body: CompletionBody, request: Request):
     ctx = context(request)
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
     if isinstance(body.prompt, list) and len(body.prompt) > 1:
         raise ApiError("one prompt per request", param="prompt")
-    req = CompletionRequest(prompt=prompt, sampling=sampling(max_tokens=body.max_tokens, temperature=body.temperature,
-                                                             top_p=body.top_p, seed=body.seed, stop=body.stop))
+    refuse(body, COMPLETION_REFUSALS)
+    if body.echo and body.logprobs is not None:
+        raise ApiError("echo with logprobs would need the prompt's log-probabilities, which are not computed",
+                       param="echo")
+    req = CompletionRequest(prompt=prompt, sampling=sampling(
+        max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop,
+        frequency_penalty=body.frequency_penalty, presence_penalty=body.presence_penalty, logprobs=body.logprobs))
     model_id = await run_in_threadpool(ctx.ready, body.model)
 
     def source(cancel):
-        return ctx.runtime.complete(model_id, req, cancel=cancel)
+        return ctx.engine.complete(model_id, req, cancel=cancel)
 
     if body.stream:
         usage = bool(body.stream_options and body.stream_options.include_usage)
-        return await stream(request, source, CompletionEncoder(body.model, usage), "text/event-stream")
-    text, _, _, done = reply_parts(await collect(request, source))
+        encoder = CompletionEncoder(body.model, usage, logprobs=body.logprobs is not None, offset=len(prompt),
+                                    echo=prompt if body.echo else "")
+        return await stream(request, source, encoder, "text/event-stream")
+    chunks = await collect(request, source)
+    text, _, _, done = reply_parts(chunks)
+    text = prompt + text if body.echo else text
+    logprobs = None
+    if body.logprobs is not None:
+        logprobs = completion_logprobs([e for c in chunks if c.kind == "text" for e in c.logprobs or []], len(prompt))
     return {"id": new_id("cmpl-"), "object": "text_completion", "created": now(), "model": body.model,
-            "choices": [{"index": 0, "text": text, "logprobs": None,
+            "choices": [{"index": 0, "text": text, "logprobs": logprobs,
                          "finish_reason": finish_reason(done.finish_reason)}],
             "usage": openai_usage(done.usage)}
 
 
+def completion_logprobs(entries: list, offset: int) -> dict:
+    """The legacy completions shape: parallel lists, ``text_offset`` counted from the prompt's start."""
+    offsets, at = [], offset
+    for e in entries:
+        offsets.append(at)
+        at += len(e.token)
+    return {"tokens": [e.token for e in entries], "token_logprobs": [e.logprob for e in entries],
+            "top_logprobs": [dict(e.top) for e in entries], "text_offset": offsets}
+
+
 class CompletionEncoder(ChatEncoder):
-    def _event(self, delta: dict | None, finish: str | None = None, **extra: Any) -> bytes:
+    def __init__(self, model: str, include_usage: bool, logprobs: bool = False, offset: int = 0, echo: str = ""):
+        super().__init__(model, include_usage, logprobs)
+        self.offset, self.echo = offset, echo
+
+    def _event(self, delta: dict | None, finish: str | None = None, logprobs: Any = None, **extra: Any) -> bytes:
         choices = [] if delta is None else [{"index": 0, "text": (delta or {}).get("content", ""),
-                                             "logprobs": None, "finish_reason": finish}]
+                                             "logprobs": logprobs, "finish_reason": finish}]
         return sse({"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
                     "choices": choices, **extra})
 
     def start(self) -> list[bytes]:
-        return []
+        return [self._event({"content": self.echo})] if self.echo else []
+
+    def chunk(self, chunk: Chunk) -> list[bytes]:
+        if chunk.kind == "text" and self.logprobs:
+            logprobs = completion_logprobs(chunk.logprobs or [], self.offset)
+            self.offset += sum(len(e.token) for e in chunk.logprobs or [])
+            return [self._event({"content": chunk.text}, logprobs=logprobs)]
+        return super().chunk(chunk)
 
 
 @router.post("/embeddings")
@@ -281,8 +367,11 @@ async def embeddings(body: EmbeddingBody, request: Request) -> dict:
     inputs = [body.input] if isinstance(body.input, str) else body.input
     if not inputs:
         raise ApiError("input must not be empty", param="input")
+    if body.dimensions is not None:
+        raise ApiError("dimensions: a model's embeddings here have the model's own size; leave it out",
+                       param="dimensions")
     model_id = await run_in_threadpool(ctx.ready, body.model)
-    vectors, n_tokens = await run_in_threadpool(ctx.runtime.embed, model_id, inputs)
+    vectors, n_tokens = await run_in_threadpool(ctx.engine.embed, model_id, inputs)
     data = [{"object": "embedding", "index": i, "embedding": encode_vector(v, body.encoding_format)}
             for i, v in enumerate(vectors)]
     return {"object": "list", "data": data, "model": body.model,

@@ -1,7 +1,8 @@
 """OpenAI's Responses API: ``POST /v1/responses``, whole or streamed, continued with ``previous_response_id``.
 
 A response's input (a string, or message and ``function_call_output`` items) becomes engine chat
-messages; the reply becomes ``message`` and ``function_call`` output items. Each finished response's
+messages; the reply becomes ``message`` and ``function_call`` output items (streamed: each call's
+arguments as ``response.function_call_arguments.delta`` events while the model writes them). Each finished response's
 conversation is kept in the context's ``ResponseStore`` (the last few hundred, in memory), so a
 request naming ``previous_response_id`` continues it without resending the history. The previous
 response's ``instructions`` are not carried over, as in OpenAI's API.
@@ -15,10 +16,10 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from ..runtime.types import ChatRequest, Chunk, ToolCall, Usage
+from ..types import ChatRequest, Chunk, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import check_tool_choice, now, sampling, sse, text_of
+from .mapping import CallTracker, Refusal, check_tool_choice, given, now, refuse, sampling, sse, text_of
 from .openai import Content, ContentPart, ToolChoice, apply_format
 from .streaming import collect, reply_parts, stream
 from .validation import Body, Name, Tokens, Unit, dumped
@@ -73,6 +74,14 @@ class ResponsesBody(Body):
     text: TextOptions | None = None
 
 
+REFUSALS: list[Refusal] = [
+    ("background", given, "background responses are not supported: stream, or wait for the reply"),
+    ("conversation", given, "the Conversations API is not served here: continue with previous_response_id"),
+    ("prompt", given, "stored prompt templates are not served here: send instructions and input"),
+    ("top_logprobs", given, "log-probabilities are served by /v1/chat/completions and /v1/completions"),
+]
+
+
 def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
@@ -105,9 +114,11 @@ def conversation(body: ResponsesBody, store: ResponseStore) -> list[dict[str, An
 
 def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatRequest:
     tools = []
+    refuse(body, REFUSALS)
     for t in body.tools or []:
-        if t.type != "function":
-            continue  # hosted tools (web search...) are not served here
+        if t.type != "function":  # hosted tools run on OpenAI's side: a model here could not use one
+            raise ApiError(f"tools: hosted tools ({t.type}) are not available on this server; send function tools",
+                           param="tools")
         if t.name is None:
             raise ApiError("tools: a function tool needs a name", param="tools")
         tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
@@ -163,7 +174,7 @@ async def create_response(body: ResponsesBody, request: Request):
     model_id = await run_in_threadpool(ctx.ready, body.model)
 
     def source(cancel):
-        return ctx.runtime.chat(model_id, req, cancel=cancel)
+        return ctx.engine.chat(model_id, req, cancel=cancel)
 
     rid = new_id("resp_")
     if body.stream:
@@ -175,11 +186,13 @@ async def create_response(body: ResponsesBody, request: Request):
 
 
 class ResponseEncoder:
-    """The Responses API's streaming events; the text goes out as one message item's deltas."""
+    """The Responses API's streaming events: the text as one message item's deltas, each function call
+    as its own item whose arguments stream as ``response.function_call_arguments.delta`` events."""
 
     def __init__(self, rid: str, body: ResponsesBody, messages: list, store: ResponseStore):
         self.rid, self.body, self.messages, self.store = rid, body, messages, store
         self.seq, self.text, self.calls, self.msg_id = 0, "", [], new_id("msg_")
+        self.tracker, self.call_items = CallTracker(), {}  # call index -> (output index, item)
 
     def _event(self, kind: str, **data: Any) -> bytes:
         self.seq += 1
@@ -198,30 +211,54 @@ class ResponseEncoder:
                             content_index=0, part=part)]
 
     def chunk(self, chunk: Chunk) -> list[bytes]:
-        if chunk.kind == "text":
+        if chunk.kind == "text" and not self.call_items:  # text after a call is not sent (it is not an item)
             out = self._open_message() if not self.text else []
             self.text += chunk.text
             return out + [self._event("response.output_text.delta", item_id=self.msg_id, output_index=0,
                                       content_index=0, delta=chunk.text)]
-        if chunk.kind == "tool_calls":
-            self.calls += chunk.tool_calls or []
-            return []
+        if chunk.kind in ("tool_call_delta", "tool_calls"):
+            if chunk.kind == "tool_calls":
+                self.calls += chunk.tool_calls or []
+            return [b for update in self.tracker.updates(chunk) for b in self._call_update(*update)]
         if chunk.kind == "done":
             return self._finish(chunk)
         return []
 
-    def _finish(self, done: Chunk) -> list[bytes]:
-        items = output_items(self.text, self.calls)
-        if self.text:
-            items[0]["id"] = self.msg_id
+    def _call_update(self, index: int, head: ToolCall | None, fragment: str) -> list[bytes]:
         out = []
-        if self.text:
-            out.append(self._event("response.output_text.done", item_id=self.msg_id, output_index=0,
-                                   content_index=0, text=self.text))
-        for i, item in enumerate(items):
-            if item["type"] == "function_call":
-                out.append(self._event("response.output_item.added", output_index=i, item=item))
-            out.append(self._event("response.output_item.done", output_index=i, item=item))
+        if head is not None:
+            item = {"type": "function_call", "id": new_id("fc_"), "call_id": head.id, "name": head.name,
+                    "arguments": "", "status": "in_progress"}
+            self.call_items[index] = ((1 if self.text else 0) + len(self.call_items), item)
+            out.append(self._event("response.output_item.added", output_index=self.call_items[index][0],
+                                   item=dict(item)))
+        at, item = self.call_items[index]
+        if fragment:
+            item["arguments"] += fragment
+            out.append(self._event("response.function_call_arguments.delta", item_id=item["id"], output_index=at,
+                                   delta=fragment))
+        return out
+
+    def _finish(self, done: Chunk) -> list[bytes]:
+        out, items = [], []
+        if self.text or not self.call_items:
+            message = {"type": "message", "id": self.msg_id, "status": "completed", "role": "assistant",
+                       "content": [{"type": "output_text", "text": self.text, "annotations": []}]}
+            if self.text:
+                out += [self._event("response.output_text.done", item_id=self.msg_id, output_index=0,
+                                    content_index=0, text=self.text),
+                        self._event("response.content_part.done", item_id=self.msg_id, output_index=0,
+                                    content_index=0, part=message["content"][0])]
+            out.append(self._event("response.output_item.done", output_index=0, item=message))
+            items.append(message)
+        for index, (at, item) in sorted(self.call_items.items()):
+            if index < len(self.calls):
+                item["arguments"] = self.calls[index].arguments
+            item["status"] = "completed"
+            out += [self._event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
+                                arguments=item["arguments"]),
+                    self._event("response.output_item.done", output_index=at, item=item)]
+            items.append(item)
         remember(self.store, self.body, self.rid, self.messages, self.text, self.calls)
         status = "incomplete" if done.finish_reason == "length" else "completed"
         final = response_object(self.rid, self.body, items, done.usage, status)

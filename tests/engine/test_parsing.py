@@ -71,3 +71,49 @@ def test_plain_answer_with_tools_offered_streams_as_text():
 def test_a_failed_tool_call_comes_back_as_text_not_lost():
     text, _, calls = run(["<tool_call>not json at all"], tools=True)
     assert calls == [] and "not json at all" in text
+
+
+def deltas(pieces: list[str], **kw) -> tuple[list, list]:
+    parser = StreamParser(tools=True, **kw)
+    chunks = [c for p in pieces for c in parser.feed(p)] + list(parser.finish())
+    streamed = [(c.index, c.tool_calls[0]) for c in chunks if c.kind == "tool_call_delta"]
+    whole = [call for c in chunks if c.kind == "tool_calls" for call in c.tool_calls]
+    return streamed, whole
+
+
+@pytest.mark.parametrize("raw", [
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}\n</tool_call>',
+    '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "days": [1, 2]}}]',
+    '{"type": "function", "function": {"name": "get_weather", "parameters": {"city": "Paris", "days": [1, 2]}}}',
+])
+def test_a_call_streams_its_name_first_then_argument_fragments_that_add_up(raw):
+    streamed, whole = deltas(char_pieces(raw))
+    head, *fragments = streamed
+    assert head[1].name == "get_weather" and head[1].id.startswith("call_") and head[1].arguments == ""
+    assert len(fragments) > 5  # fragments as the characters came, not one piece at the end
+    assert "".join(f.arguments for _, f in fragments) == whole[0].arguments
+    assert json.loads(whole[0].arguments) == {"city": "Paris", "days": [1, 2]}
+    assert whole[0].id == head[1].id
+
+
+def test_several_calls_stream_under_their_own_indices():
+    raw = ('<tool_call>{"name": "a", "arguments": {"x": 1}}</tool_call>\n'
+           '<tool_call>{"name": "b", "arguments": {"y": "}{"}}</tool_call>')
+    streamed, whole = deltas(char_pieces(raw))
+    for index, call in enumerate(whole):
+        mine = [d for i, d in streamed if i == index]
+        assert mine[0].name == call.name and mine[0].id == call.id
+        assert "".join(d.arguments for d in mine[1:]) == call.arguments
+    assert [json.loads(c.arguments) for c in whole] == [{"x": 1}, {"y": "}{"}]
+
+
+def test_a_call_cut_short_keeps_its_name_and_fragment():
+    streamed, whole = deltas(['{"name": "get_weather", "arguments": {"city": "Par'], forced_tool=True)
+    assert [(c.name, c.arguments) for c in whole] == [("get_weather", '{"city": "Par')]
+    assert "".join(d.arguments for _, d in streamed) == '{"city": "Par'
+
+
+def test_arguments_given_as_json_text_are_sent_once_decoded():
+    streamed, whole = deltas(['{"name": "f", "arguments": "{\\"a\\": 1}"}'], forced_tool=True)
+    assert whole[0].arguments == '{"a": 1}'
+    assert "".join(d.arguments for _, d in streamed) == '{"a": 1}'

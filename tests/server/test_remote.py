@@ -147,3 +147,13 @@ def test_a_remote_without_its_key_says_so(remote, capsys):
     assert "not answering" in out and "refused the request (HTTP 401" in out
     assert main(["run", "remote/keyless/starter", "Say hello."]) == 1
     assert "set its key with `fireside remote add keyless URL --api-key KEY`" in capsys.readouterr().err
+
+
+def test_anthropic_count_tokens_through_the_remote(front, remote):
+    """The remote is asked (a one-token reply's usage): the count is the remote's own, which for the same
+    model behind it is the count the remote gives for its local model."""
+    messages = [{"role": "user", "content": "Count these few words, please."}]
+    through = anthropic.Anthropic(base_url=front.url, api_key="unused", max_retries=0)
+    direct = anthropic.Anthropic(base_url=remote.url, api_key=REMOTE_KEY, max_retries=0)
+    counted = through.messages.count_tokens(model=MODEL, messages=messages).input_tokens
+    assert counted == direct.messages.count_tokens(model="starter", messages=messages).input_tokens > 0

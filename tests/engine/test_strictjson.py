@@ -1,0 +1,62 @@
+"""The grammars Fireside builds admit only JSON a strict parser accepts: no raw control character,
+quote or backslash inside a string, whether it comes from a plain string, an enum, a property name or
+a pattern. Each case also checks the stock converter, so the test shows the hole it closes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+from fireside.engine.errors import GrammarRejected
+from fireside.engine.runtime.grammar import checked, schema_grammar
+from tests.helpers.gbnf_regex import admits
+
+CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+# (schema, text the grammar must refuse, the strict JSON of the same value it must admit)
+CASES = [
+    (CITY, '{"city": "Par\nis"}', '{"city": "Par\\nis"}'),
+    (CITY, '{"city": "a\tb\x7f"}', '{"city": "a\\tb\\u007f"}'),
+    ({"enum": ["a\nb"]}, '"a\nb"', '"a\\nb"'),
+    ({"type": "object", "properties": {"k\\ey": {"const": 1}}, "required": ["k\\ey"]}, '{"k\\ey": 1}',
+     '{"k\\\\ey": 1}'),
+    ({"type": "string", "pattern": "^a.c$"}, '"a\x01c"', '"abc"'),
+    ({"type": "string", "pattern": "^a.c$"}, '"a"c"', '"abc"'),
+    ({"type": "string", "pattern": "^[ -~]+$"}, '"say "hi""', '"say hi"'),
+    ({"type": "string", "pattern": '^q"$'}, '"q""', '"q\\""'),
+    ({"type": "string", "pattern": "^[^x]$"}, '"\n"', '"y"'),
+]
+
+
+@pytest.mark.parametrize("schema,bad,good", CASES)
+def test_strings_in_every_grammar_hold_only_what_json_loads_accepts(schema, bad, good):
+    grammar = checked(schema_grammar(schema))
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(bad)  # strict, as pydantic is: the grammar must not let the model write this
+    assert not admits(grammar, bad), grammar
+    assert admits(grammar, good), grammar
+    assert json.loads(good) is not None
+
+
+def test_the_stock_converter_has_the_holes_these_cases_close():
+    stock = [admits(json_schema_to_gbnf(json.dumps(s)), bad) for s, bad, _ in CASES[:5]]
+    assert all(stock), stock  # raw control characters, an unescaped literal, a pattern's dot
+
+
+def test_a_pattern_class_that_matches_only_escapable_characters_is_refused():
+    with pytest.raises(GrammarRejected, match="must escape"):
+        schema_grammar({"type": "string", "pattern": '^["]$'})
+
+
+@pytest.mark.parametrize("pattern,good,bad", [
+    (r"^\d+$", '"123"', '"12a"'),
+    (r"^a\sb$", '"a\\tb"', '"a\tb"'),
+    (r"^\w\W$", '"a-"', '"a\n"'),
+])
+def test_regex_class_escapes_in_a_pattern_become_json_safe_classes(pattern, good, bad):
+    """The converter copies \\d, \\w and \\s as GBNF escapes that GBNF lacks (so llama.cpp refused
+    every schema with the commonest pattern, ``^\\d+$``); they become classes, JSON-escaped."""
+    grammar = checked(schema_grammar({"type": "string", "pattern": pattern}))
+    assert admits(grammar, good) and not admits(grammar, bad), grammar
