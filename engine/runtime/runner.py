@@ -40,6 +40,7 @@ class Runner:
         self._log_cb = None
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
+        self.cache: Any = None  # the PromptCache (kvcache.py), when the load asked for one
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -81,6 +82,8 @@ class Runner:
             if msg is None:  # shutdown: the reader has set every cancel event
                 if self.batch is not None:
                     self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash
+                if self.cache is not None:
+                    self.cache.close()  # the states of the replies just ended reach the disk
                 break
             if msg:
                 self.handle(msg)
@@ -165,6 +168,8 @@ class Runner:
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
+        if msg.get("kvcache") and not kwargs.get("embedding"):
+            self.cache = self._open_cache(msg, dict(kwargs, use_extra_bufts=extra_bufts))
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq)
 
@@ -183,6 +188,14 @@ class Runner:
         if llama_cpp.llama_decode(self.llama.ctx, batch) != 0:
             raise RuntimeError("llama.cpp could not decode its warm-up tokens")
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
+
+    def _open_cache(self, msg: dict, kwargs: dict) -> Any:
+        from . import kvcache
+
+        config = kvcache.CacheConfig(**msg["kvcache"])
+        ident = kvcache.identity(msg["path"], kwargs, slot_context(self.llama))
+        print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)
+        return kvcache.PromptCache(config, ident)
 
     def _add_bos(self) -> bool:
         import llama_cpp
@@ -214,11 +227,12 @@ class Runner:
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         slots = self.batch.slots if self.batch else []
         self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_seq=self.n_seq,
-                   n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots])
+                   n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots],
+                   prompt_cache=self.cache.notice or "on" if self.cache else "off")
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:
-            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished)
+            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished, self.cache)
         self.batch.submit(req_id, msg, cancel)
         return True  # the batch engine replies and calls _finished when the request ends
 

@@ -29,6 +29,7 @@ from ..settings import Settings
 from . import healing
 from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
+from .kvcache import CacheConfig
 from .parsing import StreamParser
 from .templates import ChatTemplate
 from .tokens import Segments
@@ -194,7 +195,8 @@ class Runtime:
         if embedding:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:
-            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs):
+            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs,
+                                     kvcache=None if embedding else self._cache_config()):
                 if msg["type"] == "progress" and on_progress:
                     on_progress(LoadProgress(model_id, msg["fraction"]))
                 elif msg["type"] == "error":
@@ -209,6 +211,13 @@ class Runtime:
         except BaseException:
             client.close()
             raise
+
+    def _cache_config(self) -> dict | None:
+        """What a runner is told about the prompt cache on disk (``kvcache.py``); None when it is off."""
+        s = self.settings
+        if not s.prompt_cache:
+            return None
+        return CacheConfig(str(s.prompt_cache_dir), s.prompt_cache_cap_bytes).to_dict()
 
     def unload(self, model_id: str) -> bool:
         """Stop the model's runners; all their memory goes back. Returns whether anything was loaded."""
@@ -289,7 +298,7 @@ class Runtime:
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
         made_calls, logprobs = False, []
-        for event in self._generate(slot, prompt, request.sampling, grammar, cancel):
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
             if event.kind == "text":
                 logprobs += event.logprobs or []
                 yield from _carry_logprobs(parser.feed(event.text), logprobs)
@@ -311,12 +320,13 @@ class Runtime:
         yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
-                  cancel: threading.Event | None) -> Iterator[Chunk]:
+                  cancel: threading.Event | None, cache_tag: str | None = None) -> Iterator[Chunk]:
         with self._lock:
             slot.busy += 1
         try:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
-                                          sampling=sampling, grammar=grammar, add_bos=slot.add_bos):
+                                          sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
+                                          cache_tag=cache_tag):
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"))
                 elif msg["type"] == "done":

@@ -42,6 +42,7 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None  # constrain the reply to this schema
     json_mode: bool = False  # constrain the reply to some JSON object
     reasoning: bool = True  # split <think> text from the answer
+    cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
 
 
 @dataclass
@@ -69,6 +70,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
+    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (kvcache.py)
     ttft_s: float = 0.0
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
