@@ -53,9 +53,10 @@ _HASHED = 1 << 20  # bytes hashed at each end of the model file: its header, and
 _SHAPING = ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn", "type_k", "type_v",
             "use_extra_bufts", "embedding", "pooling_type", "rope_freq_base", "rope_freq_scale")
 INDEX = "index.sqlite3"
+SCHEMA_VERSION = 1  # an index of another version is a cache of another Fireside: started afresh
 _SCHEMA = """CREATE TABLE IF NOT EXISTS entries (
     id INTEGER PRIMARY KEY, identity TEXT NOT NULL, n_tokens INTEGER NOT NULL, tokens BLOB NOT NULL,
-    file TEXT NOT NULL UNIQUE, size INTEGER NOT NULL, crc INTEGER NOT NULL, tag TEXT,
+    file TEXT NOT NULL UNIQUE, size INTEGER NOT NULL, crc INTEGER NOT NULL, tag TEXT, model TEXT,
     created REAL NOT NULL, last_used REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_identity ON entries(identity);
 CREATE INDEX IF NOT EXISTS entries_tag ON entries(tag);"""
@@ -92,6 +93,7 @@ class EntryInfo:
     tag: str | None
     last_used: float
     file: str
+    model: str | None = None  # the model file's name, for people (the identity decides reuse)
 
 
 def identity(path: str, kwargs: dict, n_ctx_seq: int) -> str:
@@ -139,8 +141,10 @@ def _index(folder: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
         folder.mkdir(parents=True, exist_ok=True)
     db = sqlite3.connect(folder / INDEX, timeout=10)
     try:
-        if create:
-            db.executescript(_SCHEMA)
+        if create and db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+            db.executescript(f"DROP TABLE IF EXISTS entries; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
+            for path in folder.glob("kv-*.bin"):  # their index is gone: nothing can find them again
+                path.unlink(missing_ok=True)
         with db:
             yield db
     finally:
@@ -150,9 +154,9 @@ def _index(folder: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
 class PromptCache:
     """One runner's view of the cache folder, for one model identity."""
 
-    def __init__(self, config: CacheConfig, ident: str):
+    def __init__(self, config: CacheConfig, ident: str, model: str = ""):
         self.folder, self.cap, self.min_tokens = Path(config.folder), config.cap_bytes, config.min_tokens
-        self.identity = ident
+        self.identity, self.model = ident, model
         self.saving = True
         self.notice = ""  # why saving is off, once it is
         self._queue: queue.Queue = queue.Queue(maxsize=2)  # snapshots waiting; more are dropped, not waited for
@@ -278,9 +282,9 @@ class PromptCache:
         atomic_write(self.folder / name, [_HEADER.pack(MAGIC, crc, len(data)), data])
         now = time.time()
         with _index(self.folder) as db:
-            db.execute("INSERT OR REPLACE INTO entries (identity, n_tokens, tokens, file, size, crc, tag, created,"
-                       " last_used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (self.identity, len(tokens), raw, name, size, crc, tag, now, now))
+            db.execute("INSERT OR REPLACE INTO entries (identity, n_tokens, tokens, file, size, crc, tag, model,"
+                       " created, last_used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (self.identity, len(tokens), raw, name, size, crc, tag, self.model, now, now))
             for row in covered:  # the same conversation a turn earlier: the new entry serves its prompts too
                 if row[2] != name:
                     db.execute("DELETE FROM entries WHERE id = ?", (row[0],))
@@ -333,7 +337,7 @@ def entries(folder: Path) -> list[EntryInfo]:
     """Every entry, most recently used first (none when the folder has no index yet)."""
     try:
         with _index(folder) as db:
-            rows = db.execute("SELECT identity, n_tokens, size, tag, last_used, file FROM entries"
+            rows = db.execute("SELECT identity, n_tokens, size, tag, last_used, file, model FROM entries"
                               " ORDER BY last_used DESC").fetchall()
     except (FileNotFoundError, sqlite3.Error):
         return []

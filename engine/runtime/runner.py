@@ -195,7 +195,7 @@ class Runner:
         config = kvcache.CacheConfig(**msg["kvcache"])
         ident = kvcache.identity(msg["path"], kwargs, slot_context(self.llama))
         print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)
-        return kvcache.PromptCache(config, ident)
+        return kvcache.PromptCache(config, ident, os.path.basename(msg["path"]))
 
     def _add_bos(self) -> bool:
         import llama_cpp
