@@ -43,6 +43,7 @@ class Fireside:
     def start(self):
         from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
+        from .windows.prompt_cache import apply_prefs
 
         s = self.settings
         log.info("1/8 settings: data in %s, models in %s", s.data_dir, ", ".join(map(str, s.models_dirs)))
@@ -50,6 +51,7 @@ class Fireside:
         prefs = Prefs(s.config_dir / "app.json")
         log.info("2/8 preferences from %s", prefs.path)
         s.models_dirs.extend(p for p in map(_path, prefs.get("models_dirs") or []) if p not in s.models_dirs)
+        apply_prefs(s, prefs)  # the prompt cache's on/off and size cap, as the Settings page left them
         store = Store(s.chats_db)
         log.info("3/8 chats database %s (schema %d)", store.path, store.db.execute("PRAGMA user_version").fetchone()[0])
         runtime = self._runtime or _make_runtime(s)

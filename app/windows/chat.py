@@ -38,6 +38,7 @@ from ..store import Message
 from .chat_settings import DEFAULT_SAMPLING, ChatSettingsPanel, to_sampling
 from .conversations import ConversationList
 from .picker import ModelBar
+from .prompt_cache import forget_chat, tag_for
 from .transcript import Transcript
 
 CONTEXT_WARN = 0.85
@@ -201,6 +202,7 @@ class ChatPage(QWidget):
     def delete_conversation(self, conv_id: int) -> None:
         title = self.store.conversation(conv_id).title
         self.store.delete_conversation(conv_id)
+        forget_chat(self.ctx, conv_id)  # its saved KV states (an undone delete only evaluates its history again)
         self.conversations.refresh()
         if conv_id == self.conv_id:
             self.new_chat()
@@ -274,7 +276,8 @@ class ChatPage(QWidget):
         self._reasoning_t = []
         self._show_thread()
         self._set_busy(True)
-        self.ctx.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling)))
+        self.ctx.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling),
+                                                                   cache_tag=tag_for(conv.id)))
         self.reply_started.emit(self.active.id)
 
     @Slot()

@@ -33,6 +33,7 @@ from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
 from .load_dialog import human_bytes
+from .prompt_cache import PromptCacheBox
 from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}
@@ -59,8 +60,9 @@ class SettingsPage(QWidget):
         column = QVBoxLayout(inner)
         column.setContentsMargins(24, 16, 24, 16)
         self.remotes = RemotesBox(ctx)
+        self.prompt_cache = PromptCacheBox(ctx)
         for box in (self._appearance(), self._folders(), self._token(), self.remotes, self._defaults(),
-                    self._hardware()):
+                    self.prompt_cache, self._hardware()):
             column.addWidget(box)
         column.addStretch(1)
         scroll = QScrollArea(widgetResizable=True)

@@ -1,0 +1,111 @@
+"""The prompt cache in the app: the Settings group (on/off, size cap, the folder's size, Clear), the
+tag each chat's saved KV states carry, and forgetting those states when a chat is deleted.
+
+The engine (``engine/runtime/kvcache.py``) keys a saved state by its tokens and model; the chat page
+tags each turn it sends with ``tag_for(conversation id)``, so deleting a chat deletes exactly its
+states. The choices live in the app's preferences (``prompt_cache``) and are copied into ``Settings``
+at start-up (``apply_prefs``) and on every change; a runner reads them when its model loads, so a
+change applies to models loaded from then on.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Slot
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+)
+
+from fireside.engine.runtime import kvcache
+from fireside.engine.settings import Settings
+
+from ..context import AppContext
+from ..feedback import show_error
+from .load_dialog import human_bytes
+
+
+def tag_for(conv_id: int) -> str:
+    """The tag a chat's saved states carry in the prompt cache."""
+    return f"chat-{conv_id}"
+
+
+def apply_prefs(settings: Settings, prefs) -> None:
+    """Copy the Settings page's prompt cache choices (kept in ``prefs``) into ``settings``."""
+    chosen = prefs.get("prompt_cache") or {}
+    settings.prompt_cache = settings.prompt_cache and bool(chosen.get("enabled", True))
+    if chosen.get("cap_gib"):
+        settings.prompt_cache_cap_bytes = int(float(chosen["cap_gib"]) * 2**30)
+
+
+def forget_chat(ctx: AppContext, conv_id: int) -> None:
+    """Delete a chat's saved states, off the GUI thread."""
+    folder = ctx.settings.prompt_cache_dir
+    ctx.tasks.run_in_background(lambda: kvcache.clear(folder, tag=tag_for(conv_id)))
+
+
+class PromptCacheBox(QGroupBox):
+    """Settings: keep conversations' KV states on disk, how much, and how much it holds now.
+
+    Signals: none (each change is saved and applied at once)."""
+
+    def __init__(self, ctx: AppContext):
+        super().__init__("Prompt cache")
+        self.ctx = ctx
+        s = ctx.settings
+        self.enabled = QCheckBox("Resume conversations from disk (keeps each chat's KV cache after a reply)",
+                                 checked=s.prompt_cache)
+        self.enabled.toggled.connect(self._on_enabled_toggled)
+        self.cap = QDoubleSpinBox(minimum=0.25, maximum=1024.0, singleStep=0.5, suffix=" GiB", decimals=2)
+        self.cap.setValue(s.prompt_cache_cap_bytes / 2**30)
+        self.cap.valueChanged.connect(self._on_cap_changed)
+        self.size = QLabel("…", objectName="cacheSize")
+        self.clear = QPushButton("Clear")
+        self.clear.setToolTip("Delete every saved state; the next turn of each chat evaluates its history again")
+        self.clear.clicked.connect(self._on_clear_clicked)
+        row = QHBoxLayout()
+        row.addWidget(self.size, 1)
+        row.addWidget(self.clear)
+        form = QFormLayout(self)
+        form.addRow(self.enabled)
+        form.addRow("Size cap", self.cap)
+        form.addRow("In use", row)
+        form.addRow(QLabel(f"<small>{s.prompt_cache_dir} · the least recently used states go first; changes "
+                           "apply to models loaded from now on</small>", wordWrap=True))
+        self.refresh()
+
+    def _save(self) -> None:
+        self.ctx.prefs.set("prompt_cache", {"enabled": self.enabled.isChecked(), "cap_gib": self.cap.value()})
+
+    @Slot(bool)
+    def _on_enabled_toggled(self, on: bool) -> None:
+        self.ctx.settings.prompt_cache = on
+        self._save()
+
+    @Slot(float)
+    def _on_cap_changed(self, gib: float) -> None:
+        self.ctx.settings.prompt_cache_cap_bytes = int(gib * 2**30)
+        self._save()
+
+    @Slot()
+    def refresh(self) -> None:
+        folder = self.ctx.settings.prompt_cache_dir
+        self.ctx.tasks.run_in_background(lambda: (kvcache.total_size(folder), len(kvcache.entries(folder))),
+                                         self._on_size_read)
+
+    @Slot()
+    def _on_clear_clicked(self) -> None:
+        folder = self.ctx.settings.prompt_cache_dir
+        self.ctx.tasks.run_in_background(lambda: kvcache.clear(folder), lambda _n, _e: self.refresh())
+
+    def _on_size_read(self, result, error) -> None:
+        if error:
+            show_error(error, "reading the prompt cache")
+            return
+        size, n = result
+        self.size.setText(f"{human_bytes(size)} in {n} saved state{'s' if n != 1 else ''}")
+        self.clear.setEnabled(n > 0 or size > 0)
