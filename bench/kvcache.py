@@ -134,7 +134,12 @@ def main() -> None:
         server = Serve(home, "--no-prompt-cache")
         cold = ttft(server.url, turn)
         server.stop()
+        restores = [line.strip() for log in sorted((home / "cache" / "logs").glob("runner-*.log"))
+                    for line in log.read_text(errors="replace").splitlines() if "from the prompt cache" in line]
     report(warm, restored, cold)
+    print("\nthe runners' own account of each restore (the cache's cost, apart from decoding the next token):")
+    for line in restores:
+        print(f"  {line}")
 
 
 def report(warm: list, restored: list, cold: tuple) -> None:

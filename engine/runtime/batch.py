@@ -31,6 +31,7 @@ Runs entirely on the runner's worker thread, the only thread that touches the ``
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections import deque
@@ -221,9 +222,11 @@ class BatchEngine:
         if hit is None or hit[1] < keep + MIN_RESTORE:
             return 0
         entry, n = hit
+        started = time.perf_counter()
         data = self.cache.read(entry)  # checked against its checksum; None when refused
         if data is None:
             return 0
+        read_s = time.perf_counter() - started
         lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
         if not kvcache.restore(self.ctx, slot.seq_id, data):
             lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)  # whatever half of it went in
@@ -231,6 +234,9 @@ class BatchEngine:
             self.cache.forget(entry)
             return 0
         slot.tokens = entry.tokens
+        print(f"fireside: restored {n:,} of {len(seq.prompt):,} prompt tokens from the prompt cache "
+              f"({len(data) / 2**20:.1f} MiB read and checked in {read_s * 1000:.0f} ms, loaded in "
+              f"{(time.perf_counter() - started - read_s) * 1000:.0f} ms)", file=sys.stderr, flush=True)
         return n
 
     def _fill(self) -> list[tuple[_Seq, int]]:
