@@ -234,7 +234,7 @@ class BatchEngine:
             self.cache.forget(entry)
             return 0
         slot.tokens = entry.tokens
-        print(f"fireside: restored {n:,} of {len(seq.prompt):,} prompt tokens from the prompt cache "
+        print(f"fireside: restored {min(n, len(seq.prompt) - 1):,} of {len(seq.prompt):,} prompt tokens from the prompt cache "
               f"({len(data) / 2**20:.1f} MiB read and checked in {read_s * 1000:.0f} ms, loaded in "
               f"{(time.perf_counter() - started - read_s) * 1000:.0f} ms)", file=sys.stderr, flush=True)
         return n
