@@ -4,8 +4,8 @@ tag each chat's saved KV states carry, and forgetting those states when a chat i
 The engine (``engine/runtime/kvcache.py``) keys a saved state by its tokens and model; the chat page
 tags each turn it sends with ``tag_for(conversation id)``, so deleting a chat deletes exactly its
 states. The choices live in the app's preferences (``prompt_cache``) and are copied into ``Settings``
-at start-up (``apply_prefs``) and on every change; a runner reads them when its model loads, so a
-change applies to models loaded from then on.
+at start-up (``apply_prefs``) and on every change, and each change reaches the loaded models at once
+(``Runtime.apply_prompt_cache``).
 """
 
 from __future__ import annotations
@@ -75,11 +75,14 @@ class PromptCacheBox(QGroupBox):
         form.addRow("Size cap", self.cap)
         form.addRow("In use", row)
         form.addRow(QLabel(f"<small>{s.prompt_cache_dir} · the least recently used states go first; changes "
-                           "apply to models loaded from now on</small>", wordWrap=True))
+                           "apply at once</small>", wordWrap=True))
         self.refresh()
 
     def _save(self) -> None:
         self.ctx.prefs.set("prompt_cache", {"enabled": self.enabled.isChecked(), "cap_gib": self.cap.value()})
+        apply = getattr(self.ctx.runtime, "apply_prompt_cache", None)  # loaded models follow at once
+        if apply is not None:
+            self.ctx.tasks.run_in_background(apply)
 
     @Slot(bool)
     def _on_enabled_toggled(self, on: bool) -> None:

@@ -41,6 +41,7 @@ class Runner:
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
         self.cache: Any = None  # the PromptCache (kvcache.py), when the load asked for one
+        self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -97,7 +98,7 @@ class Runner:
 
     def handle(self, msg: dict) -> None:
         handlers = {"load": self.load, "generate": self.generate, "tokenize": self.tokenize,
-                    "embed": self.embed, "stats": self.stats}
+                    "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
         req_id = msg["id"]
         cancel = self.cancels[req_id]
         owned = False
@@ -168,8 +169,9 @@ class Runner:
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
+        self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts))
         if msg.get("kvcache") and not kwargs.get("embedding"):
-            self.cache = self._open_cache(msg, dict(kwargs, use_extra_bufts=extra_bufts))
+            self.cache = self._open_cache(msg["kvcache"])
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq)
 
@@ -189,13 +191,25 @@ class Runner:
             raise RuntimeError("llama.cpp could not decode its warm-up tokens")
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
 
-    def _open_cache(self, msg: dict, kwargs: dict) -> Any:
+    def _open_cache(self, config: dict) -> Any:
         from . import kvcache
 
-        config = kvcache.CacheConfig(**msg["kvcache"])
-        ident = kvcache.identity(msg["path"], kwargs, slot_context(self.llama))
+        path, kwargs = self._cache_from
+        config = kvcache.CacheConfig(**config)
+        ident = kvcache.identity(path, kwargs, slot_context(self.llama))
         print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)
-        return kvcache.PromptCache(config, ident, os.path.basename(msg["path"]))
+        return kvcache.PromptCache(config, ident, os.path.basename(path))
+
+    def prompt_cache(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        """Turn the prompt cache on (with ``msg["kvcache"]``'s folder and cap) or off (None), now."""
+        if self.cache is not None:
+            self.cache.close()  # its queued writes finish first
+            self.cache = None
+        if msg.get("kvcache") and not self._cache_from[1].get("embedding"):
+            self.cache = self._open_cache(msg["kvcache"])
+        if self.batch is not None:
+            self.batch.cache = self.cache
+        self.reply(req_id, "result", prompt_cache="on" if self.cache else "off")
 
     def _add_bos(self) -> bool:
         import llama_cpp

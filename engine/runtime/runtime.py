@@ -219,6 +219,17 @@ class Runtime:
             return None
         return CacheConfig(str(s.prompt_cache_dir), s.prompt_cache_cap_bytes).to_dict()
 
+    def apply_prompt_cache(self) -> None:
+        """Tell every loaded model the settings' prompt cache choices (on/off, cap) now, not at its next
+        load. Blocks while a runner finishes its queued cache writes; call it off the GUI thread."""
+        with self._lock:
+            slots = [s for s in self._slots.values() if not s.loaded.embedding and s.client.alive]
+        for slot in slots:
+            try:
+                slot.client.request("prompt_cache", kvcache=self._cache_config())
+            except RuntimeFailure as exc:  # a runner that died meanwhile is started afresh by its next request
+                log.warning("could not update the prompt cache of %s: %s", slot.model_id, exc)
+
     def unload(self, model_id: str) -> bool:
         """Stop the model's runners; all their memory goes back. Returns whether anything was loaded."""
         with self._lock:

@@ -152,6 +152,23 @@ def test_another_model_file_with_the_same_name_never_reuses_a_state(tmp_path, sm
     assert len(identities) == 2  # each file keeps its own states
 
 
+@pytest.mark.model
+def test_turning_the_cache_off_and_on_reaches_a_loaded_model_at_once(tmp_path):
+    settings = settings_in(tmp_path)
+    rt = session(settings)
+    try:
+        settings.prompt_cache = False
+        rt.apply_prompt_cache()
+        reply, _ = turn(rt, FIRST)
+        assert kvcache.entries(settings.prompt_cache_dir) == []  # off: nothing saved
+        settings.prompt_cache = True
+        rt.apply_prompt_cache()
+        turn(rt, second_turn(reply))
+    finally:
+        rt.close()
+    assert len(kvcache.entries(settings.prompt_cache_dir)) == 1  # on again, without a reload
+
+
 # The runner with its file size limited: every file it writes past 1 MiB fails (EFBIG), as on a full disk.
 FULL_DISK_RUNNER = [sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, "
                     "(1 << 20, 1 << 20)); from fireside.engine.runtime.runner import main; main()"]
