@@ -161,12 +161,26 @@ class PromptCache:
         self.notice = ""  # why saving is off, once it is
         self._queue: queue.Queue = queue.Queue(maxsize=2)  # snapshots waiting; more are dropped, not waited for
         try:
-            with _index(self.folder, create=True):
-                pass
+            self._open_index()
         except (OSError, sqlite3.Error) as exc:
             self._stop_saving(f"the prompt cache folder {self.folder} cannot be written ({exc})")
         self._writer = threading.Thread(target=self._write_loop, name="fireside-kvcache-writer", daemon=True)
         self._writer.start()
+
+    def _open_index(self) -> None:
+        """Create the index if need be; a corrupted one is a lost cache, started afresh."""
+        try:
+            with _index(self.folder, create=True):
+                pass
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:  # locked, read-only, full: not the file's fault
+                raise
+            print(f"fireside: the prompt cache index was unreadable ({exc}); starting it afresh",
+                  file=sys.stderr, flush=True)
+            _remove_all(self.folder)
+            with _index(self.folder, create=True):
+                pass
+        _remove_stale_temp_files(self.folder)
 
     # --- worker thread -------------------------------------------------------------------------
     def lookup(self, prompt: list[int]) -> tuple[Entry, int] | None:
@@ -361,7 +375,11 @@ def clear(folder: Path, tag: str | None = None) -> int:
             else:
                 rows = db.execute("SELECT id, file FROM entries WHERE tag = ?", (tag,)).fetchall()
             db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in rows])
-    except (FileNotFoundError, sqlite3.Error):
+    except FileNotFoundError:
+        return 0
+    except sqlite3.DatabaseError:
+        if tag is None:  # an unreadable index: clearing still empties the folder
+            return _remove_all(folder)
         return 0
     for _, name in rows:
         (folder / name).unlink(missing_ok=True)
@@ -369,3 +387,23 @@ def clear(folder: Path, tag: str | None = None) -> int:
         for path in folder.glob("*kv-*.bin*"):
             path.unlink(missing_ok=True)
     return len(rows)
+
+
+def _remove_all(folder: Path) -> int:
+    """Delete the index and every state file (the cache is lost, nothing else); returns the files removed."""
+    n = 0
+    for path in [*folder.glob(f"{INDEX}*"), *folder.glob("*kv-*.bin*")]:
+        with contextlib.suppress(OSError):
+            path.unlink()
+            n += path.name.startswith("kv-")
+    return n
+
+
+def _remove_stale_temp_files(folder: Path, age_s: float = 3600) -> None:
+    """Temp files a crashed writer left (a live writer's are newer than ``age_s``: another process may
+    be writing one now)."""
+    now = time.time()
+    for path in folder.glob(".kv-*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > age_s:
+                path.unlink()

@@ -276,3 +276,22 @@ def test_a_truncated_file_is_refused_and_deleted(tmp_path):
         assert not path.exists() and kvcache.entries(tmp_path) == []
     finally:
         cache.close()
+
+
+def test_an_unreadable_index_starts_afresh_and_clear_always_empties_the_folder(tmp_path):
+    (tmp_path / kvcache.INDEX).write_bytes(b"not a database at all" * 100)
+    (tmp_path / "kv-orphan.bin").write_bytes(b"x" * 100)
+    stale = tmp_path / ".kv-torn.bin.abc.tmp"
+    stale.write_bytes(b"half a write")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    try:
+        assert cache.saving
+        assert not stale.exists() and not (tmp_path / "kv-orphan.bin").exists()
+        _saved(cache, [1, 2, 3], 1_000)
+        assert len(kvcache.entries(tmp_path)) == 1
+    finally:
+        cache.close()
+    (tmp_path / kvcache.INDEX).write_bytes(b"broken again" * 100)
+    assert kvcache.clear(tmp_path) == 1  # the state file goes even though the index cannot say so
+    assert not list(tmp_path.glob("kv-*.bin"))
