@@ -314,12 +314,15 @@ class PromptCache:
 
 
 def snapshot(ctx: Any, seq_id: int) -> Any:
-    """A copy of sequence ``seq_id``'s KV state (a memcpy: cheap enough for the worker thread)."""
+    """A copy of sequence ``seq_id``'s KV state (a memcpy: cheap enough for the worker thread). The
+    buffer is numpy's uninitialized one: a ctypes array would first be zero-filled, touching every
+    page twice (measured: 90 MiB of state in about 75 ms that way)."""
     import llama_cpp as lc
+    import numpy as np  # a dependency of llama-cpp-python
 
     size = lc.llama_state_seq_get_size(ctx, seq_id)
-    buf = (ctypes.c_uint8 * size)()
-    written = lc.llama_state_seq_get_data(ctx, buf, size, seq_id)
+    buf = np.empty(size, dtype=np.uint8)
+    written = lc.llama_state_seq_get_data(ctx, buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id)
     return buf if written == size else None
 
 
