@@ -203,13 +203,15 @@ class PromptCache:
         tokens.frombytes(best[1])
         return Entry(best[0], tokens.tolist(), best[2], best[3], best[4]), best_n
 
-    def read(self, entry: Entry) -> bytearray | None:
+    def read(self, entry: Entry) -> Any:
         """The entry's state, checked; a missing, truncated or corrupted file is deleted and None returned."""
         path = self.folder / entry.file
         try:
             with path.open("rb") as fh:
                 magic, crc, size = _HEADER.unpack(fh.read(_HEADER.size))
-                data = bytearray(size)
+                if size + _HEADER.size != entry.size:
+                    raise struct.error("its length does not match the index")
+                data = _buffer(size)
                 got = fh.readinto(data)
         except FileNotFoundError:
             self.forget(entry, delete_file=False)
@@ -318,15 +320,21 @@ def snapshot(ctx: Any, seq_id: int) -> Any:
     buffer is numpy's uninitialized one: a ctypes array would first be zero-filled, touching every
     page twice (measured: 90 MiB of state in about 75 ms that way)."""
     import llama_cpp as lc
-    import numpy as np  # a dependency of llama-cpp-python
 
     size = lc.llama_state_seq_get_size(ctx, seq_id)
-    buf = np.empty(size, dtype=np.uint8)
+    buf = _buffer(size)
     written = lc.llama_state_seq_get_data(ctx, buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id)
     return buf if written == size else None
 
 
-def restore(ctx: Any, seq_id: int, data: bytearray) -> bool:
+def _buffer(size: int) -> Any:
+    """``size`` writable bytes, not zero-filled first (every byte is written next)."""
+    import numpy as np  # a dependency of llama-cpp-python
+
+    return np.empty(size, dtype=np.uint8)
+
+
+def restore(ctx: Any, seq_id: int, data: Any) -> bool:
     """Load a checked state into sequence ``seq_id``; False if llama.cpp refused it."""
     import llama_cpp as lc
 
