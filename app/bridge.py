@@ -1,13 +1,16 @@
-"""The one road from engine threads to the GUI thread, in the manner of Anki's ``taskman``.
+"""The one road from the GUI to the engine, and from engine threads back to the GUI thread.
 
-``Tasks.run_in_background(fn, on_done)`` runs ``fn`` on a small thread pool and calls ``on_done(result,
-error)`` on the GUI thread; ``Tasks.run_on_main(closure)`` schedules a closure on the GUI thread through
-one private signal of a QObject that lives there. Long-lived engine state (model loads, streamed
-replies, the set of loaded models) goes through ``EngineBridge``, which turns the runtime's blocking
-generators and callbacks into Qt signals. Streamed text is batched on the worker side (one signal per
-``BATCH_S`` at most), and load progress is sampled at about ten updates a second, so the GUI thread
-never sees more than a handful of events per tick. Every cross-thread signal is connected to a bound
-``@Slot`` of a GUI-thread object, so Qt queues it onto the main thread.
+Like Anki's ``taskman``: every engine call a page makes goes through ``EngineBridge``, which runs it on
+the task pool (``tasks.py``) and brings the outcome back on the GUI thread, as a signal or an
+``on_done(result, error)`` callback. Nothing that waits runs on the GUI thread: not a load or a reply,
+not the keyring (the Hugging Face token, remote keys, the API key), not a walk of a models folder, not
+a network call. Long-lived activity has a controller of its own, owned here: ``downloads``
+(``downloads.py``: the hub and its pulls) and ``server`` (``serving.py``: the API server).
+
+Streamed text is batched on the worker side (one signal per ``BATCH_S`` at most), and load progress is
+sampled at about ten updates a second, so the GUI thread never sees more than a handful of events per
+tick. Every cross-thread signal is connected to a bound ``@Slot`` of a GUI-thread object, so Qt queues
+it onto the main thread.
 """
 
 from __future__ import annotations
@@ -15,73 +18,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
-from fireside.engine.runtime.types import ChatRequest, Chunk, LoadProgress
+from fireside.engine.errors import RemoteError
+from fireside.engine.types import ChatRequest, Chunk, LoadProgress
+
+from .downloads import DownloadsController
+from .serving import ServerController
+from .tasks import OnDone, Tasks
 
 log = logging.getLogger(__name__)
 
 BATCH_S = 0.06  # streamed text reaches the GUI at most ~16 times a second
 PROGRESS_S = 0.1
-OnDone = Callable[[Any, BaseException | None], None]
+NO_KEYRING = ("No OS keyring is available on this machine, so Fireside cannot keep this remote's API key "
+              "safely. Install and unlock one (GNOME Keyring or KWallet on Linux), or add the remote "
+              "without a key.")
 
-
-class Tasks(QObject):
-    """Runs work off the GUI thread and brings results back to it.
-
-    Signals:
-        _closure_posted(object): private; carries a closure from any thread to the GUI thread.
-    """
-
-    _closure_posted = Signal(object)
-
-    def __init__(self, workers: int = 4, parent: QObject | None = None):
-        super().__init__(parent)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="fireside-task")
-        self._closure_posted.connect(self._on_closure_posted)
-        self._closed = False
-
-    def run_on_main(self, closure: Callable[[], None]) -> None:
-        """Call ``closure`` on the GUI thread, soon. Safe from any thread."""
-        self._closure_posted.emit(closure)
-
-    def run_in_background(self, fn: Callable[[], Any], on_done: OnDone | None = None) -> Future | None:
-        """Run ``fn`` on the pool; ``on_done(result, error)`` then runs on the GUI thread."""
-        if self._closed:
-            return None
-        future = self._pool.submit(fn)
-        if on_done is not None:
-            future.add_done_callback(lambda f: self.run_on_main(lambda: _deliver(f, on_done)))
-        return future
-
-    @Slot(object)
-    def _on_closure_posted(self, closure: Callable[[], None]) -> None:
-        try:
-            closure()
-        except Exception as exc:  # a failing callback must never take the event loop down
-            from .feedback import show_error
-
-            show_error(exc)
-
-    def close(self, wait: bool = True) -> None:
-        """Refuse new work and, with ``wait``, let running tasks finish."""
-        self._closed = True
-        self._pool.shutdown(wait=wait, cancel_futures=True)
-
-
-def _deliver(future: Future, on_done: OnDone) -> None:
-    if future.cancelled():
-        return
-    error = future.exception()
-    on_done(None if error else future.result(), error)
+__all__ = ["BATCH_S", "EngineBridge"]
 
 
 class EngineBridge(QObject):
-    """The runtime, as signals. One per app; lives on the GUI thread.
+    """The engine, as signals and background calls. One per app; lives on the GUI thread.
 
     Signals:
         load_progress(str, float): model id, fraction loaded (sampled, ~10 a second).
@@ -91,6 +52,7 @@ class EngineBridge(QObject):
         reply_text(int, str, str): reply id, chunk kind (``text`` or ``reasoning``), batched text.
         reply_finished(int, object): reply id, the final ``Chunk`` (finish_reason and usage).
         reply_failed(int, object): reply id, the exception.
+        unload_failed(str, object): model id, the exception stopping its runner raised.
     """
 
     load_progress = Signal(str, float)
@@ -100,11 +62,15 @@ class EngineBridge(QObject):
     reply_text = Signal(int, str, str)
     reply_finished = Signal(int, object)
     reply_failed = Signal(int, object)
+    unload_failed = Signal(str, object)
 
-    def __init__(self, runtime, tasks: Tasks, parent: QObject | None = None):
+    def __init__(self, engine, tasks: Tasks, extras: dict[str, Any] | None = None, parent: QObject | None = None):
         super().__init__(parent)
-        self.runtime = runtime
+        self.engine = engine
         self.tasks = tasks
+        settings = getattr(engine, "settings", None)
+        self.downloads = DownloadsController(settings, tasks, extras if extras is not None else {}, self)
+        self.server = ServerController(engine, settings, tasks, self)
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -125,7 +91,7 @@ class EngineBridge(QObject):
                 self.load_progress.emit(model_id, float(p.fraction))
 
         try:
-            loaded = self.runtime.load(model_id, options, on_progress=on_progress, cancel=cancel)
+            loaded = self.engine.load(model_id, options, on_progress=on_progress, cancel=cancel)
         except Exception as exc:
             self.load_failed.emit(model_id, exc)
         else:
@@ -135,14 +101,21 @@ class EngineBridge(QObject):
             self.loaded_changed.emit()
 
     def cancel_load(self, model_id: str) -> None:
-        with self._lock:
-            event = self._cancels.get(f"load:{model_id}")
-        if event:
-            event.set()
+        self._cancel(f"load:{model_id}")
 
     def unload(self, model_id: str) -> None:
-        self.tasks.run_in_background(lambda: self.runtime.unload(model_id),
-                                     lambda _r, _e: self.loaded_changed.emit())
+        """Free the model's memory on a worker; ``unload_failed`` says if stopping its runner failed."""
+        self.tasks.run_in_background(lambda: self._unload(model_id))
+
+    def _unload(self, model_id: str) -> bool:
+        try:
+            return self.engine.unload(model_id)
+        except Exception as exc:  # the runner may already be gone: say so, and still refresh the lists
+            log.warning("unloading %s failed: %s", model_id, exc)
+            self.unload_failed.emit(model_id, exc)
+            return False
+        finally:
+            self.loaded_changed.emit()
 
     # --- chatting --------------------------------------------------------------------------------
     def chat(self, reply_id: int, model_id: str, request: ChatRequest) -> threading.Event:
@@ -152,16 +125,16 @@ class EngineBridge(QObject):
         return cancel
 
     def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event) -> None:
-        was_loaded = self.runtime.is_loaded(model_id)
+        was_loaded = self.engine.is_loaded(model_id)
         try:
-            done = self._stream(reply_id, self.runtime.chat(model_id, request, cancel=cancel))
+            done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel))
         except Exception as exc:
             self.reply_failed.emit(reply_id, exc)
         else:
             self.reply_finished.emit(reply_id, done)
         finally:
             self._untrack(f"reply:{reply_id}")
-            if not was_loaded or not self.runtime.is_loaded(model_id):
+            if not was_loaded or not self.engine.is_loaded(model_id):
                 self.loaded_changed.emit()
 
     def _stream(self, reply_id: int, chunks) -> Chunk:
@@ -187,10 +160,106 @@ class EngineBridge(QObject):
         pending.clear()
 
     def stop(self, reply_id: int) -> None:
-        with self._lock:
-            event = self._cancels.get(f"reply:{reply_id}")
-        if event:
-            event.set()
+        self._cancel(f"reply:{reply_id}")
+
+    # --- the model library ---------------------------------------------------------------------
+    def list_models(self, on_done: OnDone) -> None:
+        """The library's models and their disk use: ``(models, (own bytes, linked bytes))``."""
+        from fireside.engine.library.library import disk_use
+
+        def work():
+            models = self.engine.library().list()
+            return models, disk_use(models)
+        self.tasks.run_in_background(work, on_done)
+
+    def model_ids(self, on_done: OnDone) -> None:
+        """Every model id to offer in a picker, local then remote, and whether some remote did not
+        answer: ``(ids, remote_missing)`` (a dead remote lists nothing, within a few seconds)."""
+        def work():
+            statuses = self.engine.remote_statuses()
+            remote = [m.id for s in statuses for m in s.models]
+            return [m.id for m in self.engine.library().list()] + remote, any(s.error for s in statuses)
+        self.tasks.run_in_background(work, on_done)
+
+    def import_files(self, paths: list[Path], on_done: OnDone) -> None:
+        self.tasks.run_in_background(lambda: [self.engine.library().add_file(p) for p in paths], on_done)
+
+    def import_folder(self, folder: Path, on_done: OnDone) -> None:
+        """Import every GGUF file under ``folder`` (walked on the worker)."""
+        def work():
+            library = self.engine.library()
+            return [library.add_file(p) for p in sorted(Path(folder).rglob("*.gguf"))]
+        self.tasks.run_in_background(work, on_done)
+
+    def import_app(self, app: str, on_done: OnDone) -> None:
+        """Import what another app (LM Studio, Ollama, ...) keeps in its default folders."""
+        from fireside.engine.library.imports import default_locations, find, import_found
+
+        def work():
+            found = find(app, default_locations(app, self.engine.settings))
+            return [m for _f, m in import_found(self.engine.library(), found) if not isinstance(m, str)]
+        self.tasks.run_in_background(work, on_done)
+
+    def delete_model(self, model_id: str, on_done: OnDone) -> None:
+        """Unload ``model_id``, then delete its files, in one task: no runner holds a file being removed."""
+        def work():
+            self.engine.unload(model_id)
+            return self.engine.library().remove(model_id)
+        self.tasks.run_in_background(work, lambda result, error: (self.loaded_changed.emit(), on_done(result, error)))
+
+    def inspect(self, model_id: str, on_done: OnDone) -> None:
+        """``(ModelInfo, Hardware)`` for the load dialog: the model's header and this machine."""
+        from fireside.engine.models import hardware
+
+        self.tasks.run_in_background(lambda: (self.engine.model_info(model_id), hardware.detect()), on_done)
+
+    # --- this machine ----------------------------------------------------------------------------
+    def hardware(self, on_done: OnDone) -> None:
+        from fireside.engine.models import hardware
+
+        self.tasks.run_in_background(lambda: hardware.detect(refresh=True), on_done)
+
+    def workarounds(self, on_done: OnDone) -> None:
+        self.tasks.run_in_background(self.engine.workarounds.entries, on_done)
+
+    def clear_workarounds(self, on_done: OnDone) -> None:
+        self.tasks.run_in_background(self.engine.workarounds.clear, on_done)
+
+    # --- secrets ---------------------------------------------------------------------------------
+    def token_state(self, on_done: OnDone) -> None:
+        """``(keyring available, a Hugging Face token is saved)``, read on a worker."""
+        from fireside.engine.hub.auth import get_token
+        from fireside.engine.secrets import keyring_available
+
+        self.tasks.run_in_background(lambda: (keyring_available(), bool(get_token())), on_done)
+
+    def save_token(self, token: str, on_done: OnDone) -> None:
+        from fireside.engine.hub.auth import set_token
+
+        self.tasks.run_in_background(lambda: set_token(token), on_done)
+
+    def delete_token(self, on_done: OnDone) -> None:
+        from fireside.engine.hub.auth import delete_token
+
+        self.tasks.run_in_background(delete_token, on_done)
+
+    # --- remote engines --------------------------------------------------------------------------
+    def remote_statuses(self, fresh: bool, on_done: OnDone) -> None:
+        """Ask every remote for its models (``fresh`` skips the engine's short cache)."""
+        self.tasks.run_in_background(lambda: self.engine.remote_statuses(fresh=fresh), on_done)
+
+    def add_remote(self, name: str, url: str, api_key: str | None, on_done: OnDone) -> None:
+        """Add a remote; one with a key is refused, in words, where no OS keyring can keep the key."""
+        from fireside.engine.secrets import keyring_available
+
+        def work():
+            if api_key and not keyring_available():
+                raise RemoteError(NO_KEYRING)
+            return self.engine.add_remote(name, url, api_key or None)
+        self.tasks.run_in_background(work, on_done)
+
+    def remove_remote(self, name: str, on_done: OnDone) -> None:
+        self.tasks.run_in_background(lambda: self.engine.remove_remote(name), on_done)
 
     # --- bookkeeping -----------------------------------------------------------------------------
     def _track(self, key: str) -> threading.Event:
@@ -199,13 +268,15 @@ class EngineBridge(QObject):
             self._cancels[key] = event
         return event
 
+    def _cancel(self, key: str) -> None:
+        with self._lock:
+            event = self._cancels.get(key)
+        if event:
+            event.set()
+
     def _untrack(self, key: str) -> None:
         with self._lock:
             self._cancels.pop(key, None)
-
-    def busy(self) -> bool:
-        with self._lock:
-            return bool(self._cancels)
 
     def cancel_all(self) -> None:
         """Set every cancel event: stops every load and reply in flight (used at shutdown)."""
@@ -213,3 +284,8 @@ class EngineBridge(QObject):
             events = list(self._cancels.values())
         for event in events:
             event.set()
+
+    def close(self) -> None:
+        """Set every cancel event and pause every download (used at shutdown, before the pool stops)."""
+        self.cancel_all()
+        self.downloads.shutdown()

@@ -1,7 +1,9 @@
-"""What every page is built from: the settings, preferences, store, runtime and the bridge to it.
+"""What every page is built from: the settings, preferences, store, engine, the bridge to it and the tools.
 
-One ``AppContext`` is made by ``main`` (or by a test fixture, with its own runtime) and handed to the
-main window, which hands it to each page; nothing in the app reaches for a global.
+One ``AppContext`` is made by ``main`` (or by a test fixture, with its own engine) and handed to the
+main window, which hands it to each page; nothing in the app reaches for a global. Pages read the
+engine's quick, locked state (``loaded()``, ``is_loaded``) directly; everything that waits (a load, a
+reply, the keyring, the disk, the network) goes through ``bridge``.
 """
 
 from __future__ import annotations
@@ -9,12 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fireside.engine.library import Library
+from fireside.engine.facade import Engine
 from fireside.engine.settings import Settings
 
-from .bridge import EngineBridge, Tasks
+from .bridge import EngineBridge
 from .prefs import Prefs
 from .store import Store
+from .tasks import Tasks
 
 
 @dataclass
@@ -22,11 +25,9 @@ class AppContext:
     settings: Settings
     prefs: Prefs
     store: Store
-    runtime: Any  # fireside.engine.runtime.Runtime, or a stand-in with the same methods
+    engine: Engine  # or, in a test, a stand-in with the same methods
     tasks: Tasks
     bridge: EngineBridge
     extras: dict[str, Any] = field(default_factory=dict)
+    tools: Any = None  # fireside.app.tools.AppTools: the MCP servers chats may use (None: no tools)
 
-    def library(self) -> Library:
-        """A fresh library view (cheap: the index caches inspections). Call it off the GUI thread."""
-        return Library(self.settings)

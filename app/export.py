@@ -1,6 +1,8 @@
 """Export a conversation as Markdown (the thread shown) or JSON (every message, branches included).
 
 Both are pure functions of the store's contents, so they can run anywhere and be tested without Qt.
+A tool call is exported with its server, tool, arguments, outcome and result (in Markdown, as fenced
+blocks, so a result is shown as the text it is; in JSON, as the message's ``tool`` field).
 """
 
 from __future__ import annotations
@@ -22,9 +24,33 @@ def to_markdown(store: Store, conv_id: int) -> str:
     if conv.system_prompt:
         lines += ["**System**", "", conv.system_prompt, ""]
     for msg in store.thread(conv_id):
-        who = "You" if msg.role == "user" else (msg.model_id or "Assistant")
-        lines += [f"**{who}**", "", msg.content.rstrip(), ""]
+        if msg.role == "tool":
+            lines += _tool_call(msg)
+        elif msg.content.strip() or not msg.tool.get("calls"):  # a reply that only made calls shows as them
+            who = "You" if msg.role == "user" else (msg.model_id or "Assistant")
+            lines += [f"**{who}**", "", msg.content.rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks in ``text``, so the text cannot close it."""
+    run = best = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        best = max(best, run)
+    return "`" * max(3, best + 1)
+
+
+def _tool_call(msg) -> list[str]:
+    tool = msg.tool
+    outcome = tool.get("outcome") or msg.state
+    arguments = tool.get("arguments") or "{}"
+    lines = [f"**Tool call: {tool.get('server', '?')} › {tool.get('tool', '?')}** ({outcome})", "",
+             "Arguments:", "", _fence(arguments) + "json", arguments, _fence(arguments), ""]
+    if msg.content:
+        fence = _fence(msg.content)
+        lines += ["Result:", "", fence + "text", msg.content.rstrip(), fence, ""]
+    return lines
 
 
 def to_json(store: Store, conv_id: int) -> str:

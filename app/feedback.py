@@ -3,8 +3,8 @@
 Every page, task callback and slot hands its exceptions here. A ``FiresideError`` carries a message
 meant for a person and is shown as is; anything else is a bug, so it is logged with its traceback and
 shown with its type. The message lands in the main window's notice bar (non-modal: a stream or a load
-elsewhere keeps going); before a window exists it goes to the log only. ``Notices`` is the small
-registry that lets tests and the window see the last message without reaching into widgets.
+elsewhere keeps going); before a window exists it goes to the log only. ``history`` keeps the last
+fifty messages, so the tests (which empty it around each test) can read what the user was told.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Fireside's desktop app: one explicit start-up sequence, and a shutdown that reverses it.
 
-Start-up, one log line per step: settings and folders, preferences, the chats database, the runtime,
+Start-up, one log line per step: settings and folders, preferences, the chats database, the engine,
 the task pool and engine bridge, the theme, the main window, the tray. Shutdown goes back down the
 same list: hide the tray, close the window, stop the server, set every cancel event, stop the task
-pool (joining its workers), close the runtime (its runner processes go), close the database.
+pool (joining its workers), close the engine (its runner processes go), close the database.
 
 ``Fireside`` holds the pieces so tests and tools can start exactly what ``main()`` starts, with their
-own runtime or settings.
+own engine or settings.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ import sys
 
 from PySide6.QtWidgets import QApplication
 
+from fireside.engine.library.starter import starter_path
 from fireside.engine.settings import Settings
 
 from . import systemlibs
-from .bridge import EngineBridge, Tasks
+from .bridge import EngineBridge
 from .context import AppContext
 from .prefs import Prefs
 from .store import Store
+from .tasks import Tasks
 
 log = logging.getLogger("fireside.app")
 
@@ -31,21 +33,25 @@ log = logging.getLogger("fireside.app")
 class Fireside:
     """The running app: its context, window and tray, started and stopped in order."""
 
-    def __init__(self, settings: Settings | None = None, runtime=None, *, tray: bool = True):
+    def __init__(self, settings: Settings | None = None, engine=None, *, tray: bool = True):
+        """``engine``: an ``Engine`` (or a bare ``Runtime``, wrapped in one) that the caller keeps and
+        closes; None starts the app's own, closed on ``stop``."""
         self.settings = settings or Settings.from_env()
-        self._own_runtime = runtime is None
-        self._runtime = runtime
+        self._own_engine = engine is None
+        self._engine = engine
         self._want_tray = tray
         self.ctx: AppContext | None = None
         self.window = None
         self.tray = None
 
     def start(self):
+        from .promptcache import apply_prefs
         from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
-        from .windows.prompt_cache import apply_prefs
 
         s = self.settings
+        tasks = Tasks()
+        starter = tasks.run_in_background(starter_path)  # package metadata, read once, off the GUI thread
         log.info("1/8 settings: data in %s, models in %s", s.data_dir, ", ".join(map(str, s.models_dirs)))
         s.ensure_dirs()
         prefs = Prefs(s.config_dir / "app.json")
@@ -54,23 +60,28 @@ class Fireside:
         apply_prefs(s, prefs)  # the prompt cache's on/off and size cap, as the Settings page left them
         store = Store(s.chats_db)
         log.info("3/8 chats database %s (schema %d)", store.path, store.db.execute("PRAGMA user_version").fetchone()[0])
-        runtime = self._runtime or _make_runtime(s)
-        log.info("4/8 runtime ready")
-        tasks = Tasks()
-        bridge = EngineBridge(runtime, tasks)
-        log.info("5/8 task pool and engine bridge")
-        self.ctx = AppContext(s, prefs, store, runtime, tasks, bridge)
+        engine = _make_engine(s, self._engine)
+        log.info("4/8 engine ready")
+        extras: dict = {}
+        bridge = EngineBridge(engine, tasks, extras)
+        from .tools import AppTools
+
+        tools = AppTools(s, engine)  # starts nothing: each MCP server starts when a chat first uses it
+        log.info("5/8 task pool, engine bridge and MCP tools (%s)", s.config_dir / "mcp.json")
+        self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras, tools=tools)
         apply_theme(prefs.get("theme"))
         QApplication.setWindowIcon(app_icon())
         log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
+        starter.result()  # the chat page asks for the starter model: the answer is cached by now
         self.window = MainWindow(self.ctx)
         log.info("7/8 main window")
         from fireside.engine.deps import check_floors
 
         from .feedback import show_error
 
-        for problem in ([store.read_only] if store.read_only else []) + check_floors():
-            show_error(problem)  # in the notice bar: chats kept read-only, or a library too old to be safe
+        if store.read_only:
+            show_error(store.read_only)  # in the notice bar: chats kept read-only
+        tasks.run_in_background(check_floors, _show_problems)  # package metadata: off the GUI thread
         if self._want_tray:
             from .tray import Tray
 
@@ -87,23 +98,34 @@ class Fireside:
             self.tray.hide()
             log.info("shutdown: tray hidden")
         if self.window is not None:
-            server = self.window.pages["Server"]
             self.window.dispose()
             self.window.hide()
             self.window.deleteLater()
             log.info("shutdown: window closed")
-            if hasattr(server, "stop_server"):
-                server.stop_server(wait=True)
-                log.info("shutdown: server stopped")
-        ctx.bridge.cancel_all()
-        log.info("shutdown: cancel events set")
+        ctx.bridge.server.stop(wait=True)
+        log.info("shutdown: server stopped")
+        ctx.bridge.close()
+        log.info("shutdown: cancel events set, downloads paused")
+        if ctx.tools is not None:
+            ctx.tools.close()
+            log.info("shutdown: tool replies ended, MCP servers stopped")
         ctx.tasks.close(wait=True)
         log.info("shutdown: task pool joined")
-        if self._own_runtime:
-            ctx.runtime.close()
-            log.info("shutdown: runtime closed")
+        if self._own_engine:
+            ctx.engine.close()
+            log.info("shutdown: engine closed")
         ctx.store.close()
         log.info("shutdown: chats database closed")
+
+
+def _show_problems(problems, error) -> None:
+    """A library too old to be safe, said in the notice bar (``check_floors`` ran on a worker)."""
+    from .feedback import show_error
+
+    for problem in problems or []:
+        show_error(problem)
+    if error is not None:
+        show_error(error, "checking the installed libraries")
 
 
 def _path(p):
@@ -112,10 +134,10 @@ def _path(p):
     return Path(p).expanduser()
 
 
-def _make_runtime(settings: Settings):
-    from fireside.engine.runtime.runtime import Runtime
+def _make_engine(settings: Settings, given):
+    from fireside.engine.facade import Engine
 
-    return Runtime(settings)
+    return Engine(settings) if given is None else Engine.of(given, settings)
 
 
 def _check_binding() -> None:

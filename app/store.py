@@ -65,7 +65,15 @@ ALTER TABLE conversations ADD COLUMN deleted_at REAL;
 CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id);
 """
 
-MIGRATIONS = [_V1, _V2]
+# v3: tools. A message's ``tool`` holds, for the model's reply, the calls it made and, for a ``tool``
+# message, the call it answers (server, tool, arguments, outcome); a chat's ``tools`` holds which
+# servers' tools are on and the step limit. Old rows get '{}': a chat without tools, as before.
+_V3 = """
+ALTER TABLE messages ADD COLUMN tool TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT '{}';
+"""
+
+MIGRATIONS = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -79,6 +87,7 @@ class Conversation:
     leaf_id: int | None
     created_at: float
     updated_at: float
+    tools: dict[str, Any] = field(default_factory=dict)  # {"servers": [names], "max_steps": n}
 
 
 @dataclass
@@ -88,12 +97,13 @@ class Message:
     parent_id: int | None
     role: str
     content: str
-    state: str  # "complete", "streaming", "stopped" or "error"
+    state: str  # "complete", "streaming", "stopped" or "error"; a tool call is "pending" or "running" first
     model_id: str | None
     created_at: float
     stats: dict[str, Any] = field(default_factory=dict)
     reasoning: str = ""
     reasoning_s: float | None = None
+    tool: dict[str, Any] = field(default_factory=dict)  # see _V3
 
 
 def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
@@ -156,8 +166,9 @@ class Store:
             log.info("chats database: backed up to %s before migrating", backup(self.db, self.path, version))
         migrate(self.db)
         self.purge_deleted()
-        # A reply still marked streaming was cut off by a crash: keep its text, call it stopped.
-        self.db.execute("UPDATE messages SET state = 'stopped' WHERE state = 'streaming'")
+        # A reply still marked streaming was cut off by a crash: keep its text, call it stopped. So is
+        # a tool call that was waiting for approval or running: it never answered.
+        self.db.execute("UPDATE messages SET state = 'stopped' WHERE state IN ('streaming', 'pending', 'running')")
 
     def _open_read_only(self, version: int) -> None:
         self.db.close()
@@ -200,11 +211,12 @@ class Store:
 
     @_writes
     def update_conversation(self, conv_id: int, **fields: Any) -> None:
-        allowed = {"title", "model_id", "system_prompt", "sampling", "leaf_id"}
+        allowed = {"title", "model_id", "system_prompt", "sampling", "leaf_id", "tools"}
         if not fields or set(fields) - allowed:
             raise ValueError(f"cannot update {sorted(set(fields) - allowed)}")
-        if "sampling" in fields:
-            fields["sampling"] = json.dumps(fields["sampling"])
+        for key in ("sampling", "tools"):
+            if key in fields:
+                fields[key] = json.dumps(fields[key])
         sets = ", ".join(f"{k} = ?" for k in fields)
         self.db.execute(f"UPDATE conversations SET {sets}, updated_at = ? WHERE id = ?",
                         (*fields.values(), time.time(), conv_id))
@@ -225,14 +237,15 @@ class Store:
     # --- messages --------------------------------------------------------------------------------
     @_writes
     def add_message(self, conv_id: int, parent_id: int | None, role: str, content: str = "",
-                    state: str = "complete", model_id: str | None = None) -> Message:
+                    state: str = "complete", model_id: str | None = None, tool: dict | None = None) -> Message:
         """Add a message under ``parent_id`` and make it the conversation's current leaf."""
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
             cur = self.db.execute(
-                "INSERT INTO messages (conversation_id, parent_id, role, content, state, model_id, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)", (conv_id, parent_id, role, content, state, model_id, now))
+                "INSERT INTO messages (conversation_id, parent_id, role, content, state, model_id, created_at, tool)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (conv_id, parent_id, role, content, state, model_id, now, json.dumps(tool or {})))
             self.db.execute("UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
                             (cur.lastrowid, now, conv_id))
         return self.message(cur.lastrowid)
@@ -246,11 +259,13 @@ class Store:
     @_writes
     def update_message(self, message_id: int, *, content: str | None = None, reasoning: str | None = None,
                        state: str | None = None, stats: dict | None = None,
-                       reasoning_s: float | None = None) -> None:
+                       reasoning_s: float | None = None, tool: dict | None = None) -> None:
         fields = {k: v for k, v in (("content", content), ("reasoning", reasoning), ("state", state),
                                     ("reasoning_s", reasoning_s)) if v is not None}
         if stats is not None:
             fields["stats"] = json.dumps(stats)
+        if tool is not None:
+            fields["tool"] = json.dumps(tool)
         if fields:
             sets = ", ".join(f"{k} = ?" for k in fields)
             self.db.execute(f"UPDATE messages SET {sets} WHERE id = ?", (*fields.values(), message_id))
@@ -309,11 +324,19 @@ def _escape_like(text: str) -> str:
 def _conversation(row: sqlite3.Row) -> Conversation:
     return Conversation(id=row["id"], title=row["title"], model_id=row["model_id"],
                         system_prompt=row["system_prompt"], sampling=json.loads(row["sampling"] or "{}"),
-                        leaf_id=row["leaf_id"], created_at=row["created_at"], updated_at=row["updated_at"])
+                        leaf_id=row["leaf_id"], created_at=row["created_at"], updated_at=row["updated_at"],
+                        tools=_json(row, "tools"))
 
 
 def _message(row: sqlite3.Row) -> Message:
     return Message(id=row["id"], conversation_id=row["conversation_id"], parent_id=row["parent_id"],
                    role=row["role"], content=row["content"], state=row["state"], model_id=row["model_id"],
                    created_at=row["created_at"], stats=json.loads(row["stats"] or "{}"),
-                   reasoning=row["reasoning"], reasoning_s=row["reasoning_s"])
+                   reasoning=row["reasoning"], reasoning_s=row["reasoning_s"], tool=_json(row, "tool"))
+
+
+def _json(row: sqlite3.Row, key: str) -> dict[str, Any]:
+    """A JSON column, or {} on a database opened read-only before it had that column."""
+    if key not in row.keys():
+        return {}
+    return json.loads(row[key] or "{}")

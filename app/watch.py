@@ -83,8 +83,8 @@ class ConfigWatcher(QObject):
         if self._reading:
             return
         s = self.ctx.settings
-        remotes = getattr(getattr(self.ctx.runtime, "remotes", None), "registry", None)
-        args = (Path(remotes.path) if remotes else s.config_dir / "remotes.json", s.library_db,
+        remotes = getattr(self.ctx.engine, "remotes_file", None) or s.config_dir / "remotes.json"
+        args = (Path(remotes), s.library_db,
                 Path(self.ctx.prefs.path), list(s.models_dirs))
         self._reading = self.ctx.tasks.run_in_background(lambda: read_snapshot(*args), self._on_read) is not None
 

@@ -1,9 +1,10 @@
 """Continuous batching against llama-server: Fireside's API server beside llama-server on one model.
 
 Starts llama-server (built from the llama.cpp that llama-cpp-python vendors, so both run the same
-kernels; pass its path) and Fireside's server on the starter model (SmolLM2-135M), each with the same
-threads and ``--slots`` slots of ``--ctx`` tokens each (llama-server: ``-c slots*ctx -np slots``), and
-measures both, alternating which goes first each round, with the same client (``HttpTarget``) and the
+kernels; pass its path) and ``fireside serve`` on the starter model (SmolLM2-135M), each a process of
+its own, as users run them (so neither server shares an interpreter, and its lock, with the client),
+with the same threads and ``--slots`` slots of ``--ctx`` tokens each (llama-server: ``-c slots*ctx -np
+slots``; Fireside: ``--ctx ctx --parallel slots``), and measures both, alternating which goes first each round, with the same client (``HttpTarget``) and the
 same greedy sampling: one stream's time per output token, the aggregate output tokens/s of 4 and 8
 concurrent streams with their time-to-first-token p50/p99, and the time to evaluate a fresh prompt of
 about 4,000 tokens. Prints medians over the rounds and Fireside/llama-server ratios.
@@ -19,6 +20,7 @@ import random
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -26,12 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 
 from fireside.engine.bench.targets import HttpTarget, RequestResult
-from fireside.engine.library import Library
 from fireside.engine.library.starter import starter_path
-from fireside.engine.models.planner import LoadOptions
-from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.server import ServerThread, create_app
-from fireside.engine.settings import Settings
 
 TOPICS = ["a lighthouse keeper", "a dragon who bakes bread", "the first train to the coast", "a lost violin",
           "a city under the sea", "two rival gardeners", "a robot learning to paint", "the last ferry home"]
@@ -52,22 +49,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(proc: subprocess.Popen, url: str, what: str) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(f"{url}/{'health' if what == 'llama-server' else 'api/ps'}", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    raise SystemExit(f"{what} did not come up")
+
+
 def start_llama_server(binary: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [binary, "-m", str(starter_path()), "-t", str(threads), "-c", str(ctx * slots), "-np", str(slots),
            "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit("llama-server did not come up")
+    wait_healthy(proc, url, "llama-server")
+    return proc, url
+
+
+def start_fireside(home: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
+    """``fireside serve`` with the starter loaded before it listens, kept loaded for the whole run."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "fireside.engine", "serve", "--port", str(port), "--load", "starter",
+           "--keep-alive", "-1", "--ctx", str(ctx), "--parallel", str(slots), "--threads", str(threads)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "FIRESIDE_HOME": home})
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(proc, url, "fireside serve")
+    return proc, url
 
 
 def tpot(r: RequestResult) -> float:
@@ -142,18 +156,14 @@ def main() -> None:
     ap.add_argument("--prompt-words", type=int, default=3900, help="words in the fresh long prompt (~1 token each)")
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    proc, ls_url = start_llama_server(args.llama_server, args.threads, args.ctx, args.slots)
     with tempfile.TemporaryDirectory() as home:
-        settings = Settings.from_env({"FIRESIDE_HOME": home})
-        settings.ensure_dirs()
-        library = Library(settings)
-        rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, max_queue=64)
-        rt.load("starter", LoadOptions(context=args.ctx, parallel=args.slots, threads=args.threads))
-        server = ServerThread(create_app(rt, settings, library), "127.0.0.1", 0)
-        server.start()
-        targets = {"fireside": HttpTarget(server.url, "starter", endpoint="chat", exact_length=False),
-                   "llama-server": LlamaServerTarget(ls_url, "starter", endpoint="chat", exact_length=False)}
+        procs = []
         try:
+            procs.append(start_llama_server(args.llama_server, args.threads, args.ctx, args.slots))
+            procs.append(start_fireside(home, args.threads, args.ctx, args.slots))
+            (_, ls_url), (_, fs_url) = procs
+            targets = {"fireside": HttpTarget(fs_url, "starter", endpoint="chat", exact_length=False),
+                       "llama-server": LlamaServerTarget(ls_url, "starter", endpoint="chat", exact_length=False)}
             for t in targets.values():
                 t.send("Hello!", 4)  # warm both
             results: dict[str, list[dict[str, float]]] = {k: [] for k in targets}
@@ -164,11 +174,9 @@ def main() -> None:
                     print(name, {k: round(v, 1) for k, v in results[name][-1].items()}, flush=True)
             report(results, args.rounds)
         finally:
-            server.stop()
-            rt.close()
-            proc.terminate()
-            proc.wait(timeout=10)
-
+            for proc, _ in procs:
+                proc.terminate()
+                proc.wait(timeout=30)
 
 if __name__ == "__main__":
     main()

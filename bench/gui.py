@@ -68,7 +68,7 @@ def main() -> None:
     stalls = []
     try:
         for i in range(args.runs):
-            app.ctx.runtime.unload("starter")
+            app.ctx.engine.unload("starter")
             worst, ticks = one_run(qapp, app, args.tokens, f"Tell me about the sea, part {i + 1}.")
             stalls.append(worst)
             print(f"run {i + 1}: worst stall {worst * 1000:.1f} ms over {ticks} ticks (load + reply)")

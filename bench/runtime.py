@@ -17,8 +17,8 @@ import time
 from fireside.engine.library.starter import starter_path
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 PROMPT = "Write a detailed essay about the history of sailing ships, with many examples."
 

@@ -20,9 +20,9 @@ import httpx
 
 from fireside.engine.library import Library
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 PROMPT = [{"role": "user", "content": "Write a short story about a lighthouse keeper."}]
 

@@ -1,4 +1,5 @@
-"""Test set-up shared by every tier: Qt offscreen, a temporary Fireside home, an in-memory keyring."""
+"""Test set-up shared by every tier: Qt offscreen, a temporary Fireside home, an in-memory keyring, and
+the app's error history emptied around each test."""
 
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ def memory_keyring():
     keyring.set_keyring(ring)
     yield ring
     keyring.set_keyring(previous)
+
+
+@pytest.fixture(autouse=True)
+def fresh_feedback():
+    """The app's error history is module state: each test starts with none shown, so an assertion on
+    ``feedback.history[-1]`` sees this test's message, never one left by an earlier test."""
+    from fireside.app import feedback
+
+    feedback.history.clear()
+    yield feedback.history
+    feedback.history.clear()
 
 
 @pytest.fixture(scope="session")

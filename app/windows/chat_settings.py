@@ -1,12 +1,11 @@
-"""The per-chat panel: system prompt and sampling parameters, saved with the conversation.
+"""The per-chat panel: system prompt, sampling parameters and tools, saved with the conversation.
 
-Values are plain dicts in the store (``Sampling`` field names), so a chat keeps its settings across
-restarts and a new chat starts from the defaults.
+Values are plain dicts in the store (``Sampling`` field names; for tools, the servers that are on and
+the step limit), so a chat keeps its settings across restarts and a new chat starts from the defaults
+(no tools: a chat gets tools only when the user turns a server on).
 """
 
 from __future__ import annotations
-
-from dataclasses import fields
 
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (
@@ -20,14 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.runtime.types import Sampling
-
 DEFAULT_SAMPLING = {"temperature": 0.7, "top_p": 0.95, "top_k": 40, "repeat_penalty": 1.1, "max_tokens": 1024}
-
-
-def to_sampling(values: dict) -> Sampling:
-    known = {f.name for f in fields(Sampling)}
-    return Sampling(**{k: v for k, v in values.items() if k in known})
 
 
 class ChatSettingsPanel(QWidget):
@@ -61,6 +53,7 @@ class ChatSettingsPanel(QWidget):
         lay.addWidget(self.system_prompt)
         lay.addWidget(QLabel("<b>Sampling</b>"))
         lay.addLayout(form)
+        self._tools_section(lay)
         lay.addStretch(1)
         self.setFixedWidth(230)
         self.system_prompt.textChanged.connect(self._on_value_changed)
@@ -83,6 +76,58 @@ class ChatSettingsPanel(QWidget):
         self.seed.setValue(values.get("seed") or 0)
         self.seed.setEnabled(self.fixed_seed.isChecked())
         self._loading = False
+
+    def _tools_section(self, lay: QVBoxLayout) -> None:
+        """A checkbox per MCP server (filled in by ``set_servers``) and the step limit."""
+        lay.addWidget(QLabel("<b>Tools</b> (MCP servers)"))
+        self.no_servers = QLabel("No MCP servers yet: add one with <code>fireside mcp add</code>.", wordWrap=True,
+                                 objectName="stats")
+        self.server_boxes: dict[str, QCheckBox] = {}
+        self.servers_column = QVBoxLayout()
+        self.servers_column.addWidget(self.no_servers)
+        lay.addLayout(self.servers_column)
+        self.max_steps = QSpinBox(minimum=1, maximum=50, value=8, toolTip="Rounds of tool calls before the model "
+                                  "must answer with what it has")
+        steps = QFormLayout()
+        steps.addRow("Tool steps", self.max_steps)
+        lay.addLayout(steps)
+        self.max_steps.valueChanged.connect(self._on_value_changed)
+        self._tools_on: list[str] = []
+
+    def set_servers(self, names: list[str]) -> None:
+        """The MCP servers a chat can use (read off the GUI thread by the page): one checkbox each."""
+        for box in self.server_boxes.values():
+            box.setParent(None)
+            box.deleteLater()
+        self.server_boxes = {}
+        for name in names:
+            box = QCheckBox(name, toolTip=f"Offer the tools of MCP server {name!r} in this chat")
+            box.setChecked(name in self._tools_on)
+            box.toggled.connect(self._on_server_toggled)
+            self.servers_column.addWidget(box)
+            self.server_boxes[name] = box
+        self.no_servers.setVisible(not names)
+
+    def set_tools(self, tools: dict) -> None:
+        self._loading = True
+        self._tools_on = list(tools.get("servers") or [])
+        for name, box in self.server_boxes.items():
+            box.setChecked(name in self._tools_on)
+        self.max_steps.setValue(int(tools.get("max_steps") or 8))
+        self._loading = False
+
+    def tools(self) -> dict:
+        """``{"servers": [names on], "max_steps": n}``; a server on in this chat but no longer configured
+        stays on (its tools come back if it does)."""
+        known = [n for n, box in self.server_boxes.items() if box.isChecked()]
+        kept = [n for n in self._tools_on if n not in self.server_boxes]
+        return {"servers": kept + known, "max_steps": self.max_steps.value()}
+
+    @Slot(bool)
+    def _on_server_toggled(self, _on: bool) -> None:
+        if not self._loading:
+            self._tools_on = self.tools()["servers"]
+            self.changed.emit()
 
     def values(self) -> tuple[str, dict]:
         sampling = {"temperature": self.temperature.value(), "top_p": self.top_p.value(),

@@ -135,11 +135,6 @@ class ConversationList(QWidget):
         index = self.view.currentIndex()
         return index.data(IdRole) if index.isValid() else None
 
-    def rename(self, conv_id: int) -> None:
-        row = self.model.row_of(conv_id)
-        if row >= 0:
-            self.view.edit(self.model.index(row))
-
     @Slot(str)
     def _on_search_changed(self, text: str) -> None:
         current = self.current_id()

@@ -2,9 +2,9 @@
 quantization and size with a fit pill read from each file's real header, and download one; the
 downloads panel below tracks every pull.
 
-Every hub call blocks on the network, so each runs through ``run_in_background``; a search or repo
-answer that arrives after the user has moved on is dropped (each request carries a sequence number).
-The ``Hub`` is built on first use from ``ctx.extras["hub_factory"]`` when a test supplies one.
+Every hub call blocks on the network, so each goes through the bridge's ``DownloadsController``
+(``app/downloads.py``), which runs it on a worker; a search or repo answer that arrives after the user
+has moved on is dropped (each request carries a sequence number).
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fireside.engine.fmt import human_bytes
+
 from ..context import AppContext
 from ..feedback import show_error
 from .downloads import DownloadsPanel
-from .load_dialog import VERDICTS, human_bytes
+from .load_dialog import VERDICTS
 
 PILL_COLORS = {"full_gpu": "#bfe8c4", "partial": "#cfe0fb", "cpu_only": "#fde7c2", "will_not_fit": "#f7c6bf"}
 Index = QModelIndex | QPersistentModelIndex
@@ -86,7 +88,7 @@ class DiscoverPage(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx = ctx
-        self.hub = None
+        self.hub = ctx.bridge.downloads
         self.details = None
         self.fits: dict[str, str] = {}
         self._seq = 0
@@ -112,7 +114,7 @@ class DiscoverPage(QWidget):
         self.download.clicked.connect(self._on_download_clicked)
         self.files_view.selectionModel().currentRowChanged.connect(
             lambda cur, _prev: self.download.setEnabled(cur.isValid()))
-        self.downloads = DownloadsPanel()
+        self.downloads = DownloadsPanel(self.hub)
         top = QHBoxLayout()
         for w, stretch in ((self.query, 1), (self.sort, 0), (go, 0)):
             top.addWidget(w, stretch)
@@ -146,20 +148,6 @@ class DiscoverPage(QWidget):
         view.setTextElideMode(Qt.ElideMiddle)
         return view
 
-    def _hub(self):
-        if self.hub is None:
-            factory = self.ctx.extras.get("hub_factory")
-            if factory is None:
-                from fireside.engine.hub.hub import Hub
-
-                def factory():
-                    return Hub(self.ctx.settings)
-            self.hub = factory()
-            from fireside.engine.hub.manager import DownloadManager
-
-            self.downloads.attach(DownloadManager(self.hub))
-        return self.hub
-
     def _file_cells(self, f) -> tuple[str, ...]:
         return (f.quant, f.name + (f" (+{len(f.parts) - 1} parts)" if len(f.parts) > 1 else ""),
                 human_bytes(f.size), self.fits.get(f.name, "checking…"))
@@ -170,8 +158,7 @@ class DiscoverPage(QWidget):
         self._seq += 1
         seq, query, sort = self._seq, self.query.text().strip(), self.sort.currentText()
         self.status.setText("Searching…")
-        self.ctx.tasks.run_in_background(lambda: self._hub().search(query, sort=sort, limit=40),
-                                         lambda r, e: self._on_searched(seq, r, e))
+        self.hub.search(query, sort, lambda r, e: self._on_searched(seq, r, e))
 
     def _on_searched(self, seq: int, results, error) -> None:
         if seq != self._seq:
@@ -193,7 +180,7 @@ class DiscoverPage(QWidget):
         seq = self._seq
         self.repo_title.setText(f"<b>{repo_id}</b> · loading…")
         self.files.set_rows([])
-        self.ctx.tasks.run_in_background(lambda: self._hub().repo(repo_id), lambda r, e: self._on_repo(seq, r, e))
+        self.hub.repo(repo_id, lambda r, e: self._on_repo(seq, r, e))
 
     def _on_repo(self, seq: int, details, error) -> None:
         if seq != self._seq:
@@ -207,8 +194,7 @@ class DiscoverPage(QWidget):
                                 f"{details.downloads:,} downloads")
         self.files.set_rows(sorted(details.files, key=lambda f: f.size))
         for row, f in enumerate(self.files.rows):
-            self.ctx.tasks.run_in_background(lambda f=f: self._hub().fit(details.id, f),
-                                             lambda r, e, row=row, f=f: self._on_fit(seq, row, f, r, e))
+            self.hub.fit(details.id, f, lambda r, e, row=row, f=f: self._on_fit(seq, row, f, r, e))
 
     def _on_fit(self, seq: int, row: int, file, check, error) -> None:
         if seq != self._seq:
@@ -223,12 +209,4 @@ class DiscoverPage(QWidget):
         if not rows or self.details is None:
             return
         file = self.files.rows[rows[0].row()]
-        self.downloads.add(self._hub_manager().start(self.details.id, file.name))
-
-    def _hub_manager(self):
-        self._hub()
-        return self.downloads.manager
-
-    def dispose(self) -> None:
-        if self.downloads.manager is not None:
-            self.downloads.manager.shutdown()
+        self.hub.start(self.details.id, file.name)

@@ -1,28 +1,19 @@
 """The downloads panel: one row per pull with a progress bar, speed, ETA, and pause, resume and cancel.
 
-The engine's ``DownloadManager`` runs each pull on its own worker and calls back on that worker;
-``DownloadSignals`` turns those callbacks into Qt signals (the manager already samples progress about
-ten times a second), connected to bound slots of the panel, so every widget update runs on the GUI thread.
+The bridge's ``DownloadsController`` (``app/downloads.py``) runs the pulls and turns the download
+workers' callbacks into signals (the manager already samples progress about ten times a second),
+connected to bound slots of the panel, so every widget update runs on the GUI thread.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
-from .load_dialog import human_bytes
+from fireside.engine.fmt import human_bytes
 
-
-class DownloadSignals(QObject):
-    """Callbacks from download workers, as signals.
-
-    Signals:
-        job_progressed(object): a ``DownloadJob`` with fresh ``progress``.
-        job_finished(object): a ``DownloadJob`` that is done, failed, paused or cancelled.
-    """
-
-    job_progressed = Signal(object)
-    job_finished = Signal(object)
+from ..downloads import DownloadsController
+from ..feedback import show_error
 
 
 def _eta(seconds: float | None) -> str:
@@ -60,7 +51,7 @@ class _JobRow:
 
 
 class DownloadsPanel(QGroupBox):
-    """Pulls in flight and finished; ``manager`` callbacks arrive through ``DownloadSignals``.
+    """Pulls in flight and finished, as the ``DownloadsController`` reports them.
 
     Signals:
         model_added(object): a finished ``DownloadJob`` whose model is now in the library.
@@ -68,12 +59,13 @@ class DownloadsPanel(QGroupBox):
 
     model_added = Signal(object)
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, downloads: DownloadsController, parent: QWidget | None = None):
         super().__init__("Downloads", parent)
-        self.manager = None
-        self.signals = DownloadSignals(self)
-        self.signals.job_progressed.connect(self._on_signals_job_progressed)
-        self.signals.job_finished.connect(self._on_signals_job_finished)
+        self.downloads = downloads
+        downloads.job_started.connect(self._on_downloads_job_started)
+        downloads.job_progressed.connect(self._on_downloads_job_progressed)
+        downloads.job_finished.connect(self._on_downloads_job_finished)
+        downloads.job_failed.connect(self._on_downloads_job_failed)
         self.rows: dict[int, _JobRow] = {}
         self.jobs: dict[int, object] = {}
         self.grid = QGridLayout()
@@ -82,10 +74,13 @@ class DownloadsPanel(QGroupBox):
         lay.addWidget(self.empty)
         lay.addLayout(self.grid)
 
-    def attach(self, manager) -> None:
-        manager.on_progress = self.signals.job_progressed.emit
-        manager.on_done = self.signals.job_finished.emit
-        self.manager = manager
+    @Slot(object)
+    def _on_downloads_job_started(self, job) -> None:
+        self.add(job)
+
+    @Slot(str, object)
+    def _on_downloads_job_failed(self, what: str, error) -> None:
+        show_error(error, f"downloading {what}")
 
     def add(self, job) -> None:
         self.empty.hide()
@@ -97,20 +92,21 @@ class DownloadsPanel(QGroupBox):
     def toggle_pause(self, job_id: int) -> None:
         job = self.jobs[job_id]
         if job.state == "paused":
-            self.add(self.manager.resume(job_id))
+            self.rows[job_id].pause.setEnabled(False)  # until the resumed job starts
+            self.downloads.resume(job_id)
         else:
-            self.manager.pause(job_id)
+            self.downloads.pause(job_id)
 
     def cancel(self, job_id: int) -> None:
-        self.manager.cancel(job_id)
+        self.downloads.cancel(job_id)
 
     @Slot(object)
-    def _on_signals_job_progressed(self, job) -> None:
+    def _on_downloads_job_progressed(self, job) -> None:
         if self.jobs.get(job.id) is job:
             self.rows[job.id].show(job)
 
     @Slot(object)
-    def _on_signals_job_finished(self, job) -> None:
+    def _on_downloads_job_finished(self, job) -> None:
         if self.jobs.get(job.id) is job:
             self.rows[job.id].show(job)
         if job.state == "done":

@@ -1,5 +1,5 @@
-"""The load dialog: GPU layers, context length, KV-cache type and flash attention for one model, with
-the fit planner's live estimate of VRAM and RAM and its verdict.
+"""The load dialog: GPU layers, context length, KV-cache type, flash attention and parallel slots for one
+model, with the fit planner's live estimate of VRAM and RAM and its verdict.
 
 "Auto" (the default) lets the planner choose everything. The model's header is read and the hardware
 detected once, off the GUI thread; each change then re-plans (a pure computation) and shows the result.
@@ -24,24 +24,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.models import hardware
-from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import VERDICT_WORDS, LoadOptions, plan_fit
+from fireside.engine.fmt import human_bytes
+from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
 
 from ..context import AppContext
 from ..feedback import show_error
 
 VERDICTS = VERDICT_WORDS  # one wording for the app and the CLI, kept in the planner
 FLASH = {"Auto": None, "On": True, "Off": False}
+MAX_SLOTS = 16  # each slot holds a whole context: past this the KV memory, not the speed, is what grows
 AUTO = {"auto": True}  # a model's saved settings that say "let the planner choose", whatever the default is
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 class LoadDialog(QDialog):
@@ -56,8 +48,7 @@ class LoadDialog(QDialog):
         self._build()
         saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))
         self._apply(saved, auto=saved == LoadOptions())
-        ctx.tasks.run_in_background(lambda: (inspect_file(ctx.runtime.resolver(model_id)), hardware.detect()),
-                                    self._on_inspected)
+        ctx.bridge.inspect(model_id, self._on_inspected)
 
     def _build(self) -> None:
         self.auto = QCheckBox("Auto (let Fireside choose)")
@@ -68,6 +59,8 @@ class LoadDialog(QDialog):
         self.kv.addItems(["f16", "q8_0", "q4_0"])
         self.flash = QComboBox()
         self.flash.addItems(list(FLASH))
+        self.parallel = QSpinBox(minimum=1, maximum=MAX_SLOTS, toolTip=(
+            "Requests decoded together (chats, API clients), each with a KV cache of the full context"))
         self.estimate = QLabel("Reading the model…", wordWrap=True, objectName="estimate")
         form = QFormLayout()
         form.addRow(self.auto)
@@ -76,6 +69,7 @@ class LoadDialog(QDialog):
         form.addRow("Context length", self.context)
         form.addRow("KV cache", self.kv)
         form.addRow("Flash attention", self.flash)
+        form.addRow("Parallel slots", self.parallel)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Load")
         buttons.accepted.connect(self.accept)
@@ -85,7 +79,7 @@ class LoadDialog(QDialog):
         lay.addWidget(self.estimate)
         lay.addWidget(buttons)
         for signal in (self.auto.toggled, self.layers.valueChanged, self.context.valueChanged,
-                       self.kv.currentIndexChanged, self.flash.currentIndexChanged):
+                       self.kv.currentIndexChanged, self.flash.currentIndexChanged, self.parallel.valueChanged):
             signal.connect(self._on_changed)
 
     def _apply(self, o: LoadOptions, auto: bool) -> None:
@@ -94,12 +88,14 @@ class LoadDialog(QDialog):
         self.context.setValue(o.context or 4096)
         self.kv.setCurrentText(o.kv_type)
         self.flash.setCurrentText(next(k for k, v in FLASH.items() if v == o.flash_attn))
+        self.parallel.setValue(o.parallel or DEFAULT_PARALLEL)
 
     def options(self) -> LoadOptions | None:
         if self.auto.isChecked():
             return None
         return LoadOptions(n_gpu_layers=self.layers.value(), context=self.context.value(),
-                           kv_type=self.kv.currentText(), flash_attn=FLASH[self.flash.currentText()])
+                           kv_type=self.kv.currentText(), flash_attn=FLASH[self.flash.currentText()],
+                           parallel=self.parallel.value())
 
     def _on_inspected(self, result, error) -> None:
         if error:
@@ -113,7 +109,7 @@ class LoadDialog(QDialog):
     @Slot()
     def _on_changed(self, *_args) -> None:
         manual = not self.auto.isChecked()
-        for w in (self.layers, self.context, self.kv, self.flash):
+        for w in (self.layers, self.context, self.kv, self.flash, self.parallel):
             w.setEnabled(manual)
         self.layers_label.setText(f"{self.layers.value()} of {self.layers.maximum()}")
         if self.info is None:
@@ -125,7 +121,7 @@ class LoadDialog(QDialog):
             return
         self.estimate.setText(
             f"<b>{VERDICTS.get(plan.verdict, plan.verdict)}</b> · {plan.n_gpu_layers} GPU layers · "
-            f"context {plan.context:,}<br>VRAM {human_bytes(plan.gpu_bytes)} · RAM {human_bytes(plan.ram.total_bytes)}"
+            f"context {plan.context:,} · {plan.parallel} slot{'s' * (plan.parallel != 1)}<br>VRAM {human_bytes(plan.gpu_bytes)} · RAM {human_bytes(plan.ram.total_bytes)}"
             f" · largest context that fits: {plan.max_context:,}")
         if self.auto.isChecked():
             self._show_plan(plan)
@@ -136,7 +132,8 @@ class LoadDialog(QDialog):
         for w, set_value in ((self.layers, lambda: self.layers.setValue(plan.n_gpu_layers)),
                              (self.context, lambda: self.context.setValue(plan.context)),
                              (self.kv, lambda: self.kv.setCurrentText(plan.kv_type)),
-                             (self.flash, lambda: self.flash.setCurrentText(flash))):
+                             (self.flash, lambda: self.flash.setCurrentText(flash)),
+                             (self.parallel, lambda: self.parallel.setValue(plan.parallel))):
             w.blockSignals(True)
             set_value()
             w.blockSignals(False)
@@ -163,5 +160,6 @@ def describe_options(o: LoadOptions | None) -> str:
         return "Auto settings"
     parts = [f"context {o.context:,}" if o.context else "", f"{o.n_gpu_layers} GPU layers" if o.n_gpu_layers else "",
              f"KV cache {o.kv_type}" if o.kv_type != "f16" else "",
-             {True: "flash attention on", False: "flash attention off"}.get(o.flash_attn, "")]
+             {True: "flash attention on", False: "flash attention off"}.get(o.flash_attn, ""),
+             f"{o.parallel} slot{'s' * (o.parallel != 1)}" if o.parallel else ""]
     return " · ".join(p for p in parts if p) or "Auto settings"

@@ -3,7 +3,7 @@ errors and undo offers, and a status bar with the loaded models and their memory
 state and address.
 
 Pages are built from the one ``AppContext``. The status bar refreshes when the bridge says the set of
-loaded models changed, and every few seconds for memory (the runtime's list is a quick, locked read).
+loaded models changed, and every few seconds for memory (the engine's list is a quick, locked read).
 What other processes change (a remote added from the CLI, a model pulled or imported, the models
 folders) reaches the model picker, My Models and Settings through the ``ConfigWatcher``.
 """
@@ -27,12 +27,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fireside.engine.fmt import human_bytes
+
 from .. import feedback
 from ..context import AppContext
 from ..watch import ConfigWatcher
 from .chat import ChatPage
 from .discover import DiscoverPage
-from .load_dialog import human_bytes
 from .models import ModelsPage
 from .server import ServerPage
 from .settings import SettingsPage
@@ -110,6 +111,7 @@ class MainWindow(QMainWindow):
         self.chat.undo_offered.connect(self._on_chat_undo_offered)
         self.pages["Discover"].downloads.model_added.connect(self._on_downloads_model_added)
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
+        ctx.bridge.unload_failed.connect(self._on_bridge_unload_failed)
         self.pages["Settings"].remotes.remotes_changed.connect(self._on_settings_remotes_changed)
         self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
         self._timer = QTimer(self, interval=3000)
@@ -158,7 +160,7 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_bridge_loaded_changed(self) -> None:
-        loaded = self.ctx.runtime.loaded()
+        loaded = self.ctx.engine.loaded()
         if loaded:
             parts = [f"{m.model_id} · {human_bytes(m.rss_bytes or m.planned_ram_bytes)} RAM"
                      + (f" · {human_bytes(m.planned_gpu_bytes)} VRAM" if m.planned_gpu_bytes else "") for m in loaded]
@@ -166,6 +168,10 @@ class MainWindow(QMainWindow):
         else:
             self.models_label.setText("No model loaded")
         self.server_label.setText(self.pages["Server"].status_text())
+
+    @Slot(str, object)
+    def _on_bridge_unload_failed(self, model_id: str, error) -> None:
+        feedback.show_error(error, f"unloading {model_id}")
 
     @Slot(object)
     def _on_downloads_model_added(self, _job) -> None:

@@ -1,7 +1,8 @@
 """The My Models page: every model in the library as a sortable table (name, architecture, parameters,
 quantization, size, context, source, last used), with import (a file, a folder, other apps' models),
 delete with confirmation, show in the file manager, and per-model defaults (load settings, system
-prompt). Listing and importing run on workers; the table model only holds plain ``LibraryModel`` rows.
+prompt). Listing, importing and deleting go through the bridge, on workers (a delete unloads the model first,
+in the same task); the table model only holds plain ``LibraryModel`` rows.
 
 The summary counts disk use as the disk sees it: each file once (by device and inode), and a file that is
 a link to another app's copy (an import: a hard link or a symlink) as using no new space.
@@ -9,9 +10,8 @@ a link to another app's copy (an import: a hard link or a symlink) as using no n
 
 from __future__ import annotations
 
-import os
-import stat
 import time
+from functools import partial
 from pathlib import Path
 
 from PySide6.QtCore import (
@@ -39,25 +39,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.library.imports import APPS, default_locations, find, import_found
+from fireside.engine.fmt import human_bytes, human_count
+from fireside.engine.library.imports import APPS
 
 from ..context import AppContext
 from ..feedback import show_error
-from .load_dialog import LoadDialog, human_bytes
+from .load_dialog import LoadDialog
 
 COLUMNS = ("Name", "Architecture", "Parameters", "Quantization", "Size", "Context", "Source", "Last used")
 SortRole = Qt.UserRole + 1
 Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()
-
-
-def _params(n: int) -> str:
-    if not n:
-        return "?"
-    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= size:
-            return f"{n / size:.1f} {unit}" if unit == "B" else f"{n / size:.0f} {unit}"
-    return str(n)
 
 
 def _ago(ts: float | None) -> str:
@@ -68,27 +60,6 @@ def _ago(ts: float | None) -> str:
         if minutes < limit:
             return f"{minutes / size:.0f} {unit} ago"
     return "long ago"
-
-
-def disk_use(models) -> tuple[int, int]:
-    """(bytes the library's files take, bytes of files that are links to another app's copy). Reads the
-    file system: call it off the GUI thread."""
-    names: dict[tuple[int, int], list[int]] = {}  # (st_dev, st_ino) -> [size, our names, its links]
-    linked_away = 0
-    for m in models:
-        for f in m.files or [m.path]:
-            try:
-                if stat.S_ISLNK(os.lstat(f).st_mode):  # a symlink: the space is the target's owner's
-                    linked_away += os.stat(f).st_size
-                    continue
-                st = os.stat(f)
-            except OSError:
-                continue
-            entry = names.setdefault((st.st_dev, st.st_ino), [st.st_size, 0, st.st_nlink])
-            entry[1] += 1
-    own = sum(size for size, ours, links in names.values() if links <= ours)
-    shared = sum(size for size, ours, links in names.values() if links > ours)  # a name outside the library
-    return own, shared + linked_away
 
 
 def disk_text(own: int, linked: int) -> str:
@@ -133,7 +104,7 @@ class ModelsTableModel(QAbstractTableModel):
         used = self.last_used.get(m.id)
         values = (
             (m.id, m.id.lower()), (m.info.architecture, m.info.architecture),
-            (_params(m.info.parameter_count), m.info.parameter_count), (m.quant, m.quant),
+            (human_count(m.info.parameter_count) if m.info.parameter_count else "?", m.info.parameter_count), (m.quant, m.quant),
             (human_bytes(m.size), m.size), (f"{m.info.context_length:,}", m.info.context_length),
             (m.source, m.source), (_ago(used), used or 0.0),
         )
@@ -189,10 +160,7 @@ class ModelsPage(QWidget):
 
     @Slot()
     def refresh(self) -> None:
-        def work():
-            models = self.ctx.library().list()
-            return models, disk_use(models)
-        self.ctx.tasks.run_in_background(work, self._on_listed)
+        self.ctx.bridge.list_models(self._on_listed)
 
     def _on_listed(self, listed, error) -> None:
         if error:
@@ -209,20 +177,18 @@ class ModelsPage(QWidget):
 
     # --- imports ---------------------------------------------------------------------------------
     def import_paths(self, paths: list[Path]) -> None:
-        def work():
-            lib = self.ctx.library()
-            return [lib.add_file(p) for p in paths]
-        self.ctx.tasks.run_in_background(work, self._on_imported)
+        self.ctx.bridge.import_files(paths, partial(self._on_library_changed, "importing"))
+
+    def import_folder(self, folder: Path) -> None:
+        self.ctx.bridge.import_folder(folder, partial(self._on_library_changed, "importing"))
 
     def import_app(self, app: str) -> None:
-        def work():
-            found = find(app, default_locations(app, self.ctx.settings))
-            return [m for _f, m in import_found(self.ctx.library(), found) if not isinstance(m, str)]
-        self.ctx.tasks.run_in_background(work, self._on_imported)
+        self.ctx.bridge.import_app(app, partial(self._on_library_changed, "importing"))
 
-    def _on_imported(self, added, error) -> None:
+    def _on_library_changed(self, what: str, _result, error) -> None:
+        """After an import or a delete (on a worker): say what failed, and list the library again."""
         if error:
-            show_error(error, "importing")
+            show_error(error, what)
         self.refresh()
 
     @Slot()
@@ -235,7 +201,7 @@ class ModelsPage(QWidget):
     def _on_import_folder_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Import every GGUF model in a folder")
         if folder:
-            self.import_paths(sorted(Path(folder).rglob("*.gguf")))
+            self.import_folder(Path(folder))
 
     # --- per-model actions -----------------------------------------------------------------------
     @Slot("QPoint")
@@ -266,5 +232,4 @@ class ModelsPage(QWidget):
         box.open()
 
     def delete(self, model_id: str) -> None:
-        self.ctx.bridge.unload(model_id)
-        self.ctx.tasks.run_in_background(lambda: self.ctx.library().remove(model_id), self._on_imported)
+        self.ctx.bridge.delete_model(model_id, partial(self._on_library_changed, "deleting the model"))

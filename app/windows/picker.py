@@ -80,14 +80,9 @@ class ModelBar(QWidget):
         self.reload_list()
 
     def reload_list(self) -> None:
-        self.ctx.tasks.run_in_background(self._list_ids, self._on_listed)
-
-    def _list_ids(self) -> tuple[list[str], bool]:
-        """Runs on a worker: local models, then the remote engines' (a dead remote lists nothing), and
-        whether some remote did not answer (a remote busy or starting up answers a later ask)."""
-        statuses = self.ctx.runtime.remotes.statuses()
-        remote = [m.id for s in statuses for m in s.models]
-        return [m.id for m in self.ctx.library().list()] + remote, any(s.error for s in statuses)
+        """Local models, then the remote engines' (asked on a worker; a remote busy or starting up that
+        did not answer is asked again a few times)."""
+        self.ctx.bridge.model_ids(self._on_listed)
 
     def _on_listed(self, listed, error) -> None:
         if error:
@@ -116,7 +111,7 @@ class ModelBar(QWidget):
 
     def ensure_loaded(self, model_id: str) -> bool:
         """True when ``model_id`` can answer now; otherwise start loading it (``model_ready`` follows)."""
-        if is_remote(model_id) or self.ctx.runtime.is_loaded(model_id):
+        if self.ctx.engine.is_loaded(model_id):
             return True  # a remote model is loaded on its own server; errors come with the reply
         if self.loading != model_id:
             self.load(model_id)
@@ -214,7 +209,7 @@ class ModelBar(QWidget):
     @Slot()
     def _on_bridge_loaded_changed(self) -> None:
         model_id = self.current()
-        loaded = {m.model_id: m for m in self.ctx.runtime.loaded()}
+        loaded = {m.model_id: m for m in self.ctx.engine.loaded()}
         self.eject_button.setEnabled(model_id in loaded)
         if model_id in loaded:
             self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}")
@@ -224,5 +219,5 @@ class ModelBar(QWidget):
             self.state.setText("Not loaded: sending a message loads it" if model_id else "")
 
     def context_size(self, model_id: str | None) -> int:
-        loaded = {m.model_id: m for m in self.ctx.runtime.loaded()}
+        loaded = {m.model_id: m for m in self.ctx.engine.loaded()}
         return loaded[model_id].n_ctx if model_id in loaded else 0

@@ -1,11 +1,8 @@
-"""The prompt cache in the app: the Settings group (on/off, size cap, the folder's size, Clear), the
-tag each chat's saved KV states carry, and forgetting those states when a chat is deleted.
+"""The Settings page's Prompt cache group: on/off, the size cap, the folder's size in use, and Clear.
 
-The engine (``engine/runtime/kvcache.py``) keys a saved state by its tokens and model; the chat page
-tags each turn it sends with ``tag_for(conversation id)``, so deleting a chat deletes exactly its
-states. The choices live in the app's preferences (``prompt_cache``) and are copied into ``Settings``
-at start-up (``apply_prefs``) and on every change, and each change reaches the loaded models at once
-(``Runtime.apply_prompt_cache``).
+The choices live in the app's preferences (``prompt_cache``, copied into ``Settings`` at start-up by
+``app/promptcache.py``) and in ``Settings`` on every change, and each change reaches the loaded
+models at once (``Runtime.apply_prompt_cache``).
 """
 
 from __future__ import annotations
@@ -21,31 +18,11 @@ from PySide6.QtWidgets import (
     QPushButton,
 )
 
+from fireside.engine.fmt import human_bytes
 from fireside.engine.runtime import kvcache
-from fireside.engine.settings import Settings
 
 from ..context import AppContext
 from ..feedback import show_error
-from .load_dialog import human_bytes
-
-
-def tag_for(conv_id: int) -> str:
-    """The tag a chat's saved states carry in the prompt cache."""
-    return f"chat-{conv_id}"
-
-
-def apply_prefs(settings: Settings, prefs) -> None:
-    """Copy the Settings page's prompt cache choices (kept in ``prefs``) into ``settings``."""
-    chosen = prefs.get("prompt_cache") or {}
-    settings.prompt_cache = settings.prompt_cache and bool(chosen.get("enabled", True))
-    if chosen.get("cap_gib"):
-        settings.prompt_cache_cap_bytes = int(float(chosen["cap_gib"]) * 2**30)
-
-
-def forget_chat(ctx: AppContext, conv_id: int) -> None:
-    """Delete a chat's saved states, off the GUI thread."""
-    folder = ctx.settings.prompt_cache_dir
-    ctx.tasks.run_in_background(lambda: kvcache.clear(folder, tag=tag_for(conv_id)))
 
 
 class PromptCacheBox(QGroupBox):
@@ -80,7 +57,7 @@ class PromptCacheBox(QGroupBox):
 
     def _save(self) -> None:
         self.ctx.prefs.set("prompt_cache", {"enabled": self.enabled.isChecked(), "cap_gib": self.cap.value()})
-        apply = getattr(self.ctx.runtime, "apply_prompt_cache", None)  # loaded models follow at once
+        apply = getattr(self.ctx.engine, "apply_prompt_cache", None)  # loaded models follow at once
         if apply is not None:
             self.ctx.tasks.run_in_background(apply)
 

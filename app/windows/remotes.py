@@ -1,9 +1,9 @@
 """The "Remote engines" group of the Settings page: the OpenAI-compatible servers a user has added, each
 with whether it answers and how many models it lists (or why not), and fields to add or remove one.
 
-Every registry and network call (adding, removing, asking each remote for its models) runs on a worker
-through ``ctx.tasks``; keys go to the OS keyring through the engine's registry, and where no keyring
-exists a remote with a key is refused here with a sentence saying so. After a change, and once the
+Every registry and network call (adding, removing, asking each remote for its models) goes through the
+bridge, on a worker; keys go to the OS keyring through the engine, and where no keyring exists a remote
+with a key is refused with a sentence saying so (the bridge asks the keyring, off the GUI thread). After a change, and once the
 remotes have been asked again, ``remotes_changed`` tells the window so the chat's model picker reloads.
 """
 
@@ -26,10 +26,6 @@ from PySide6.QtWidgets import (
 
 from ..context import AppContext
 from ..feedback import show_error
-
-NO_KEYRING = ("No OS keyring is available on this machine, so Fireside cannot keep this remote's API key "
-              "safely. Install and unlock one (GNOME Keyring or KWallet on Linux), or add the remote "
-              "without a key.")
 
 
 def describe_status(status) -> str:
@@ -88,9 +84,7 @@ class RemotesBox(QGroupBox):
     def refresh(self, fresh: bool = True, changed: bool = False) -> None:
         """Ask every remote for its models on a worker (``fresh`` skips the engine's short cache)."""
         self._set_busy(True)
-        engine = self.ctx.runtime.remotes
-        self.ctx.tasks.run_in_background(lambda: engine.statuses(fresh=fresh),
-                                         partial(self._on_statuses_listed, changed))
+        self.ctx.bridge.remote_statuses(fresh, partial(self._on_statuses_listed, changed))
 
     def _on_statuses_listed(self, changed: bool, statuses, error) -> None:
         self._set_busy(False)
@@ -132,19 +126,12 @@ class RemotesBox(QGroupBox):
 
     @Slot()
     def _on_add_clicked(self) -> None:
-        from .settings import keyring_available  # settings embeds this module: import it when used
-
         name, url, key = self.name.text().strip(), self.url.text().strip(), self.key.text()
         if not name or not url:
             show_error("A remote engine needs a name and a base URL")
             return
-        if key and not keyring_available():
-            show_error(NO_KEYRING)
-            return
-        registry = self.ctx.runtime.remotes.registry
         self._set_busy(True)
-        self.ctx.tasks.run_in_background(lambda: registry.add(name, url, key or None),
-                                         partial(self._on_remote_added, name))
+        self.ctx.bridge.add_remote(name, url, key or None, partial(self._on_remote_added, name))
 
     def _on_remote_added(self, name: str, _endpoint, error) -> None:
         if error:
@@ -160,9 +147,8 @@ class RemotesBox(QGroupBox):
         name = self.selected()
         if not name:
             return
-        registry = self.ctx.runtime.remotes.registry
         self._set_busy(True)
-        self.ctx.tasks.run_in_background(lambda: registry.remove(name), partial(self._on_remote_removed, name))
+        self.ctx.bridge.remove_remote(name, partial(self._on_remote_removed, name))
 
     def _on_remote_removed(self, name: str, _endpoint, error) -> None:
         if error:

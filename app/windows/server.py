@@ -3,8 +3,9 @@ same runtime the chat uses), its port, loopback or network (network forces an AP
 (generated, copied, kept in the OS keyring), allowed origins, idle unload, a live request log and
 ready-to-copy snippets that show the real address.
 
-The server is ``create_app`` plus a ``ServerThread``; starting binds the port on a worker (a taken port
-is a clear error, never a hang) and stopping joins uvicorn's thread, also on a worker.
+The page holds widgets; the bridge's ``ServerController`` (``app/serving.py``) runs the server: the page
+reads its widgets here, on the GUI thread, into a ``ServerConfig`` and hands it over, and the binding,
+the joining and every keyring read or write happen on workers.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from fireside.engine.settings import DEFAULT_PORT
 
 from ..context import AppContext
 from ..feedback import show_error
-from .settings import keyring_available
+from ..serving import KeyState, ServerConfig
 from .snippets import SNIPPETS, snippet
 
 
@@ -70,7 +71,11 @@ class ServerPage(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx = ctx
-        self.thread = None
+        self.server = ctx.bridge.server
+        self.server.started.connect(self._on_server_started)
+        self.server.stopped.connect(self._on_server_stopped)
+        self.server.failed.connect(self._on_server_failed)
+        self.server.key_read.connect(self._on_server_key_read)
         self.request_log = RequestLog()
         self.request_log.line_logged.connect(self._on_request_log_line_logged)
         logging.getLogger("uvicorn.access").addHandler(self.request_log)
@@ -95,6 +100,7 @@ class ServerPage(QWidget):
         copy.clicked.connect(self._on_copy_snippet_clicked)
         lay.addWidget(copy)
         self._show_state()
+        self.server.read_key()
 
     def _header(self) -> QHBoxLayout:
         self.state = QLabel(objectName="serverState")
@@ -114,12 +120,11 @@ class ServerPage(QWidget):
         self.reach.addItems(["This computer only (127.0.0.1)", "My network (0.0.0.0, API key required)"])
         self.reach.setCurrentIndex(1 if prefs.get("network") else 0)
         self.key = QLineEdit(echoMode=QLineEdit.Password, placeholderText="No key (loopback only)")
-        self.key.setText(_load_key() or "")
         generate = QPushButton("Generate")
         generate.clicked.connect(self._on_generate_clicked)
         copy = QPushButton("Copy")
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.key.text()))
-        self.require_key = QCheckBox("Require the key on this computer too", checked=bool(self.key.text()))
+        self.require_key = QCheckBox("Require the key on this computer too")
         self.origins = QLineEdit(prefs.get("origins", ""), placeholderText="https://my-app.example, http://localhost:3000")
         self.idle = QSpinBox(minimum=0, maximum=24 * 60, suffix=" min", specialValueText="never",
                              value=int(prefs.get("idle_min", 10)))
@@ -144,11 +149,11 @@ class ServerPage(QWidget):
 
     # --- state -----------------------------------------------------------------------------------
     def running(self) -> bool:
-        return bool(self.thread and self.thread.running)
+        return self.server.running
 
     def url(self) -> str:
-        if self.thread is not None:
-            return self.thread.url.replace("0.0.0.0", "localhost")
+        if self.server.url is not None:
+            return self.server.url.replace("0.0.0.0", "localhost")
         return f"http://127.0.0.1:{self.port.value()}"
 
     def status_text(self) -> str:
@@ -177,6 +182,7 @@ class ServerPage(QWidget):
             self.start_server()
 
     def start_server(self) -> None:
+        """Read the widgets (here, on the GUI thread) and hand the server controller what they say."""
         network = self.reach.currentIndex() == 1
         key = self.key.text().strip() or None
         if network and not key:
@@ -184,50 +190,39 @@ class ServerPage(QWidget):
             self.key.setText(key)
         self._save_prefs()
         self.toggle.setEnabled(False)
-        self.ctx.runtime.idle_ttl_s = self.idle.value() * 60.0
-        host = "0.0.0.0" if network else "127.0.0.1"
-        use_key = key if (network or self.require_key.isChecked()) else None
-        origins = [o.strip() for o in self.origins.text().split(",") if o.strip()]
-        jit = self.jit.isChecked()
-        self.ctx.tasks.run_in_background(lambda: self._start(host, self.port.value(), use_key, origins, jit),
-                                         self._on_started)
+        self.server.start(ServerConfig(
+            host="0.0.0.0" if network else "127.0.0.1", port=self.port.value(),
+            api_key=key if (network or self.require_key.isChecked()) else None, saved_key=self.key.text(),
+            origins=[o.strip() for o in self.origins.text().split(",") if o.strip()], jit=self.jit.isChecked(),
+            idle_ttl_s=self.idle.value() * 60.0))
 
-    def _start(self, host: str, port: int, key: str | None, origins: list[str], jit: bool = True):
-        from fireside.engine.server.app import create_app
-        from fireside.engine.server.security import SecurityPolicy
-        from fireside.engine.server.thread import ServerThread
-
-        policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins)
-        thread = ServerThread(create_app(self.ctx.runtime, self.ctx.settings, policy=policy, jit=jit), host, port,
-                              access_log=True, log_level="info")
-        thread.start()
-        return thread
-
-    def _on_started(self, thread, error) -> None:
+    @Slot(str)
+    def _on_server_started(self, url: str) -> None:
         self.toggle.setEnabled(True)
-        if error:
-            show_error(error, "starting the server")
-        else:
-            self.thread = thread
-            self.log.appendPlainText(f"listening on {thread.url}")
+        self.log.appendPlainText(f"listening on {url}")
         self._show_state()
 
     def stop_server(self, wait: bool = False) -> None:
-        thread, self.thread = self.thread, None
-        if thread is None:
+        if self.server.thread is None:
             return
-        if wait:
-            thread.stop()
-        else:
-            self.toggle.setEnabled(False)
-            self.ctx.tasks.run_in_background(thread.stop, self._on_stopped)
+        self.toggle.setEnabled(False)
+        self.server.stop(wait=wait)
         self._show_state()
 
-    def _on_stopped(self, _result, error) -> None:
+    @Slot()
+    def _on_server_stopped(self) -> None:
         self.toggle.setEnabled(True)
-        if error:
-            show_error(error, "stopping the server")
         self._show_state()
+
+    @Slot(str, object)
+    def _on_server_failed(self, what: str, error) -> None:
+        show_error(error, what)
+
+    @Slot(object)
+    def _on_server_key_read(self, state: KeyState) -> None:
+        if state.key and not self.key.text():
+            self.key.setText(state.key)
+            self.require_key.setChecked(True)
 
     def dispose(self) -> None:
         logging.getLogger("uvicorn.access").removeHandler(self.request_log)
@@ -247,18 +242,6 @@ class ServerPage(QWidget):
         self.ctx.prefs.set("server", {"port": self.port.value(), "network": self.reach.currentIndex() == 1,
                                       "origins": self.origins.text(), "idle_min": self.idle.value(),
                                       "jit": self.jit.isChecked()})
-        key = self.key.text()
-        if not keyring_available():
-            if key:
-                show_error("No OS keyring on this machine: the API key works until Fireside quits, and a new "
-                           "one is needed after a restart")
-            return
-        try:
-            from fireside.engine.server.security import delete_api_key, save_api_key
-
-            save_api_key(key) if key else delete_api_key()
-        except Exception as exc:  # a locked or broken keyring: the key still works for this session
-            show_error(exc, "keeping the API key in the keyring (it works for this session only)")
 
     @Slot(str)
     def _on_request_log_line_logged(self, line: str) -> None:
@@ -270,11 +253,3 @@ class ServerPage(QWidget):
         if isinstance(view, QPlainTextEdit):
             QGuiApplication.clipboard().setText(view.toPlainText())
 
-
-def _load_key() -> str | None:
-    try:
-        from fireside.engine.server.security import load_api_key
-
-        return load_api_key()
-    except Exception:  # no keyring, or no server module in this build: start without a key
-        return None

@@ -1,6 +1,9 @@
 """The Settings page: theme, models folders, the Hugging Face token (in the OS keyring, with a clear
 notice where none exists), the remote engines (``remotes.RemotesBox``), this machine's hardware as
 llama.cpp sees it, default load settings, and whether closing the window keeps a running server in the tray.
+
+The keyring, the hardware and the remembered workarounds are read through the bridge, on workers; the
+token's state and the no-keyring notice appear when the answer comes back.
 """
 
 from __future__ import annotations
@@ -8,7 +11,6 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-import keyring
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -27,27 +29,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fireside.engine.fmt import human_bytes
 from fireside.engine.models import hardware
 
 from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
-from .load_dialog import human_bytes
 from .prompt_cache import PromptCacheBox
 from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}
-
-
-def keyring_available() -> bool:
-    """False when keyring fell back to its "fail" or "null" backend (no OS keyring on this machine)."""
-    from keyring.backends import fail, null
-
-    backend = keyring.get_keyring()
-    if isinstance(backend, (fail.Keyring, null.Keyring)):
-        return False
-    chained = getattr(backend, "backends", None)  # the chainer is empty when no backend is usable
-    return chained is None or bool(chained)
 
 
 class SettingsPage(QWidget):
@@ -112,8 +103,8 @@ class SettingsPage(QWidget):
         save.clicked.connect(self._on_save_token_clicked)
         forget = QPushButton("Remove")
         forget.clicked.connect(self._on_remove_token_clicked)
-        self.token_state = QLabel()
-        self.keyring_notice = QLabel(objectName="notice", wordWrap=True, visible=not keyring_available())
+        self.token_state = QLabel("Checking the keyring…")
+        self.keyring_notice = QLabel(objectName="notice", wordWrap=True, visible=False)
         self.keyring_notice.setText(
             "No OS keyring is available on this machine, so Fireside cannot keep a token safely. Install and "
             "unlock one (GNOME Keyring or KWallet on Linux), or set HF_TOKEN in the environment for a session. "
@@ -203,30 +194,34 @@ class SettingsPage(QWidget):
         self.show_folders()
 
     def _show_token_state(self) -> None:
-        from fireside.engine.hub.auth import get_token
+        self.ctx.bridge.token_state(self._on_token_state_read)
 
-        self.token_state.setText("A token is saved in the keyring." if get_token() else "No token saved.")
+    def _on_token_state_read(self, state, error) -> None:
+        if error is not None:
+            show_error(error, "reading the keyring")
+            state = (False, False)
+        available, saved = state
+        self.keyring_notice.setVisible(not available)
+        self.token_state.setText("A token is saved in the keyring." if saved else "No token saved.")
 
     @Slot()
     def _on_save_token_clicked(self) -> None:
-        from fireside.engine.hub.auth import set_token
+        self.ctx.bridge.save_token(self.token.text(), self._on_token_saved)
 
-        try:
-            set_token(self.token.text())
-        except Exception as exc:
-            show_error(exc, "saving the token")
+    def _on_token_saved(self, _result, error) -> None:
+        if error is not None:
+            show_error(error, "saving the token")
             return
         self.token.clear()
         self._show_token_state()
 
     @Slot()
     def _on_remove_token_clicked(self) -> None:
-        from fireside.engine.hub.auth import delete_token
+        self.ctx.bridge.delete_token(self._on_token_removed)
 
-        try:
-            delete_token()
-        except Exception as exc:
-            show_error(exc, "removing the token")
+    def _on_token_removed(self, _result, error) -> None:
+        if error is not None:
+            show_error(error, "removing the token")
         self._show_token_state()
 
     @Slot()
@@ -238,12 +233,12 @@ class SettingsPage(QWidget):
 
     @Slot()
     def refresh_hardware(self) -> None:
-        self.ctx.tasks.run_in_background(lambda: hardware.detect(refresh=True), self._on_hardware_detected)
-        self.ctx.tasks.run_in_background(self.ctx.runtime.workarounds.entries, self._on_workarounds_read)
+        self.ctx.bridge.hardware(self._on_hardware_detected)
+        self.ctx.bridge.workarounds(self._on_workarounds_read)
 
     @Slot()
     def _on_clear_workarounds_clicked(self) -> None:
-        self.ctx.tasks.run_in_background(self.ctx.runtime.workarounds.clear, lambda _n, _e: self.refresh_hardware())
+        self.ctx.bridge.clear_workarounds(lambda _n, _e: self.refresh_hardware())
 
     def _on_workarounds_read(self, entries, error) -> None:
         if error:

@@ -3,8 +3,10 @@
 Each ``MessageView`` shows who spoke, the text rendered as Markdown (code highlighted, with a copy
 link per block), the reasoning folded behind "Thought for N s", the reply's stats, and the actions a
 message offers: copy, edit (yours), regenerate (the model's), retry (a reply that failed, or your last
-message when it got no reply) and a ``‹ 2/3 ›`` switcher when a message has branches. ``Transcript`` lays the cards out and keeps the view pinned to the bottom while a reply
-streams, unless the user has scrolled up to read.
+message when it got no reply) and a ``‹ 2/3 ›`` switcher when a message has branches. A tool call is a
+``ToolCallView`` (``toolcard.py``) instead, and the model's reply that only made calls has no card of
+its own: its calls are the cards. ``Transcript`` lays the cards out and keeps the view pinned to the
+bottom while a reply streams, unless the user has scrolled up to read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from ..store import Message
 from .markdown import plain, render
+from .toolcard import ToolCallView
 
 
 def is_dark() -> bool:
@@ -47,6 +50,8 @@ def format_stats(stats: dict) -> str:
     if stats.get("finish_reason") and stats["finish_reason"] != "stop":
         parts.append({"length": "hit the token limit", "cancelled": "stopped"}.get(
             stats["finish_reason"], stats["finish_reason"]))
+    if stats.get("tool_step_limit"):
+        parts.append(f"answered without tools at the step limit ({stats['tool_step_limit']})")
     return " · ".join(parts)
 
 
@@ -222,12 +227,14 @@ class Transcript(QScrollArea):
     Signals:
         edit_requested(int), regenerate_requested(int), branch_requested(int, int), retry_requested(int):
             forwarded from cards.
+        tool_decided(int, str): forwarded from a tool call's card: message id, the user's answer.
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     branch_requested = Signal(int, int)
     retry_requested = Signal(int)
+    tool_decided = Signal(int, str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -239,7 +246,7 @@ class Transcript(QScrollArea):
         self.column.setSpacing(10)
         self.column.addStretch(1)
         self.setWidget(inner)
-        self.views: dict[int, MessageView] = {}
+        self.views: dict[int, MessageView | ToolCallView] = {}
         self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
         self._pinned = True
 
@@ -249,14 +256,30 @@ class Transcript(QScrollArea):
             view.deleteLater()
         self.views.clear()
         for msg in messages:
-            view = MessageView(msg, branches.get(msg.id, (0, 1)))
-            view.edit_requested.connect(self.edit_requested)
-            view.regenerate_requested.connect(self.regenerate_requested)
-            view.branch_requested.connect(self.branch_requested)
-            view.retry_requested.connect(self.retry_requested)
+            if msg.role == "assistant" and msg.tool.get("calls") and not msg.content.strip():
+                continue  # a reply that only made calls: its calls' cards say it all
+            view = self._card(msg, branches.get(msg.id, (0, 1)))
             self.column.insertWidget(self.column.count() - 1, view)
             self.views[msg.id] = view
         self._pinned = True
+
+    def _card(self, msg: Message, branch: tuple[int, int]) -> MessageView | ToolCallView:
+        if msg.role == "tool":
+            card = ToolCallView(msg)
+            card.decided.connect(self.tool_decided)
+            return card
+        view = MessageView(msg, branch)
+        view.edit_requested.connect(self.edit_requested)
+        view.regenerate_requested.connect(self.regenerate_requested)
+        view.branch_requested.connect(self.branch_requested)
+        view.retry_requested.connect(self.retry_requested)
+        return view
+
+    def restyle(self) -> None:
+        """Render the message cards again (the theme changed: code blocks follow the new scheme)."""
+        for view in self.views.values():
+            if isinstance(view, MessageView):
+                view.set_content(view.message.content, view.message.reasoning, view.message.reasoning_s)
 
     def warm_up(self) -> None:
         """Build and drop one card: the first one pays PySide's lazy type set-up (~0.2 s), which
@@ -271,7 +294,7 @@ class Transcript(QScrollArea):
             if view.message.role == "user":
                 view.set_unanswered(view.message.id == message_id)
 
-    def view(self, message_id: int) -> MessageView | None:
+    def view(self, message_id: int) -> MessageView | ToolCallView | None:
         return self.views.get(message_id)
 
     def set_busy(self, busy: bool) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from ..runtime.types import ChatRequest, CompletionRequest, Sampling
+from ..types import ChatRequest, CompletionRequest, Sampling
 
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # Ask for exactly max_tokens where the server supports it (vLLM, SGLang); others ignore or refuse them.

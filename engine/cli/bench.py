@@ -6,7 +6,7 @@
     fireside bench --local starter --concurrency 1,2,4
 
 With no ``--base-url`` it measures the Fireside server this machine runs (with the API key from the
-OS keyring, if one is set). ``--local MODEL`` loads the model into a runtime in this process and
+OS keyring, if one is set). ``--local MODEL`` loads the model into an engine in this process and
 measures the engine without any server in between.
 """
 
@@ -120,14 +120,9 @@ def http_target(args: argparse.Namespace) -> HttpTarget:
 
 def _stored_key() -> str | None:
     """The local server's key from the OS keyring; None when there is none, or no keyring at all."""
-    from keyring.errors import KeyringError
+    from ..apikey import load_api_key
 
-    from ..server.security import load_api_key
-
-    try:
-        return load_api_key()
-    except KeyringError:
-        return None
+    return load_api_key()
 
 
 def _progress(level: LevelResult) -> None:
@@ -138,13 +133,13 @@ def _progress(level: LevelResult) -> None:
 def cmd_bench(args: argparse.Namespace) -> int:
     config = _config(args)
     config.check()
-    runtime = None
+    engine = None
     if args.local:
-        from ..runtime.runtime import Runtime
+        from ..facade import Engine
 
-        runtime = Runtime(Settings.from_env(), idle_ttl_s=0, max_queue=max(config.concurrency) + 4)
-        runtime.load(args.local, load_options(args))
-        target = LocalTarget(runtime, args.local, endpoint=args.endpoint)
+        engine = Engine(Settings.from_env(), idle_ttl_s=0, max_queue=max(config.concurrency) + 4)
+        engine.load(args.local, load_options(args))
+        target = LocalTarget(engine, args.local, endpoint=args.endpoint)
     else:
         target = http_target(args)
     try:
@@ -152,8 +147,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                            on_level=_progress)
     finally:
         target.close()
-        if runtime is not None:
-            runtime.close()
+        if engine is not None:
+            engine.close()
     print(format_table(report))
     if args.json:
         write_json(report, args.json)

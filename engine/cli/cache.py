@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..fmt import human_bytes
 from ..runtime import kvcache
 from ..settings import Settings
-from .fmt import human_bytes, print_json, table
+from .fmt import print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

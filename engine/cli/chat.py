@@ -16,11 +16,12 @@ import threading
 
 import httpx
 
+from ..facade import Engine
+from ..fmt import human_bytes
 from ..models.planner import LoadOptions
-from ..runtime.runtime import Runtime
-from ..runtime.types import ChatRequest, Sampling, Usage
 from ..settings import Settings
-from .fmt import human_bytes, table
+from ..types import ChatRequest, Sampling, Usage
+from .fmt import table
 from .mcp import ToolChat, add_chat_options
 from .models import add_load_options, load_options
 
@@ -66,8 +67,8 @@ def _sampling(args: argparse.Namespace) -> Sampling:
                     repeat_penalty=args.repeat_penalty, seed=args.seed, max_tokens=args.max_tokens, stop=args.stop)
 
 
-def _start(args: argparse.Namespace) -> tuple[Runtime, LoadOptions]:
-    runtime = Runtime(Settings.from_env(), idle_ttl_s=0)
+def _start(args: argparse.Namespace) -> tuple[Engine, LoadOptions]:
+    engine = Engine(Settings.from_env(), idle_ttl_s=0)
     opts = load_options(args)
     last = [-1]
 
@@ -77,19 +78,19 @@ def _start(args: argparse.Namespace) -> tuple[Runtime, LoadOptions]:
             last[0] = pct
             print(f"\rloading {args.model}: {pct:3d}%", end="", file=sys.stderr, flush=True)
 
-    loaded = runtime.load(args.model, opts, on_progress=progress)
+    loaded = engine.load(args.model, opts, on_progress=progress)
     if sys.stderr.isatty():
         print("\r" + " " * 40 + "\r", end="", file=sys.stderr)
     for warning in loaded.warnings:
         print(f"note: {warning}", file=sys.stderr)
-    return runtime, opts
+    return engine, opts
 
 
-def _stream(runtime: Runtime, model: str, request: ChatRequest, out=None) -> tuple[str, Usage | None]:
+def _stream(engine: Engine, model: str, request: ChatRequest, out=None) -> tuple[str, Usage | None]:
     """Print a reply as it streams; Ctrl-C stops it (the runner is told at once) and keeps what came."""
     out = out or sys.stdout  # looked up per call, so redirected stdout is honoured
     cancel = threading.Event()
-    stream = runtime.chat(model, request, cancel=cancel)
+    stream = engine.chat(model, request, cancel=cancel)
     text, usage = [], None
     try:
         for chunk in stream:
@@ -129,12 +130,12 @@ def _read_prompt() -> str | None:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    runtime, _ = _start(args)
+    engine, _ = _start(args)
     tools = None
     system = args.system
     history: list[dict] = []
     try:
-        tools = ToolChat(args, runtime) if args.tools else None
+        tools = ToolChat(args, engine) if args.tools else None
         print(f"Chatting with {args.model}. {HELP}", file=sys.stderr)
         while True:
             try:
@@ -159,27 +160,27 @@ def cmd_chat(args: argparse.Namespace) -> int:
             if tools:
                 history += tools.reply(args.model, messages, _sampling(args))
                 continue
-            reply, _ = _stream(runtime, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
+            reply, _ = _stream(engine, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
             history.append({"role": "assistant", "content": reply})
     finally:
         if tools:
             tools.close()
-        runtime.close()
+        engine.close()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
-    runtime, _ = _start(args)
+    engine, _ = _start(args)
     try:
         messages = ([{"role": "system", "content": args.system}] if args.system else [])
         messages.append({"role": "user", "content": prompt})
-        _, usage = _stream(runtime, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
+        _, usage = _stream(engine, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
         if args.stats and usage:
             print(f"{usage.completion_tokens} tokens, {usage.decode_tokens_per_s:.1f} tokens/s, "
                   f"first token after {usage.ttft_s * 1000:.0f} ms", file=sys.stderr)
         return 0
     finally:
-        runtime.close()
+        engine.close()
 
 
 def cmd_ps(args: argparse.Namespace) -> int:

@@ -1,25 +1,10 @@
-"""Small formatting helpers shared by the CLI's commands."""
+"""Output helpers shared by the CLI's commands: JSON and plain tables. Sizes and counts are formatted by
+``engine/fmt.py``, the one convention the app uses too."""
 
 from __future__ import annotations
 
 import json
 import sys
-
-
-def human_bytes(n: float) -> str:
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
-def human_count(n: float) -> str:
-    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(int(n))
 
 
 def print_json(obj: object) -> None:

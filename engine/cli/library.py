@@ -8,6 +8,7 @@ import sys
 import threading
 
 from ..errors import UnsafePath
+from ..fmt import human_bytes, human_count
 from ..hub.auth import delete_token, set_token
 from ..hub.downloads import Progress
 from ..hub.hub import SORTS, Hub
@@ -17,7 +18,7 @@ from ..library.paths import check_repo_id
 from ..models import hardware
 from ..models.planner import verdict_text
 from ..settings import Settings
-from .fmt import human_bytes, human_count, print_json, table
+from .fmt import print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -26,8 +26,8 @@ from ..errors import McpServerError
 from ..mcp import McpConfig, McpHub, McpServer, Timeouts
 from ..mcp.imports import import_file, known_configs
 from ..mcp.loop import PendingCall, ToolLoop, ToolStep
-from ..runtime.types import Chunk, Sampling
 from ..settings import Settings
+from ..types import Chunk, Sampling
 from .fmt import print_json, table
 
 _ADD_OPTIONS = argparse.ArgumentParser(add_help=False, prog="fireside mcp add")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from ..fmt import human_bytes, human_count
 from ..library.resolve import resolve_model
 from ..models import hardware
 from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit, verdict_text
 from ..runtime.healing import Workarounds
 from ..settings import Settings
-from .fmt import human_bytes, human_count, print_json, table
+from .fmt import print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -19,7 +19,9 @@ import sys
 import threading
 
 from ..errors import ServerError
+from ..models.planner import LoadOptions
 from ..settings import Settings
+from .models import add_load_options, load_options
 
 log = logging.getLogger("fireside.serve")
 IMMEDIATE_S = 0.001  # "--keep-alive 0": the idle reaper unloads within a second of the reply
@@ -40,9 +42,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="accept this Host header besides loopback names (repeatable)")
     p.add_argument("--load", action="append", default=[], metavar="MODEL",
                    help="load this model before serving (repeatable)")
-    p.add_argument("--parallel", type=int, metavar="N",
-                   help="slots per model: requests decoded together, each with its own context "
-                        "(default: up to 4, as many as the model's memory plan allows)")
     p.add_argument("--no-jit", dest="jit", action="store_false", default=True,
                    help="answer only for models already loaded (default: load a model on its first request)")
     p.add_argument("--keep-alive", type=keep_alive, default=None, metavar="DURATION",
@@ -53,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "restart; see `fireside cache ls`)")
     p.add_argument("--allow-management", action="store_true",
                    help="let API clients pull and delete models (/api/pull, /api/delete); off by default")
+    add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
     p.set_defaults(handler=cmd_serve)
 
 
@@ -72,7 +72,7 @@ def keep_alive(text: str) -> float:
 
 def api_key(args: argparse.Namespace) -> str | None:
     """The key to require: given, newly made, or the one in the keyring (stored when given or made)."""
-    from ..server.security import load_api_key, save_api_key
+    from ..apikey import load_api_key, save_api_key
 
     key = args.api_key
     if args.new_key:
@@ -88,7 +88,7 @@ def api_key(args: argparse.Namespace) -> str | None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ..server.security import delete_api_key
+    from ..apikey import delete_api_key
 
     if args.forget_key:
         delete_api_key()
@@ -101,17 +101,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
           preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
-          parallel=args.parallel)
+          load_defaults=load_options(args))
     return 0
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
-          management: bool = False, parallel: int | None = None) -> None:
+          management: bool = False, load_defaults: LoadOptions | None = None) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
+    from ..facade import Engine
     from ..library import Library
-    from ..models.planner import LoadOptions
-    from ..runtime.runtime import Runtime
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
 
@@ -120,18 +119,18 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
     library = Library(settings)
     log.info("library: %d models", len(library.list()))
-    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
-                      load_defaults=LoadOptions(parallel=parallel))
-    log.info("runtime: idle models unload after %s", f"{runtime.idle_ttl_s:g} s" if runtime.idle_ttl_s else "never")
+    engine = Engine(settings, library=library, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
+                    load_defaults=load_defaults)
+    log.info("engine: idle models unload after %s", f"{engine.idle_ttl_s:g} s" if engine.idle_ttl_s else "never")
     log.info("prompt cache: %s", f"{settings.prompt_cache_dir}, up to {settings.prompt_cache_cap_bytes / 2**30:g} GiB"
              if settings.prompt_cache else "off")
     for ref in preload:
-        loaded = runtime.load(library.get(ref).id)
+        loaded = engine.load(library.get(ref).id)
         log.info("loaded %s (%s, context %d, %d slots)", loaded.model_id, loaded.verdict, loaded.n_ctx,
                  loaded.parallel)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
                             allow_management=management)
-    server = ServerThread(create_app(runtime, settings, library, policy=policy, jit=jit), host, port)
+    server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit), host, port)
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
@@ -146,4 +145,4 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         log.info("stopping the server")
         server.stop()
         log.info("stopping the runners")
-        runtime.close()
+        engine.close()

@@ -1,8 +1,10 @@
 """The Hugging Face token: kept in the OS keyring, and sent to the hub's own host and nowhere else.
 
-Machines without a keyring backend (a bare Linux server, a container) still work for public repos:
-reading gives no token, and saving one raises ``HubError`` that says how to get a keyring or to use
-``HF_TOKEN`` for the session instead.
+The token is one entry of the engine's ``SecretStore`` (``engine/secrets.py``), under its one error
+policy. Machines without a keyring backend (a bare Linux server, a container) still work for public
+repos: reading gives no token, and saving one raises ``HubError`` that says how to get a keyring or to
+use ``HF_TOKEN`` for the session instead. A keyring that fails on read (locked) is logged and treated
+as no token, so public downloads keep working; saving or removing raises.
 """
 
 from __future__ import annotations
@@ -12,29 +14,25 @@ from collections.abc import Generator
 from urllib.parse import urlsplit
 
 import httpx
-import keyring
-from keyring.errors import KeyringError, NoKeyringError, PasswordDeleteError
 
 from ..errors import HubError
+from ..secrets import SecretStore
 from ..settings import redact, secret
 
 log = logging.getLogger(__name__)
 
 SERVICE = "fireside"
 USERNAME = "huggingface-token"
-NO_KEYRING = ("no OS keyring is available to keep the Hugging Face token (install and unlock one, e.g. "
-              "GNOME Keyring or KWallet on Linux, or set HF_TOKEN for this session instead)")
+TOKENS = SecretStore(SERVICE, HubError, "Hugging Face token", "set HF_TOKEN for this session instead", entry=USERNAME)
 
 
 def get_token() -> str | None:
-    """The saved token, or None (also when no keyring backend exists: public repos still work)."""
+    """The saved token, or None (also when no keyring exists, or it cannot be read: public repos
+    still work, and the log says why the token was not used)."""
     try:
-        return secret(keyring.get_password(SERVICE, USERNAME) or None)
-    except NoKeyringError:
-        log.info(NO_KEYRING)
-        return None
-    except KeyringError as exc:
-        log.warning("could not read the Hugging Face token from the keyring: %s", exc)
+        return secret(TOKENS.get())
+    except HubError as exc:
+        log.warning("%s; going on without a token", exc)
         return None
 
 
@@ -42,21 +40,11 @@ def set_token(token: str) -> None:
     token = token.strip()
     if not token:
         raise HubError("the Hugging Face token is empty")
-    try:
-        keyring.set_password(SERVICE, USERNAME, token)
-    except NoKeyringError as exc:
-        raise HubError(NO_KEYRING) from exc
-    except KeyringError as exc:
-        raise HubError(f"could not save the Hugging Face token in the keyring: {exc}") from exc
+    TOKENS.set(token)
 
 
 def delete_token() -> None:
-    try:
-        keyring.delete_password(SERVICE, USERNAME)
-    except PasswordDeleteError:
-        pass
-    except NoKeyringError as exc:
-        raise HubError(NO_KEYRING) from exc
+    TOKENS.delete()
 
 
 def _origin(url: str | httpx.URL) -> tuple[str, str, int | None]:

@@ -30,6 +30,7 @@ from ..errors import (
     ModelTooLarge,
     UnsafePath,
 )
+from ..fmt import human_bytes
 from ..library.library import Library, LibraryModel
 from ..library.names import quant_of
 from ..library.paths import check_file_name, check_repo_id
@@ -253,13 +254,9 @@ def unfit_reason(check: FitCheck) -> str | None:
     plan = check.plan
     if plan.fits or plan.max_context >= MIN_USEFUL_CONTEXT:
         return None
-    return (f"{check.file.name} ({_size(check.file.size)}) will not fit on this machine: it needs about "
-            f"{_size(plan.shortfall_bytes)} more memory than is free at a {plan.context:,}-token context, and no "
+    return (f"{check.file.name} ({human_bytes(check.file.size)}) will not fit on this machine: it needs about "
+            f"{human_bytes(plan.shortfall_bytes)} more memory than is free at a {plan.context:,}-token context, and no "
             f"context of {MIN_USEFUL_CONTEXT:,} tokens or more fits")
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def _group_files(siblings: list) -> list[HubFile]:

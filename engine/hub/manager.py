@@ -5,7 +5,8 @@ thread from a small pool and reports through ``on_progress`` (sampled, about ten
 ``on_done`` (the job, finished, failed or paused). Two jobs for one file share its download: the
 second waits on the part's lock (progress state ``waiting``) and then finds the file in place. Pausing sets the job's cancel event: the part file
 stays, and ``resume`` starts the same pull again, which continues with a Range request. ``cancel``
-also deletes the part. The app's bridge and the server's ``/api/pull`` are its callers.
+also deletes the part. The app's downloads controller (``app/downloads.py``, owned by the bridge) and
+the server's ``/api/pull`` are its callers.
 
 Threading: every method may be called from any thread; callbacks run on the job's worker thread.
 """

@@ -338,3 +338,24 @@ def _prune_empty(folder: Path, root: Path) -> None:
         except OSError:
             return
         folder = folder.parent
+
+
+def disk_use(models) -> tuple[int, int]:
+    """(bytes the library's files take, bytes of files that are links to another app's copy), each file
+    counted once (by device and inode). Reads the file system: call it off the GUI thread."""
+    names: dict[tuple[int, int], list[int]] = {}  # (st_dev, st_ino) -> [size, our names, its links]
+    linked_away = 0
+    for m in models:
+        for f in m.files or [m.path]:
+            try:
+                if stat.S_ISLNK(os.lstat(f).st_mode):  # a symlink: the space is the target's owner's
+                    linked_away += os.stat(f).st_size
+                    continue
+                st = os.stat(f)
+            except OSError:
+                continue
+            entry = names.setdefault((st.st_dev, st.st_ino), [st.st_size, 0, st.st_nlink])
+            entry[1] += 1
+    own = sum(size for size, ours, links in names.values() if links <= ours)
+    shared = sum(size for size, ours, links in names.values() if links > ours)  # a name outside the library
+    return own, shared + linked_away

@@ -111,7 +111,7 @@ def to_entry(server: McpServer) -> dict[str, Any]:
 
 
 class TokenStore(SecretStore):
-    """Bearer tokens in the OS keyring, one entry per server name. A missing keyring is a clear error."""
+    """Bearer tokens in the OS keyring, one entry per server name, under ``secrets.py``'s error policy."""
 
     def __init__(self):
         super().__init__(KEYRING_SERVICE, McpServerError, "token of MCP server", "add the server without --token")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import McpServerError
-from ..runtime.types import ChatRequest, Chunk, Sampling, ToolCall, Usage
+from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .hub import McpHub
 from .results import McpTool, ToolResult, openai_tools
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from ..errors import ModelNotFound
-from ..runtime.types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
+from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
 from .registry import RemoteEndpoint, RemoteError
 
 CONNECT_TIMEOUT_S = 3.0
@@ -182,7 +182,11 @@ def _sampling(s: Sampling) -> dict:
 
 
 def _tool_choice(choice: str | dict) -> str | dict:
-    return {"type": "function", "function": {"name": choice["name"]}} if isinstance(choice, dict) else choice
+    """The engine's ``{"name": ...}`` (or an OpenAI-shaped choice, as ``fireside chat --tool-choice`` and the
+    tool loop pass it) as OpenAI's named-function choice."""
+    if not isinstance(choice, dict):
+        return choice
+    return {"type": "function", "function": {"name": (choice.get("function") or choice)["name"]}}
 
 
 def _json_or_text(r: httpx.Response) -> Any:

@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from ..errors import ModelNotFound
-from ..runtime.types import ChatRequest, Chunk, CompletionRequest, LoadedModel
 from ..settings import Settings
+from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel
 from .client import LIST_TIMEOUT_S, RemoteClient
 from .registry import RemoteEndpoint, RemoteError, RemoteRegistry
 

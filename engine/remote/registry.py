@@ -33,7 +33,7 @@ class RemoteEndpoint:
 
 
 class KeyringStore(SecretStore):
-    """Remote keys in the OS keyring, one entry per remote name. A missing keyring is a clear error."""
+    """Remote keys in the OS keyring, one entry per remote name, under ``secrets.py``'s error policy."""
 
     def __init__(self):
         super().__init__(KEYRING_SERVICE, RemoteError, "key of remote engine", "add the remote without --api-key")

@@ -85,7 +85,7 @@ class Reply:
         return [*events, {"type": "done", "finish_reason": finish, "usage": self.usage()}]
 
     def usage(self) -> dict:
-        from .types import Usage
+        from ..types import Usage
 
         end = time.perf_counter()
         first_at = self.first_at or end

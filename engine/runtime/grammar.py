@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 from ..errors import GrammarRejected, RuntimeFailure
+from ..types import ChatRequest
 from .grammarcheck import verify
 from .limits import check_grammar_size, check_schema
-from .types import ChatRequest
 
 
 def schema_grammar(schema: dict[str, Any]) -> str:

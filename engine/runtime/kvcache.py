@@ -53,13 +53,16 @@ _HASHED = 1 << 20  # bytes hashed at each end of the model file: its header, and
 _SHAPING = ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn", "type_k", "type_v",
             "use_extra_bufts", "embedding", "pooling_type", "rope_freq_base", "rope_freq_scale")
 INDEX = "index.sqlite3"
-SCHEMA_VERSION = 1  # an index of another version is a cache of another Fireside: started afresh
+SCHEMA_VERSION = 2  # an index of another version is a cache of another Fireside: started afresh
 _SCHEMA = """CREATE TABLE IF NOT EXISTS entries (
     id INTEGER PRIMARY KEY, identity TEXT NOT NULL, n_tokens INTEGER NOT NULL, tokens BLOB NOT NULL,
     file TEXT NOT NULL UNIQUE, size INTEGER NOT NULL, crc INTEGER NOT NULL, tag TEXT, model TEXT,
     created REAL NOT NULL, last_used REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS entries_identity ON entries(identity);
-CREATE INDEX IF NOT EXISTS entries_tag ON entries(tag);"""
+CREATE INDEX IF NOT EXISTS entries_tag ON entries(tag);
+CREATE TABLE IF NOT EXISTS forgotten (tag TEXT PRIMARY KEY, at REAL NOT NULL);"""
+# ``forgotten``: tags cleared (a deleted chat) and when, so a state of theirs still on its way to the
+# disk is dropped instead of outliving the chat
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,7 @@ class PromptCache:
         if not self.wants(len(tokens)):
             return False
         try:
-            self._queue.put_nowait((list(tokens), state, tag))
+            self._queue.put_nowait((list(tokens), state, tag, time.time()))
         except queue.Full:
             return False
         return True
@@ -280,7 +283,7 @@ class PromptCache:
             except Exception as exc:  # a bug here must not take the runner down with it
                 self._stop_saving(f"the prompt cache failed ({type(exc).__name__}: {exc})")
 
-    def _write(self, tokens: list[int], state: Any, tag: str | None) -> None:
+    def _write(self, tokens: list[int], state: Any, tag: str | None, taken_at: float) -> None:
         raw = _token_bytes(tokens)
         data = memoryview(state).cast("B")
         size = _HEADER.size + len(data)
@@ -298,6 +301,10 @@ class PromptCache:
         atomic_write(self.folder / name, [_HEADER.pack(MAGIC, crc, len(data)), data])
         now = time.time()
         with _index(self.folder) as db:
+            forgotten = db.execute("SELECT at FROM forgotten WHERE tag = ?", (tag,)).fetchone() if tag else None
+            if forgotten and forgotten[0] >= taken_at:  # its chat was deleted while this was being written
+                (self.folder / name).unlink(missing_ok=True)
+                return
             db.execute("INSERT OR REPLACE INTO entries (identity, n_tokens, tokens, file, size, crc, tag, model,"
                        " created, last_used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (self.identity, len(tokens), raw, name, size, crc, tag, self.model, now, now))
@@ -385,6 +392,9 @@ def clear(folder: Path, tag: str | None = None) -> int:
                 rows = db.execute("SELECT id, file FROM entries").fetchall()
             else:
                 rows = db.execute("SELECT id, file FROM entries WHERE tag = ?", (tag,)).fetchall()
+                now = time.time()
+                db.execute("DELETE FROM forgotten WHERE at < ?", (now - 86400,))  # writes take seconds, not days
+                db.execute("INSERT OR REPLACE INTO forgotten (tag, at) VALUES (?, ?)", (tag, now))
             db.executemany("DELETE FROM entries WHERE id = ?", [(r[0],) for r in rows])
     except FileNotFoundError:
         return 0

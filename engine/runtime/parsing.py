@@ -14,7 +14,7 @@ import re
 import uuid
 from collections.abc import Iterator
 
-from .types import Chunk, ToolCall
+from ..types import Chunk, ToolCall
 
 THINK_MARKERS = [("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<|channel|>analysis<|message|>", "<|end|>")]
 TOOL_OPENERS = ["<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "```json\n{", "{"]

@@ -1,11 +1,11 @@
-"""The runtime: loads models into runner processes and serves chat, completion and embedding requests.
+"""The runtime: loads local models into runner processes and serves chat, completion and embedding requests.
 
-One ``Runtime`` lives in the app process (or in ``fireside serve``). The chat window, the CLI and the
-HTTP server are peers that call it from their own threads. Each loaded model has one runner; a
-request for a model that is not loaded loads it first (just in time), a model idle past its
+One ``Runtime`` lives in the app process (or in ``fireside serve``), inside the ``Engine``
+(``engine/facade.py``), which hands it every id that is not a remote engine's. The chat window, the
+CLI and the HTTP server are peers that call it from their own threads. Each loaded model has one
+runner; a request for a model that is not loaded loads it first (just in time), a model idle past its
 time-to-live is unloaded, a runner that dies turns into a clear error for the requests it held and
-the next request starts a fresh one. Ids of the form ``remote/NAME/MODEL`` are handed to the
-``RemoteEngine`` (``engine/remote``), which forwards them to a remote server and yields the same chunks.
+the next request starts a fresh one. It knows nothing of remote engines.
 
 Threading: every public method may be called from any thread. ``chat`` and ``complete`` return
 generators that block between chunks; run them off the GUI thread.
@@ -24,8 +24,8 @@ from ..errors import ContextOverflow, LoadCancelled, ModelTooLarge, RunnerCrashe
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit
-from ..remote import RemoteEngine, is_remote
 from ..settings import Settings
+from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 from . import healing
 from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
@@ -33,7 +33,6 @@ from .kvcache import CacheConfig
 from .parsing import StreamParser
 from .templates import ChatTemplate
 from .tokens import Segments
-from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]
@@ -71,7 +70,7 @@ class _Spawn:
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
-                 remotes: RemoteEngine | None = None, load_defaults: LoadOptions | None = None):
+                 load_defaults: LoadOptions | None = None):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -80,7 +79,6 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
-        self.remotes = remotes or RemoteEngine(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
@@ -94,8 +92,6 @@ class Runtime:
     def load(self, model_id: str, options: LoadOptions | None = None, *, on_progress: ProgressFn | None = None,
              cancel: threading.Event | None = None, ttl_s: float | None = None, embedding: bool = False) -> LoadedModel:
         """Load ``model_id`` (a no-op if it is loaded with the same options). Blocks until loaded."""
-        if is_remote(model_id):  # nothing to load here: check that the remote serves it
-            return self.remotes.check(model_id)
         key = self._key(model_id, embedding)
         with self._lock:
             lock = self._load_locks.setdefault(key, threading.Lock())
@@ -263,18 +259,11 @@ class Runtime:
                 slot.ttl_s, slot.loaded.last_used = ttl_s, time.time()
             return None if slot is None else slot.ttl_s
 
-    def model_info(self, model_id: str) -> ModelInfo:
-        with self._lock:
-            slot = self._slots.get(model_id)
-        return slot.info if slot else inspect_file(self.resolver(model_id))
-
     @staticmethod
     def _key(model_id: str, embedding: bool) -> str:
         return f"{model_id}#embedding" if embedding else model_id
 
     def _slot(self, model_id: str, embedding: bool = False, ttl_s: float | None = None) -> _Slot:
-        if is_remote(model_id):
-            raise RuntimeFailure(f"{model_id} runs on a remote engine: it cannot tokenize or render prompts here")
         key = self._key(model_id, embedding)
         with self._lock:
             slot = self._slots.get(key)
@@ -300,9 +289,6 @@ class Runtime:
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
         """Stream a chat reply. Loads the model first if needed. Runs on the caller's thread."""
-        if is_remote(model_id):
-            yield from self.remotes.chat(model_id, request, cancel)
-            return
         grammar = checked(grammar_for(request))  # refused here, before a load and away from the runner
         slot = self._slot(model_id, ttl_s=ttl_s)
         prompt, tools = self._render(slot, request)
@@ -323,9 +309,6 @@ class Runtime:
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
                  ttl_s: float | None = None) -> Iterator[Chunk]:
         """Stream a raw completion of ``request.prompt`` (no chat template)."""
-        if is_remote(model_id):
-            yield from self.remotes.complete(model_id, request, cancel)
-            return
         grammar = checked(request.grammar)
         slot = self._slot(model_id, ttl_s=ttl_s)
         yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
@@ -372,8 +355,6 @@ class Runtime:
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
         """Embedding vectors for ``inputs`` (normalized), and the tokens they took."""
-        if is_remote(model_id):
-            return self.remotes.embed(model_id, inputs)
         slot = self._slot(model_id, embedding=True)
         result = slot.client.request("embed", inputs=inputs)
         slot.loaded.last_used = time.time()
@@ -393,7 +374,6 @@ class Runtime:
     def close(self) -> None:
         """Stop every runner and the idle reaper. Idempotent."""
         self._closed.set()
-        self.remotes.close()
         with self._lock:
             keys = list(self._slots)
         for key in keys:

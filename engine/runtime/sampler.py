@@ -12,7 +12,7 @@ import math
 import random
 from typing import Any
 
-from .types import Sampling, TokenLogprob
+from ..types import Sampling, TokenLogprob
 
 PENALTY_LAST_N = 64  # llama-cpp-python's last_n_tokens_size
 MAX_TOP_LOGPROBS = 20

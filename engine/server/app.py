@@ -1,6 +1,6 @@
 """The app factory: ``create_app`` builds the ASGI app from injected objects, with no module globals.
 
-The runtime, settings, library and security policy are passed in and kept on ``app.state``; the
+The engine, settings, library and security policy are passed in and kept on ``app.state``; the
 dialect routers (OpenAI, Ollama, Anthropic) are mounted over them and the security middleware wraps
 the whole app, so every request is checked before routing. The desktop app builds one app and runs
 it in a ``ServerThread``; ``fireside serve`` does the same in the foreground.
@@ -13,6 +13,7 @@ import logging
 from fastapi import FastAPI
 
 from .. import __version__ as engine_version
+from ..facade import Engine
 from ..runtime.runtime import Runtime
 from ..settings import Settings
 from . import anthropic, ollama, openai, responses
@@ -23,9 +24,10 @@ from .security import SecurityMiddleware, SecurityPolicy, check_bind
 log = logging.getLogger(__name__)
 
 
-def create_app(runtime: Runtime, settings: Settings, library: LibraryLike | None = None, *,
+def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLike | None = None, *,
                policy: SecurityPolicy | None = None, puller: Puller | None = None, jit: bool = True) -> FastAPI:
-    """The API server's ASGI app over ``runtime``.
+    """The API server's ASGI app over ``engine`` (a bare ``Runtime`` is wrapped in an ``Engine`` with
+    the settings' remote engines, so a tool that only has a runtime still gets remote models).
 
     ``library`` answers model names (default: ``Library(settings)``); ``policy`` says who may call
     (default: loopback on the settings' host and port, no key); ``puller(name, on_progress, cancel)``
@@ -33,15 +35,14 @@ def create_app(runtime: Runtime, settings: Settings, library: LibraryLike | None
     (off: only models already loaded answer). Safe to call from any thread; the app
     itself runs on uvicorn's event loop.
     """
+    engine = Engine.of(engine, settings)
     if library is None:
-        from ..library import Library
-
-        library = Library(settings)
+        library = engine.library()
     policy = policy or SecurityPolicy(bind_host=settings.host, port=settings.port)
     check_bind(policy.bind_host, policy.api_key)
     app = FastAPI(title="Fireside", version=engine_version,
                   description="OpenAI, Ollama and Anthropic compatible API over local models.")
-    app.state.fireside = ServerContext(runtime, settings, library, policy, puller or _hub_puller(settings), jit=jit)
+    app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit)
     install_errors(app)
     for module in (openai, responses, anthropic, ollama):
         app.include_router(module.router)

@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from ..runtime.types import Sampling, ToolCall, Usage
+from ..types import Sampling, ToolCall, Usage
 from .errors import ApiError
 
 MAX_STOPS = 16

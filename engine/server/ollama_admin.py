@@ -71,7 +71,7 @@ async def ps(request: Request) -> dict:
     ctx = context(request)
     by_id = {m.id: m for m in await run_in_threadpool(ctx.models)}
     out, seen = [], set()
-    for loaded in sorted(ctx.runtime.loaded(), key=lambda m: m.embedding):
+    for loaded in sorted(ctx.engine.loaded(), key=lambda m: m.embedding):
         if loaded.model_id in seen:  # a model's embedding runner is the same model to a client
             continue
         seen.add(loaded.model_id)
@@ -86,8 +86,8 @@ async def ps(request: Request) -> dict:
 def expires_at(ctx: ServerContext, loaded: Any) -> str:
     """When the runtime unloads an idle model: its last use plus the time-to-live it holds now (the
     last request's ``keep_alive``, else the server's); a ttl of 0 means never."""
-    ttl = ctx.runtime.ttl(loaded.model_id)
-    ttl = ctx.runtime.idle_ttl_s if ttl is None else ttl
+    ttl = ctx.engine.ttl(loaded.model_id)
+    ttl = ctx.engine.idle_ttl_s if ttl is None else ttl
     return NEVER if ttl <= 0 else _iso(loaded.last_used + ttl)
 
 
@@ -118,9 +118,9 @@ def remove(ctx: ServerContext, model_id: str) -> None:
     try:
         ctx.library.remove(model_id)
     except OSError:
-        ctx.runtime.unload(model_id)
+        ctx.engine.unload(model_id)
         ctx.library.remove(model_id)
-    ctx.runtime.unload(model_id)
+    ctx.engine.unload(model_id)
 
 
 @admin_router.post("/pull")

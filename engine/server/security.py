@@ -22,8 +22,8 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
    Either way the JSON must be strict (``validation.json_problem``: finite numbers, valid Unicode,
    bounded depth), else 400 naming the field.
 
-The API key lives in the OS keyring (``load_api_key``/``save_api_key``); binding to anything but
-loopback without a key is refused by ``check_bind``.
+The API key is kept in the OS keyring by ``engine/apikey.py`` (outside this package, so reading it
+does not import FastAPI); binding to anything but loopback without a key is refused by ``check_bind``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import ServerError
 from .errors import dialect_of, error_body, status_problem
 from .policy import (
     DEFAULT_MAX_BODY,
@@ -48,11 +47,9 @@ from .policy import (
 from .validation import json_problem
 
 __all__ = ["DEFAULT_MAX_BODY", "LOOPBACK_HOSTS", "SecurityMiddleware", "SecurityPolicy", "check_bind",
-           "delete_api_key", "is_loopback", "is_wildcard", "load_api_key", "save_api_key"]
+           "is_loopback", "is_wildcard"]
 log = logging.getLogger(__name__)
 
-KEYRING_SERVICE = "Fireside"
-KEYRING_USER = "api-server-key"
 OPEN_PATHS = ("/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json")
 BODY_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
@@ -60,42 +57,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict]]
 Send = Callable[[dict], Awaitable[None]]
 Refusal = tuple[int, str, str]
-
-
-def load_api_key() -> str | None:
-    """The saved API key, or None (also where no OS keyring exists: then no key was ever saved)."""
-    import keyring
-    from keyring.errors import KeyringError
-
-    try:
-        return keyring.get_password(KEYRING_SERVICE, KEYRING_USER)
-    except KeyringError as exc:
-        log.info("no API key read from the OS keyring: %s", exc)
-        return None
-
-
-def save_api_key(key: str) -> None:
-    """Keep the key in the OS keyring; ``ServerError`` says so where there is none."""
-    import keyring
-    from keyring.errors import KeyringError
-
-    try:
-        keyring.set_password(KEYRING_SERVICE, KEYRING_USER, key)
-    except KeyringError as exc:
-        raise ServerError(f"the API key cannot be kept: no usable OS keyring ({exc}). Pass it with "
-                          "--api-key each time, or install and unlock a keyring") from exc
-
-
-def delete_api_key() -> None:
-    import keyring
-    from keyring.errors import KeyringError, PasswordDeleteError
-
-    try:
-        keyring.delete_password(KEYRING_SERVICE, KEYRING_USER)
-    except PasswordDeleteError:
-        pass
-    except KeyringError as exc:
-        log.info("no API key to remove from the OS keyring: %s", exc)
 
 
 class SecurityMiddleware:

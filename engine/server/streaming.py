@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from ..errors import ReplyCut
-from ..runtime.types import Chunk
+from ..types import Chunk
 from .errors import ApiError
 
 _END = object()

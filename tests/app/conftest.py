@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fireside.engine.models.planner import LoadOptions
 from fireside.engine.settings import Settings
-
-SMALL = LoadOptions(context=2048)
+from tests.helpers.driving import SMALL
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +47,7 @@ def make_app(qtbot):
     started = []
 
     def start(runtime, settings: Settings | None = None):
-        app = Fireside(settings=settings, runtime=runtime, tray=False)
+        app = Fireside(settings=settings, engine=runtime, tray=False)
         window = app.start()
         window.show()
         qtbot.waitExposed(window)
@@ -64,15 +62,6 @@ def make_app(qtbot):
 @pytest.fixture
 def app(make_app, loaded_runtime):
     return make_app(loaded_runtime)
-
-
-def send(qtbot, page, text: str, max_tokens: int = 8, timeout: int = 60_000):
-    """Type ``text``, press Send and wait for the reply to end; returns (reply id, state)."""
-    page.settings_panel.max_tokens.setValue(max_tokens)
-    page.composer.setPlainText(text)
-    with qtbot.waitSignal(page.reply_ended, timeout=timeout) as blocker:
-        page.send_button.click()
-    return blocker.args
 
 
 def pytest_collection_modifyitems(items):

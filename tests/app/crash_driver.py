@@ -24,7 +24,7 @@ def main() -> None:
     ctx.prefs.put("load_options", "starter", {"context": 2048})
 
     def on_shown(reply_id: int, text: str) -> None:
-        runners = [m.pid for m in ctx.runtime.loaded()]
+        runners = [m.pid for m in ctx.engine.loaded()]
         print(json.dumps({"reply": reply_id, "text": text, "runners": runners}), flush=True)
 
     def go() -> None:

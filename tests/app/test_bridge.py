@@ -8,8 +8,9 @@ import threading
 import pytest
 from PySide6.QtCore import QObject, QThread, Slot
 
-from fireside.app.bridge import EngineBridge, Tasks
-from fireside.engine.runtime.types import Chunk, Usage
+from fireside.app.bridge import EngineBridge
+from fireside.app.tasks import Tasks
+from tests.helpers.fakes import FakeEngine
 
 pytestmark = pytest.mark.gui
 
@@ -28,23 +29,9 @@ class _Receiver(QObject):
         self.texts.append(text)
 
 
-class _FakeRuntime:
-    def __init__(self):
-        self.worker_threads: list[threading.Thread] = []
-
-    def is_loaded(self, _model_id):
-        return True
-
-    def chat(self, _model_id, _request, cancel=None):
-        self.worker_threads.append(threading.current_thread())
-        for word in ["one ", "two ", "three"]:
-            yield Chunk("text", word)
-        yield Chunk("done", finish_reason="stop", usage=Usage(completion_tokens=3))
-
-
 def test_cross_thread_signal_runs_the_slot_on_the_main_thread(qtbot, qapp):
     tasks = Tasks()
-    runtime = _FakeRuntime()
+    runtime = FakeEngine()
     bridge = EngineBridge(runtime, tasks)
     receiver = _Receiver()
     bridge.reply_text.connect(receiver._on_bridge_reply_text)
@@ -83,3 +70,18 @@ def test_a_failing_callback_is_shown_not_raised(qtbot):
     tasks.close()
 
 
+
+
+def test_delete_unloads_then_removes_in_one_task_off_the_gui_thread(qtbot):
+    tasks = Tasks()
+    engine = FakeEngine()
+    bridge = EngineBridge(engine, tasks)
+    done = []
+    with qtbot.waitSignal(bridge.loaded_changed, timeout=5000):
+        bridge.delete_model("m", lambda result, error: done.append((result, error)))
+    qtbot.waitUntil(lambda: bool(done))
+    assert done == [("m", None)]
+    (first, _, t1), (second, _, t2) = engine.calls
+    assert (first, second) == ("unload", "remove"), "no runner may hold a file being deleted"
+    assert t1 is t2 and t1 is not threading.main_thread()
+    tasks.close()

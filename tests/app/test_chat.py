@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.app.conftest import send
+from tests.helpers.driving import send
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]
 

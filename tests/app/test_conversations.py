@@ -89,6 +89,7 @@ def test_code_blocks_get_a_copy_link(qtbot, qapp):
     assert qapp.clipboard().text() == "print('hi')"
 
 
+@pytest.mark.model  # loaded_runtime loads SmolLM2
 def test_context_meter_warns_before_overflow(qtbot, idle_app, loaded_runtime):
     page = idle_app.window.chat
     page.model_bar.set_model("starter")
@@ -98,6 +99,7 @@ def test_context_meter_warns_before_overflow(qtbot, idle_app, loaded_runtime):
     assert "almost full" not in page.meter.format()
 
 
+@pytest.mark.model  # the button loads SmolLM2
 def test_first_run_start_button_loads_the_starter(qtbot, idle_app, shared_runtime):
     page = idle_app.window.chat
     assert page.stack.currentWidget() is page.empty and page.start_button.isVisible()

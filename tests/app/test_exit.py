@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hubfixtures import run_fakehub
+from tests.helpers.waiting import free_port
 
 RUNS = int(os.environ.get("FIRESIDE_EXIT_RUNS", "1"))
 pytestmark = [pytest.mark.model, pytest.mark.timeout(120 + 120 * RUNS)]
@@ -27,15 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 fakehub = pytest.fixture(run_fakehub)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _session(home: Path, hub_url: str) -> tuple[int, str]:
     env = {**os.environ, "FIRESIDE_HOME": str(home), "QT_QPA_PLATFORM": "offscreen", "HF_ENDPOINT": hub_url,
-           "EXIT_DRIVER_OUT": str(home / "out"), "EXIT_DRIVER_PORT": str(_free_port())}
+           "EXIT_DRIVER_OUT": str(home / "out"), "EXIT_DRIVER_PORT": str(free_port())}
     proc = subprocess.Popen([sys.executable, "-m", "tests.app.exit_driver"], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -7,7 +7,7 @@ import pytest
 
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
-from tests.app.conftest import send
+from tests.helpers.driving import send
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]
 

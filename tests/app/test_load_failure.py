@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtWidgets import QDialog
 
 from fireside.engine.settings import Settings
-from tests.app.conftest import send
+from tests.helpers.driving import send
 from tests.helpers.picky_runner import picky_runner_command
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]

@@ -9,8 +9,9 @@ from keyring.backends import fail
 
 from fireside.app import feedback
 from fireside.app.windows.models import COLUMNS, ModelsTableModel
-from tests.app.conftest import SMALL
+from tests.helpers.driving import SMALL
 from tests.helpers.gguf_builder import build_gguf
+from tests.helpers.waiting import free_port
 
 pytestmark = pytest.mark.gui
 
@@ -32,11 +33,13 @@ def test_theme_switch_applies_and_is_remembered(qtbot, idle_app, qapp):
 
 def test_hub_token_goes_to_the_keyring(qtbot, idle_app, memory_keyring):
     page = idle_app.window.pages["Settings"]
-    assert not page.keyring_notice.isVisible()
+    idle_app.window.show_page("Settings")  # shown, so the notice's visibility means something
+    qtbot.waitUntil(lambda: page.token_state.text() == "No token saved.", timeout=5_000)
+    assert page.isVisible() and not page.keyring_notice.isVisible()  # a keyring exists: no warning
     page.token.setText("hf_secret")
     _click(page, "Save")
-    assert "hf_secret" in memory_keyring.store.values()
-    assert page.token.text() == "" and "saved" in page.token_state.text()
+    qtbot.waitUntil(lambda: "saved in the keyring" in page.token_state.text(), timeout=5_000)
+    assert "hf_secret" in memory_keyring.store.values() and page.token.text() == ""
     prefs = idle_app.ctx.prefs.path
     assert not prefs.exists() or "hf_secret" not in prefs.read_text()
 
@@ -46,10 +49,11 @@ def test_no_keyring_shows_a_notice_and_a_clear_error(qtbot, make_app, shared_run
     app = make_app(shared_runtime)
     page = app.window.pages["Settings"]
     app.window.show_page("Settings")
-    assert page.keyring_notice.isVisible()
+    qtbot.waitUntil(page.keyring_notice.isVisible, timeout=5_000)
     page.token.setText("hf_secret")
     _click(page, "Save")
-    assert "keyring" in feedback.history[-1] and app.window.notice.isVisible()
+    qtbot.waitUntil(lambda: bool(feedback.history) and "keyring" in feedback.history[-1], timeout=5_000)
+    assert app.window.notice.isVisible() and page.token.text() == "hf_secret"  # kept, to try again
 
 
 def test_hardware_is_shown(qtbot, idle_app):
@@ -92,7 +96,7 @@ def test_import_file_and_delete(qtbot, idle_app, tmp_path):
 
 def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
-    page.port.setValue(_free_port())
+    page.port.setValue(free_port())
     page.start_server()
     qtbot.waitUntil(page.running, timeout=15_000)
     assert page.url() in page.snippet_views["curl"].toPlainText()
@@ -105,18 +109,19 @@ def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
     assert page.toggle.text() == "Start server"
 
 
+@pytest.mark.model  # it loads SmolLM2 and generates through the server
 def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
-    page.port.setValue(_free_port())
+    page.port.setValue(free_port())
     page.jit.setChecked(False)
     page.start_server()
     qtbot.waitUntil(page.running, timeout=15_000)
     assert not page.jit.isEnabled()  # fixed while the server runs
     body = {"model": "starter", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
-    idle_app.ctx.runtime.unload("starter")
+    idle_app.ctx.engine.unload("starter")
     r = httpx.post(f"{page.url()}/v1/chat/completions", json=body, timeout=30)
     assert r.status_code == 404 and "just-in-time loading is off" in r.json()["error"]["message"]
-    idle_app.ctx.runtime.load("starter", SMALL)
+    idle_app.ctx.engine.load("starter", SMALL)
     r = httpx.post(f"{page.url()}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200
     page.stop_server(wait=True)
@@ -125,7 +130,7 @@ def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
 
 def test_network_mode_forces_an_api_key(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
-    page.port.setValue(_free_port())
+    page.port.setValue(free_port())
     page.reach.setCurrentIndex(1)
     page.key.clear()
     page.start_server()
@@ -143,11 +148,3 @@ def _click(widget, text: str) -> None:
 
     button = next(b for b in widget.findChildren(QPushButton) if b.text() == text)
     button.click()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -9,7 +9,7 @@ from fireside.engine.remote import RemoteRegistry
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
-from tests.app.conftest import send
+from tests.helpers.driving import send
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]
 MODEL = "remote/lab/starter"

@@ -9,7 +9,7 @@ import time
 import pytest
 from PySide6.QtCore import QObject, QTimer, Slot
 
-from tests.app.conftest import SMALL
+from tests.helpers.driving import SMALL
 
 pytestmark = [pytest.mark.gui, pytest.mark.model]
 STALL_BOUND_S = 0.25

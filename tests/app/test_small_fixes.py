@@ -83,7 +83,7 @@ def test_hard_linked_imports_take_no_new_space(qtbot, make_app, shared_runtime, 
     app = make_app(shared_runtime, settings)
     models = app.window.pages["My Models"]
     qtbot.waitUntil(lambda: "models ·" in models.summary.text(), timeout=20_000)
-    from fireside.app.windows.load_dialog import human_bytes
+    from fireside.engine.fmt import human_bytes
 
     summary = models.summary.text()
     starter = shared_runtime.resolver("starter").stat().st_size  # the built-in model, in the app's own files

@@ -56,3 +56,25 @@ def test_search_matches_titles_and_text_and_delete_can_be_undone(tmp_path):
     store.delete_conversation(a.id)
     store.close()
     assert [c.title for c in Store(tmp_path / "c.sqlite3").conversations()] == ["Other"]
+
+
+def test_migration_from_version_2_keeps_the_chats_and_adds_tools(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db, target=2)
+    db.execute("INSERT INTO conversations (id, title, created_at, updated_at, leaf_id) VALUES (1, 'v2 chat', 0, 0, 2)")
+    db.execute("INSERT INTO messages (id, conversation_id, role, content, created_at) VALUES (1, 1, 'user', 'hi', 0)")
+    db.execute("INSERT INTO messages (id, conversation_id, parent_id, role, content, reasoning, created_at)"
+               " VALUES (2, 1, 1, 'assistant', 'hello', 'hmm', 0)")
+    db.close()
+    store = Store(path)
+    assert (tmp_path / "chats.sqlite3.bak-v2").exists()
+    thread = store.thread(1)
+    assert [(m.content, m.reasoning, m.tool) for m in thread] == [("hi", "", {}), ("hello", "hmm", {})]
+    assert store.conversation(1).tools == {}
+    call = store.add_message(1, 2, "tool", "", "pending", None, {"server": "s", "tool": "t", "call_id": "c1"})
+    store.update_conversation(1, tools={"servers": ["s"], "max_steps": 3})
+    store.close()
+    again = Store(path)  # a call left waiting by a crash is stopped, not lost
+    assert again.message(call.id).state == "stopped" and again.message(call.id).tool["server"] == "s"
+    assert again.conversation(1).tools == {"servers": ["s"], "max_steps": 3}

@@ -12,9 +12,9 @@ import pytest
 
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 pytestmark = pytest.mark.model
 

@@ -25,7 +25,7 @@ def test_info_on_the_starter_model_prints_what_it_is_and_a_verdict():
     assert "layers           30" in text
     assert "Q4_1" in text
     assert "trained context  8,192 tokens" in text
-    assert "KV cache/token   22.5 KiB (f16)" in text
+    assert "KV cache/token   23 KB (f16)" in text  # 22.5 KiB: 23,040 bytes, in the decimal units of engine/fmt.py
     assert "Fit on this machine: runs on the CPU" in text
 
 

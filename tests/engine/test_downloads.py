@@ -13,6 +13,7 @@ import time
 import pytest
 
 from fireside.engine.errors import DiskFull, IntegrityError, ModelNotFound
+from fireside.engine.fmt import human_bytes
 from fireside.engine.hub.downloads import DownloadCancelled, Progress
 from fireside.engine.library import Library
 from fireside.engine.models import hardware
@@ -363,7 +364,8 @@ def test_cli_pull_refuses_a_model_that_cannot_fit_unless_forced(settings, fakehu
     monkeypatch.setattr(hardware, "detect", lambda refresh=False: tiny_machine())
     assert main(["pull", f"{REPO}:Q4_1"]) == 1
     err = capsys.readouterr().err
-    assert f"{Q4} (2 MiB) will not fit on this machine: it needs about" in err and "--force" in err
+    size = human_bytes(len(fakehub.repos[REPO].files[Q4]))
+    assert f"{Q4} ({size}) will not fit on this machine: it needs about" in err and "--force" in err
     assert fakehub.downloads(Q4) == [] and not dest_of(settings).exists(), "not one byte was downloaded"
     assert main(["pull", f"{REPO}:Q4_1", "--force"]) == 0
     assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])

@@ -22,8 +22,8 @@ from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
 from fireside.engine.runtime import healing
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 from tests.helpers.cli import fireside
 
 pytestmark = pytest.mark.model

@@ -6,7 +6,7 @@ import pytest
 
 from fireside.engine.errors import HeaderIncomplete
 from fireside.engine.models.inspection import inspect_file, inspect_header
-from tests.helpers.ggufs import LLAMA_8B, TINY, Q, write_model
+from tests.helpers.gguf_builder import LLAMA_8B, TINY, Q, write_model
 
 
 @pytest.fixture(scope="module")

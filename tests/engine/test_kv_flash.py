@@ -10,7 +10,7 @@ from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
 from tests.engine.test_planner import machine
 from tests.helpers.cli import fireside
-from tests.helpers.ggufs import LLAMA_8B, Q, write_model
+from tests.helpers.gguf_builder import LLAMA_8B, Q, write_model
 
 REFUSAL = "needs flash attention, which is turned off"
 

@@ -295,3 +295,18 @@ def test_an_unreadable_index_starts_afresh_and_clear_always_empties_the_folder(t
     (tmp_path / kvcache.INDEX).write_bytes(b"broken again" * 100)
     assert kvcache.clear(tmp_path) == 1  # the state file goes even though the index cannot say so
     assert not list(tmp_path.glob("kv-*.bin"))
+
+
+def test_a_state_still_being_written_when_its_chat_is_deleted_is_dropped(tmp_path):
+    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    try:
+        _saved(cache, [1, 2, 3], 1_000)  # makes the index
+        taken_at = time.time()
+        assert kvcache.clear(tmp_path, tag="chat-9") == 0  # the chat is deleted before its last state lands
+        cache._write([5, 6, 7], bytearray(1_000), "chat-9", taken_at)
+        assert [e.tag for e in kvcache.entries(tmp_path)] == [None]
+        assert len(list(tmp_path.glob("kv-*.bin"))) == 1
+        cache._write([5, 6, 7, 8], bytearray(1_000), "chat-9", time.time())  # the chat, restored, goes on
+        assert sorted(e.tag or "" for e in kvcache.entries(tmp_path)) == ["", "chat-9"]
+    finally:
+        cache.close()

@@ -9,7 +9,7 @@ import pytest
 
 from fireside.engine.errors import InvalidModelFile
 from fireside.engine.models.inspection import inspect_file
-from tests.helpers.ggufs import TINY, write_model
+from tests.helpers.gguf_builder import TINY, write_model
 
 
 @pytest.fixture(scope="module")

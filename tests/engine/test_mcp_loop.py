@@ -11,8 +11,8 @@ from fireside.engine.mcp import McpConfig, McpHub, Timeouts
 from fireside.engine.mcp.loop import PendingCall, ToolLoop
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 from tests.helpers.mcp_fixtures import stdio_server
 from tests.helpers.mcp_server import MARKER
 

@@ -7,7 +7,7 @@ import pytest
 from fireside.engine.models.hardware import Device, Hardware
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
-from tests.helpers.ggufs import LLAMA_8B, LLAMA_70B, Q, write_model
+from tests.helpers.gguf_builder import LLAMA_8B, LLAMA_70B, Q, write_model
 
 GiB = 1024**3
 

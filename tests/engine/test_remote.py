@@ -12,8 +12,8 @@ from fireside.engine.errors import ModelNotFound
 from fireside.engine.remote import RemoteEngine, RemoteError, RemoteRegistry, split_id
 from fireside.engine.remote.client import RemoteClient
 from fireside.engine.remote.registry import RemoteEndpoint
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 
 @pytest.fixture

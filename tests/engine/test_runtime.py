@@ -12,8 +12,8 @@ import pytest
 
 from fireside.engine.errors import ContextOverflow, RunnerCrashed, TemplateError
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 pytestmark = pytest.mark.model
 

@@ -11,8 +11,8 @@ import pytest
 from fireside.engine.errors import LoadCancelled, QueueFull
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime, _fallback
-from fireside.engine.runtime.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 pytestmark = pytest.mark.model
 

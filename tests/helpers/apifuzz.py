@@ -20,12 +20,13 @@ from dataclasses import dataclass
 import httpx
 from hypothesis import strategies as st
 
+from fireside.engine.facade import Engine
 from fireside.engine.library import Library
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
-from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 from tests.helpers.fakeopenai import Behaviour, start_fake_server
+from tests.helpers.keyrings import DictKeys
 
 REMOTE_MODEL = "remote/fake/fake-model"
 
@@ -119,17 +120,6 @@ ROUTES: dict[str, tuple[str, str, st.SearchStrategy]] = {
 }
 
 
-class _Keys:
-    def get(self, name):
-        return None
-
-    def set(self, name, key):
-        pass
-
-    def delete(self, name):
-        pass
-
-
 @dataclass
 class Outcome:
     status: int
@@ -160,11 +150,11 @@ def fuzz_server(home) -> Iterator[FuzzServer]:
     settings = Settings.from_env({"FIRESIDE_HOME": str(home)})
     settings.ensure_dirs()
     fake = start_fake_server(Behaviour(interval_s=0.0, ttft_s=0.0, stop_after=3))
-    registry = RemoteRegistry(settings, keys=_Keys())
+    registry = RemoteRegistry(settings, keys=DictKeys())
     registry.add("fake", f"{fake.url}/v1")
     library = Library(settings)
-    runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path,
-                      remotes=RemoteEngine(settings, registry))
+    runtime = Engine(settings, resolver=lambda ref: library.get(ref).path,
+                     remotes=RemoteEngine(settings, registry))
     thread = ServerThread(create_app(runtime, settings, library, jit=False), "127.0.0.1", 0)
     thread.start()
     try:

@@ -179,7 +179,7 @@ def _edit(draw, data: bytearray, at: int) -> None:
 
 def good_file(folder: Path) -> tuple[bytes, int]:
     """A real TINY model's bytes and its header size."""
-    from tests.helpers.ggufs import TINY, write_model
+    from tests.helpers.gguf_builder import TINY, write_model
 
     path = write_model(folder / "good.gguf", TINY, chat_template="{% for m in messages %}{{ m }}{% endfor %}")
     return path.read_bytes(), inspect_file(path).header_size

@@ -23,3 +23,20 @@ class MemoryKeyring(KeyringBackend):
 
         if self.store.pop((service, username), None) is None:
             raise PasswordDeleteError(username)
+
+
+class DictKeys:
+    """A key store (what ``RemoteRegistry(keys=...)`` takes) in a dict: for module-scoped servers that
+    outlive each test's in-memory keyring."""
+
+    def __init__(self):
+        self.keys: dict[str, str] = {}
+
+    def get(self, name):
+        return self.keys.get(name)
+
+    def set(self, name, key):
+        self.keys[name] = key
+
+    def delete(self, name):
+        self.keys.pop(name, None)

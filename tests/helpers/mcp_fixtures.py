@@ -4,7 +4,6 @@ Streamable HTTP process on a free loopback port."""
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -14,18 +13,13 @@ from pathlib import Path
 import httpx
 
 from fireside.engine.mcp import McpServer
+from tests.helpers.waiting import free_port
 
 SCRIPT = Path(__file__).with_name("mcp_server.py")
 
 
 def stdio_server(name: str = "tests") -> McpServer:
     return McpServer(name=name, command=sys.executable, args=[str(SCRIPT)])
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from fireside.engine.runtime.types import ChatRequest, Chunk, ToolCall, Usage
+from fireside.engine.types import ChatRequest, Chunk, ToolCall, Usage
 
 
 class ScriptedRuntime:

@@ -15,8 +15,8 @@ from fireside.engine.library import Library
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
 from fireside.engine.settings import Settings
-
-API_KEY = "test-key-0123456789"
+from tests.helpers.driving import API_KEY
+from tests.helpers.fakes import FakePuller
 
 
 @pytest.fixture(scope="session")
@@ -51,23 +51,6 @@ def server(runtime, server_settings, library):
 @pytest.fixture(scope="session")
 def base_url(server) -> str:
     return server.url
-
-
-class FakePuller:
-    """Stands in for the hub: reports progress in three steps, then adds a tiny model to the library."""
-
-    def __init__(self, settings: Settings, library: Library):
-        self.settings, self.library, self.calls = settings, library, []
-
-    def __call__(self, name, on_progress=None, cancel=None):
-        from fireside.engine.hub.downloads import Progress
-        from tests.helpers.gguf_builder import build_gguf
-
-        self.calls.append(name)
-        for done in (0, 512, 1024):
-            on_progress(Progress("tiny.gguf", done, 1024, 1e6, 0.0, "downloading"))
-        path = build_gguf(self.settings.models_dir / "fake" / "pulled" / "tiny-Q8_0.gguf", name="Tiny")
-        return self.library.by_path(path)
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import socket
+import subprocess
+import sys
 
+import httpx
+import pytest
+
+from fireside.engine.apikey import KEYRING_SERVICE, KEYRING_USER, load_api_key
 from fireside.engine.cli import main
 from fireside.engine.cli.server import api_key
-from fireside.engine.server.security import KEYRING_SERVICE, KEYRING_USER, load_api_key
 
 
 def test_network_bind_without_key_is_refused(capsys):
@@ -34,3 +39,25 @@ def test_keys_are_stored_in_the_keyring_and_forgotten(memory_keyring, capsys):
     assert api_key(argparse.Namespace(api_key=None, new_key=False)) == made  # later runs use the stored one
     assert main(["serve", "--forget-key"]) == 0
     assert load_api_key() is None
+
+
+@pytest.mark.model
+def test_serve_loads_models_with_the_load_options_given(fireside_home):
+    """``fireside serve --ctx 1024 --parallel 2`` loads with those options, as ``run`` and ``chat`` do."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "-v", "serve", "--port", str(port),
+                             "--ctx", "1024", "--parallel", "2", "--threads", "1", "--load", "starter"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        while not lines or "Fireside API on" not in lines[-1]:  # the banner comes once the model is in
+            lines.append(proc.stdout.readline())
+            assert lines[-1], "".join(lines)  # the server ended before its banner
+        assert any("loaded starter" in ln and "context 1024, 2 slots" in ln for ln in lines), "".join(lines)
+        models = httpx.get(f"http://127.0.0.1:{port}/api/ps", timeout=30).json()["models"]
+        assert [(m["model"], m["context_length"]) for m in models] == [("starter", 1024)]
+    finally:
+        proc.terminate()
+        proc.wait(30)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import socket
 import threading
 import time
 
@@ -15,6 +14,7 @@ import pytest
 from fireside.engine.cli import main
 from fireside.engine.cli import server as cli_server
 from fireside.engine.settings import Settings
+from tests.helpers.waiting import free_port
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10m", 600), ("90", 90), ("1.5h", 5400), ("30s", 30),
@@ -61,15 +61,9 @@ def test_ps_expires_at_follows_the_requests_keep_alive(base_url, runtime):
     assert expires_in(base_url) is None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.model
 def test_serve_keep_alive_and_management_reach_the_server(fireside_home):
-    settings, port, stop = Settings.from_env(), _free_port(), threading.Event()
+    settings, port, stop = Settings.from_env(), free_port(), threading.Event()
     worker = threading.Thread(target=cli_server.serve, args=(settings, "127.0.0.1", port, None, [], [], stop),
                               kwargs={"keep_alive_s": cli_server.keep_alive("42m"), "management": True},
                               daemon=True)

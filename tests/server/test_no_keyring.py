@@ -6,8 +6,8 @@ import keyring
 import pytest
 from keyring.backends import fail
 
+from fireside.engine.apikey import delete_api_key, load_api_key, save_api_key
 from fireside.engine.errors import ServerError
-from fireside.engine.server.security import delete_api_key, load_api_key, save_api_key
 
 
 @pytest.fixture

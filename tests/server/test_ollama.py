@@ -8,7 +8,7 @@ import httpx
 import ollama
 import pytest
 
-from tests.server.conftest import API_KEY
+from tests.helpers.driving import API_KEY
 
 pytestmark = pytest.mark.model
 HI = [{"role": "user", "content": "Say hello."}]

@@ -6,7 +6,6 @@ Greedy decoding (temperature 0) makes every route give the same text as asking t
 
 from __future__ import annotations
 
-import socket
 import time
 
 import anthropic
@@ -15,38 +14,17 @@ import openai
 import pytest
 
 from fireside.engine.cli import main
+from fireside.engine.facade import Engine
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
-from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
 from fireside.engine.settings import Settings
+from tests.helpers.keyrings import DictKeys
+from tests.helpers.waiting import closed_port_url
 
 pytestmark = pytest.mark.model
 REMOTE_KEY = "remote-key-0123456789"
 MODEL = "remote/second/starter"
 HI = [{"role": "user", "content": "Say hello."}]
-
-
-class DictKeys:
-    """Remote keys in a dict: module-scoped servers outlive each test's in-memory keyring."""
-
-    def __init__(self):
-        self.keys: dict[str, str] = {}
-
-    def get(self, name):
-        return self.keys.get(name)
-
-    def set(self, name, key):
-        self.keys[name] = key
-
-    def delete(self, name):
-        self.keys.pop(name, None)
-
-
-def _closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +44,8 @@ def front(remote, library, tmp_path_factory):
     settings.ensure_dirs()
     registry = RemoteRegistry(settings, keys=DictKeys())
     registry.add("second", f"{remote.url}/v1", REMOTE_KEY)
-    registry.add("dead", _closed_port_url())
-    rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, remotes=RemoteEngine(settings, registry))
+    registry.add("dead", closed_port_url())
+    rt = Engine(settings, resolver=lambda ref: library.get(ref).path, remotes=RemoteEngine(settings, registry))
     thread = ServerThread(create_app(rt, settings, library), "127.0.0.1", 0)
     thread.start()
     yield thread

@@ -6,27 +6,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
 import pytest
 
-from fireside.engine.runtime.types import ChatRequest, Sampling
+from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.model
 LONG = {"model": "starter", "messages": [{"role": "user", "content": "Write a long story."}],
         "max_tokens": 2000, "stream": True}
-
-
-def wait_until(predicate, timeout: float) -> float:
-    """Poll ``predicate`` until true; return the seconds it took (fails the test on timeout)."""
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, "timed out waiting"
-        time.sleep(0.01)
-    return time.monotonic() - started
 
 
 def test_context_overflow_is_400(base_url):

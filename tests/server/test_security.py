@@ -17,7 +17,7 @@ import pytest
 from fireside.engine.errors import ServerError
 from fireside.engine.server import SecurityPolicy, create_app
 from fireside.engine.server.security import DEFAULT_MAX_BODY, check_bind
-from tests.server.conftest import API_KEY
+from tests.helpers.driving import API_KEY
 
 CHAT = {"model": "starter", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
 

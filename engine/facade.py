@@ -1,0 +1,188 @@
+"""The ``Engine``: the one object the server, the CLI and the desktop app hold to reach models.
+
+It routes each model id to whoever serves it: ``remote/NAME/MODEL`` ids to the ``RemoteEngine``
+(``engine/remote``), which forwards them to a server elsewhere, and every other id to the local
+``Runtime`` (``engine/runtime``), which owns the runner processes. Its request methods have the
+Runtime's names and signatures (``load``, ``chat``, ``complete``, ``embed``, ``tokenize``...), so a
+caller never asks where a model lives; remote engines and the model library are reached through the
+Engine's own methods (``remote_statuses``, ``add_remote``, ``library``), never through the runtime.
+The runtime and the remote engines never import each other: both speak the value types of
+``engine/types.py``.
+
+Threading: every method may be called from any thread. ``chat`` and ``complete`` return generators
+that block between chunks; run them off the GUI thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import RuntimeFailure
+from .library import Library
+from .models.inspection import ModelInfo, inspect_file
+from .models.planner import LoadOptions
+from .remote import RemoteEndpoint, RemoteEngine, RemoteModel, is_remote
+from .remote.engine import RemoteStatus
+from .runtime.healing import Workarounds
+from .runtime.runtime import ProgressFn, Runtime
+from .runtime.tokens import Segments
+from .settings import Settings
+from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel
+
+
+class Engine:
+    """The local runtime, the remote engines and the library behind one set of calls.
+
+    ``Engine(settings, **runtime_options)`` starts its own ``Runtime`` (the options are the Runtime's:
+    ``resolver``, ``idle_ttl_s``, ``max_queue``, ``runner_command``, ``load_defaults``); tests and
+    tools pass their own ``runtime``, ``remotes`` or ``library`` instead.
+    """
+
+    def __init__(self, settings: Settings, runtime: Runtime | None = None, *, remotes: RemoteEngine | None = None,
+                 library: Library | None = None, **runtime_options):
+        self.settings = settings
+        self.runtime = runtime if runtime is not None else Runtime(settings, **runtime_options)
+        self.remotes = remotes or RemoteEngine(settings)
+        self._library = library
+
+    @classmethod
+    def of(cls, engine: Engine | Runtime, settings: Settings | None = None) -> Engine:
+        """``engine`` itself, or a bare ``Runtime`` wrapped with the settings' remote engines."""
+        if isinstance(engine, Engine):
+            return engine
+        return cls(settings or engine.settings, engine)
+
+    # --- the local runtime's settings ------------------------------------------------------------
+    @property
+    def idle_ttl_s(self) -> float:
+        """How long an idle local model stays loaded (0: forever); new loads take a new value."""
+        return self.runtime.idle_ttl_s
+
+    @idle_ttl_s.setter
+    def idle_ttl_s(self, seconds: float) -> None:
+        self.runtime.idle_ttl_s = seconds
+
+    @property
+    def workarounds(self) -> Workarounds:
+        """The llama.cpp crash workarounds remembered for this machine (``healing.py``)."""
+        return self.runtime.workarounds
+
+    # --- models ----------------------------------------------------------------------------------
+    def library(self) -> Library:
+        """The model library: the one given, or a fresh view (cheap: the index caches inspections).
+        Its methods read the disk: call them off the GUI thread."""
+        return self._library if self._library is not None else Library(self.settings)
+
+    def model_info(self, model_id: str) -> ModelInfo:
+        """A local model's header (read from its file: call it off the GUI thread)."""
+        _local_only(model_id, "read a header")
+        return inspect_file(self.runtime.resolver(model_id))
+
+    def model_path(self, model_id: str) -> Path:
+        _local_only(model_id, "find a file")
+        return Path(self.runtime.resolver(model_id))
+
+    # --- loading ---------------------------------------------------------------------------------
+    def load(self, model_id: str, options: LoadOptions | None = None, *, on_progress: ProgressFn | None = None,
+             cancel: threading.Event | None = None, ttl_s: float | None = None, embedding: bool = False) -> LoadedModel:
+        """Load ``model_id`` and block until it can answer; a remote model is only checked (its
+        remote must list it). See ``Runtime.load``."""
+        if is_remote(model_id):
+            return self.remotes.check(model_id)
+        return self.runtime.load(model_id, options, on_progress=on_progress, cancel=cancel, ttl_s=ttl_s,
+                                 embedding=embedding)
+
+    def unload(self, model_id: str) -> bool:
+        """Free a local model's memory (a remote model has nothing loaded here: False)."""
+        return False if is_remote(model_id) else self.runtime.unload(model_id)
+
+    def loaded(self) -> list[LoadedModel]:
+        return self.runtime.loaded()
+
+    def apply_prompt_cache(self) -> None:
+        """Hand the settings' prompt cache choices to the loaded local models now (blocks: a worker)."""
+        self.runtime.apply_prompt_cache()
+
+    def is_loaded(self, model_id: str) -> bool:
+        """Whether ``model_id`` answers without a load first (a remote model always does)."""
+        return is_remote(model_id) or self.runtime.is_loaded(model_id)
+
+    def ttl(self, model_id: str, ttl_s: float | None = None) -> float | None:
+        return None if is_remote(model_id) else self.runtime.ttl(model_id, ttl_s)
+
+    # --- requests --------------------------------------------------------------------------------
+    def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
+             ttl_s: float | None = None) -> Iterator[Chunk]:
+        """Stream a chat reply (runs on the caller's thread). See ``Runtime.chat``. A generator either way,
+        so a remote's errors (an unknown remote, a dead one) arrive when the stream is read, as local ones do."""
+        if is_remote(model_id):
+            yield from self.remotes.chat(model_id, request, cancel)
+        else:
+            yield from self.runtime.chat(model_id, request, cancel, ttl_s)
+
+    def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
+                 ttl_s: float | None = None) -> Iterator[Chunk]:
+        if is_remote(model_id):
+            yield from self.remotes.complete(model_id, request, cancel)
+        else:
+            yield from self.runtime.complete(model_id, request, cancel, ttl_s)
+
+    def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
+        if is_remote(model_id):
+            return self.remotes.embed(model_id, inputs)
+        return self.runtime.embed(model_id, inputs)
+
+    def tokenize(self, model_id: str, text: str | Segments) -> list[int]:
+        _local_only(model_id, "tokenize or render prompts")
+        return self.runtime.tokenize(model_id, text)
+
+    def chat_tokens(self, model_id: str, request: ChatRequest) -> list[int]:
+        _local_only(model_id, "tokenize or render prompts")
+        return self.runtime.chat_tokens(model_id, request)
+
+    def count_chat_tokens(self, model_id: str, request: ChatRequest) -> int:
+        return len(self.chat_tokens(model_id, request))
+
+    def render_prompt(self, model_id: str, request: ChatRequest) -> str:
+        _local_only(model_id, "tokenize or render prompts")
+        return self.runtime.render_prompt(model_id, request)
+
+    # --- remote engines --------------------------------------------------------------------------
+    def resolve_remote(self, model_id: str) -> str:
+        """``model_id`` once its remote is known; ``ModelNotFound`` otherwise (no network call)."""
+        return self.remotes.resolve(model_id)
+
+    def remote_statuses(self, fresh: bool = False) -> list[RemoteStatus]:
+        """Every remote engine with its models or its error (bounded wait: call it off the GUI thread)."""
+        return self.remotes.statuses(fresh=fresh)
+
+    def remote_models(self) -> list[RemoteModel]:
+        return self.remotes.models()
+
+    def add_remote(self, name: str, url: str, api_key: str | None = None) -> RemoteEndpoint:
+        """Add (or replace) a remote engine; its key goes to the OS keyring (``SecretError`` if none)."""
+        return self.remotes.registry.add(name, url, api_key)
+
+    def remove_remote(self, name: str) -> RemoteEndpoint:
+        return self.remotes.registry.remove(name)
+
+    def list_remotes(self) -> list[RemoteEndpoint]:
+        return self.remotes.registry.list()
+
+    @property
+    def remotes_file(self) -> Path:
+        """The file the remote engines are kept in (the app watches it for changes from the CLI)."""
+        return Path(self.remotes.registry.path)
+
+    # --- lifetime --------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop every local runner and close the remote connections. Idempotent."""
+        self.remotes.close()
+        self.runtime.close()
+
+
+def _local_only(model_id: str, what: str) -> None:
+    if is_remote(model_id):
+        raise RuntimeFailure(f"{model_id} runs on a remote engine: it cannot {what} here")

@@ -1,0 +1,136 @@
+"""The engine's own request and chunk types: what every client (chat window, CLI, each API dialect)
+hands the ``Engine``, and what streams back, whether a local runner or a remote engine answers. Plain
+dataclasses, so they pickle across the runner pipe and translate to any dialect's JSON without loss.
+
+A leaf module: it imports nothing from Fireside, so the runtime, the remote engines, the server and
+the app all import it and none of them has to import another for its types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Sampling:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    min_p: float = 0.05
+    repeat_penalty: float = 1.1
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    seed: int | None = None
+    max_tokens: int | None = None
+    stop: list[str] = field(default_factory=list)
+    logprobs: int | None = None  # None: no log-probabilities; k (0-20): each token's, with k alternatives
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: str  # JSON text, as OpenAI sends it
+    id: str = ""
+
+
+@dataclass
+class ChatRequest:
+    """A chat turn to generate. ``messages`` use OpenAI's shape: role, content, tool_calls, tool_call_id."""
+
+    messages: list[dict[str, Any]]
+    sampling: Sampling = field(default_factory=Sampling)
+    tools: list[dict[str, Any]] | None = None  # OpenAI function tools: {"type": "function", "function": {...}}
+    tool_choice: str | dict[str, Any] = "auto"  # "auto", "none", "required" or {"name": ...}
+    json_schema: dict[str, Any] | None = None  # constrain the reply to this schema
+    json_mode: bool = False  # constrain the reply to some JSON object
+    reasoning: bool = True  # split <think> text from the answer
+    cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
+
+
+@dataclass
+class CompletionRequest:
+    """Raw text completion: the prompt goes to the model as is, with no chat template."""
+
+    prompt: str
+    sampling: Sampling = field(default_factory=Sampling)
+    grammar: str | None = None
+
+
+@dataclass
+class TokenLogprob:
+    """One sampled token's log-probability under the model, and the ``top`` most likely tokens at its
+    step as (text, log-probability) pairs, most likely first. Taken from the raw logits, before
+    penalties, grammar and temperature, as llama-server reports them."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
+    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runtime/kvcache.py)
+    ttft_s: float = 0.0
+    decode_tokens_per_s: float = 0.0
+    prompt_tokens_per_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def evaluated_prompt_tokens(self) -> int:
+        """Prompt tokens actually evaluated (Ollama's prompt_eval_count, Anthropic's input_tokens)."""
+        return self.prompt_tokens - self.cached_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Chunk:
+    """One piece of a streamed reply.
+
+    kind: ``text`` (answer text), ``reasoning`` (thinking text), ``tool_calls`` (parsed calls, sent once
+    the model has finished them) or ``done`` (the last chunk: ``finish_reason`` and ``usage``).
+    finish_reason: ``stop``, ``length``, ``tool_calls`` or ``cancelled``.
+    """
+
+    kind: str
+    text: str = ""
+    tool_calls: list[ToolCall] | None = None
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    logprobs: list[TokenLogprob] | None = None  # for ``text`` chunks, when the request's sampling asked
+
+
+@dataclass
+class LoadProgress:
+    model_id: str
+    fraction: float
+    message: str = ""
+
+
+@dataclass
+class LoadedModel:
+    """A model the runtime holds in a runner: what it was loaded with and what that cost."""
+
+    model_id: str
+    path: str
+    pid: int
+    n_ctx: int
+    n_gpu_layers: int
+    n_layers: int
+    verdict: str
+    planned_ram_bytes: int
+    planned_gpu_bytes: int
+    rss_bytes: int = 0
+    loaded_at: float = 0.0
+    last_used: float = 0.0
+    embedding: bool = False
+    notes: list[str] = field(default_factory=list)
+    reported_bytes: dict[str, int] = field(default_factory=dict)  # what llama.cpp said it allocated
+    calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported
+    warnings: list[str] = field(default_factory=list)  # what the user should be told: a healed or shrunk load
+    parallel: int = 1  # slots: requests decoded together, each with a context of n_ctx tokens

@@ -1,0 +1,101 @@
+"""Imports run one way: no two engine packages import each other (directly or round a longer loop), and
+no two app modules do. Every ``import`` counts, including those inside functions, since a deferred
+import is still a dependency (deferring one is how a loop used to hide: Settings and Remotes pages).
+The graph is read from the source with ``ast``; nothing is imported."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"fireside.engine": ROOT / "engine", "fireside.app": ROOT / "app"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = [p for p in path.relative_to(folder).with_suffix("").parts if p != "__init__"]
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def _imported(name: str, path: Path) -> set[str]:
+    """Every module name ``path`` imports, relative imports made absolute; ``from x import y`` counts
+    both ``x`` and ``x.y`` (``y`` may be a module)."""
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            prefix = base[:len(base) - node.level + 1] if node.level else []
+            module = ".".join(prefix + ([node.module] if node.module else []))
+            out |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return out
+
+
+def _graph(node_of) -> dict[str, set[str]]:
+    modules = _modules()
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        source = node_of(name, modules)
+        if source is None:
+            continue
+        for target in map(lambda t: node_of(t, modules), _imported(name, path)):
+            if target is not None and target != source:
+                edges.setdefault(source, set()).add(target)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    found, state, stack = [], {}, []
+
+    def visit(node: str) -> None:
+        state[node], _ = "open", stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                found.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt)
+        state[node], _ = "done", stack.pop()
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    return found
+
+
+def engine_package(name: str, _modules: dict) -> str | None:
+    """``fireside.engine.runtime.batch`` -> ``runtime``; a top-level module (``types``) is its own node."""
+    parts = name.split(".")
+    return parts[2] if parts[:2] == ["fireside", "engine"] and len(parts) > 2 else None
+
+
+def app_module(name: str, modules: dict) -> str | None:
+    """An app module; ``from ..feedback import show_error`` names ``fireside.app.feedback``."""
+    while name.startswith("fireside.app") and name not in modules:
+        name = name.rsplit(".", 1)[0]
+    return name if name.startswith("fireside.app.") else None
+
+
+def test_the_walk_sees_the_layering():
+    engine, app = _graph(engine_package), _graph(app_module)
+    assert {"runtime", "remote", "types"} <= engine["facade"]  # the facade sits over both
+    assert "types" in engine["runtime"] and "types" in engine["remote"]
+    assert "fireside.app.bridge" in app["fireside.app.windows.server"] or \
+        "fireside.app.serving" in app["fireside.app.windows.server"]
+
+
+def test_no_cycle_between_engine_packages():
+    assert _cycles(_graph(engine_package)) == []
+
+
+def test_no_cycle_between_app_modules():
+    assert _cycles(_graph(app_module)) == []
+
+
+def test_the_walk_finds_a_cycle_when_there_is_one():
+    [cycle] = _cycles({"runtime": {"remote", "types"}, "remote": {"types", "runtime"}, "types": set()})
+    assert cycle[0] == cycle[-1] and set(cycle) == {"runtime", "remote"}  # the loop #15 removed
