@@ -45,6 +45,7 @@ class Fireside:
         self.tray = None
 
     def start(self):
+        from .promptcache import apply_prefs
         from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
 
@@ -56,6 +57,7 @@ class Fireside:
         prefs = Prefs(s.config_dir / "app.json")
         log.info("2/8 preferences from %s", prefs.path)
         s.models_dirs.extend(p for p in map(_path, prefs.get("models_dirs") or []) if p not in s.models_dirs)
+        apply_prefs(s, prefs)  # the prompt cache's on/off and size cap, as the Settings page left them
         store = Store(s.chats_db)
         log.info("3/8 chats database %s (schema %d)", store.path, store.db.execute("PRAGMA user_version").fetchone()[0])
         engine = _make_engine(s, self._engine)

@@ -25,6 +25,7 @@ DEFAULTS: dict[str, Any] = {
     "default_load": {},  # LoadOptions as a dict, used when a model has none of its own
     "models_dirs": [],  # extra models folders, after the default one
     "last_used": {},  # model id -> epoch seconds
+    "prompt_cache": {"enabled": True, "cap_gib": None},  # None: the engine's default cap
     "server": {"port": None, "network": False, "origins": "", "jit": True, "idle_min": 10},
 }
 

@@ -28,6 +28,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from fireside.engine.types import ChatRequest, Sampling
 
 from .feedback import show_error
+from .promptcache import tag_for
 from .store import Message, Store
 from .tools import AppTools
 from .toolturn import ToolTurn, as_chat_message
@@ -256,7 +257,8 @@ class ChatSession(QObject):
         if self.tool_turn.servers(conv):
             self.tool_turn.start(conv, self.active, messages, to_sampling(conv.sampling))
         else:
-            self.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling)))
+            self.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling),
+                                                                   cache_tag=tag_for(conv.id)))
         self.reply_started.emit(self.active.id)
 
     def _grow(self, msg: Message, kind: str, text: str) -> None:

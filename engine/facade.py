@@ -101,6 +101,10 @@ class Engine:
     def loaded(self) -> list[LoadedModel]:
         return self.runtime.loaded()
 
+    def apply_prompt_cache(self) -> None:
+        """Hand the settings' prompt cache choices to the loaded local models now (blocks: a worker)."""
+        self.runtime.apply_prompt_cache()
+
     def is_loaded(self, model_id: str) -> bool:
         """Whether ``model_id`` answers without a load first (a remote model always does)."""
         return is_remote(model_id) or self.runtime.is_loaded(model_id)

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 
-def atomic_write(path: Path | str, data: str | bytes, encoding: str = "utf-8") -> Path:
-    """Replace ``path`` with ``data``, durably. The old file stays intact if anything fails first."""
+def atomic_write(path: Path | str, data: str | bytes | Sequence[bytes | memoryview], encoding: str = "utf-8") -> Path:
+    """Replace ``path`` with ``data``, durably. The old file stays intact if anything fails first.
+    ``data`` may be a list of byte chunks, written in order (a large buffer then needs no joined copy)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode(encoding) if isinstance(data, str) else data
+    chunks = [data.encode(encoding) if isinstance(data, str) else data] if isinstance(data, (str, bytes)) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

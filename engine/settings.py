@@ -12,6 +12,8 @@ Environment variables:
     FIRESIDE_PORT     the API server's port (default 8765)
     HF_ENDPOINT       the Hugging Face hub (or a mirror); read by huggingface_hub too
     HF_TOKEN          a hub token for this session, used when the OS keyring holds none
+    FIRESIDE_PROMPT_CACHE      ``off`` keeps no KV state on disk (the prompt cache; on by default)
+    FIRESIDE_PROMPT_CACHE_GIB  the prompt cache's size cap in GiB (default 4)
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ APP_NAME = "Fireside"
 DEFAULT_PORT = 8765
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
+DEFAULT_PROMPT_CACHE_GIB = 4.0
 
 
 def redact(secret: str | None) -> str | None:
@@ -59,6 +62,8 @@ class Settings:
     hf_endpoint: str = DEFAULT_HF_ENDPOINT
     idle_ttl_s: float = 600.0
     hf_token: str | None = None
+    prompt_cache: bool = True  # keep slots' KV states on disk so conversations resume after a restart
+    prompt_cache_cap_bytes: int = int(DEFAULT_PROMPT_CACHE_GIB * 2**30)
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -85,6 +90,9 @@ class Settings:
             port=int(env.get("FIRESIDE_PORT", DEFAULT_PORT)),
             hf_endpoint=env.get("HF_ENDPOINT", DEFAULT_HF_ENDPOINT).rstrip("/"),
             hf_token=secret(env.get("HF_TOKEN") or None),
+            prompt_cache=env.get("FIRESIDE_PROMPT_CACHE", "on").strip().lower() not in ("off", "0", "no", "false"),
+            prompt_cache_cap_bytes=int(float(env.get("FIRESIDE_PROMPT_CACHE_GIB") or DEFAULT_PROMPT_CACHE_GIB)
+                                       * 2**30),
         )
 
     def __repr__(self) -> str:
@@ -104,6 +112,11 @@ class Settings:
     @property
     def chats_db(self) -> Path:
         return self.data_dir / "chats.sqlite3"
+
+    @property
+    def prompt_cache_dir(self) -> Path:
+        """Saved KV states of conversations (``engine/runtime/kvcache.py``): a cache, safe to delete."""
+        return self.cache_dir / "prompt-cache"
 
     def ensure_dirs(self) -> None:
         """Create the folders this process writes to; called once at start-up."""

@@ -45,6 +45,7 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None  # constrain the reply to this schema
     json_mode: bool = False  # constrain the reply to some JSON object
     reasoning: bool = True  # split <think> text from the answer
+    cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
 
 
 @dataclass
@@ -72,10 +73,16 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
+    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runtime/kvcache.py)
     ttft_s: float = 0.0
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
     total_s: float = 0.0
+
+    @property
+    def evaluated_prompt_tokens(self) -> int:
+        """Prompt tokens actually evaluated (Ollama's prompt_eval_count, Anthropic's input_tokens)."""
+        return self.prompt_tokens - self.cached_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -27,6 +27,7 @@ from fireside.engine.library.starter import STARTER_ID, starter_path
 from .. import export
 from ..context import AppContext
 from ..feedback import show_error
+from ..promptcache import forget_chat
 from ..session import ChatSession
 from .chat_settings import DEFAULT_SAMPLING, ChatSettingsPanel
 from .composer import ComposerBar, ContextMeter
@@ -169,6 +170,7 @@ class ChatPage(QWidget):
     def delete_conversation(self, conv_id: int) -> None:
         title = self.store.conversation(conv_id).title
         self.store.delete_conversation(conv_id)
+        forget_chat(self.ctx.settings, self.ctx.tasks, conv_id)  # its saved KV states in the prompt cache
         self.conversations.refresh()
         if conv_id == self.conv_id:
             self.new_chat()

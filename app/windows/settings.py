@@ -35,6 +35,7 @@ from fireside.engine.models import hardware
 from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
+from .prompt_cache import PromptCacheBox
 from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}
@@ -50,8 +51,9 @@ class SettingsPage(QWidget):
         column = QVBoxLayout(inner)
         column.setContentsMargins(24, 16, 24, 16)
         self.remotes = RemotesBox(ctx)
+        self.prompt_cache = PromptCacheBox(ctx)
         for box in (self._appearance(), self._folders(), self._token(), self.remotes, self._defaults(),
-                    self._hardware()):
+                    self.prompt_cache, self._hardware()):
             column.addWidget(box)
         column.addStretch(1)
         scroll = QScrollArea(widgetResizable=True)

@@ -43,6 +43,8 @@ def format_stats(stats: dict) -> str:
         parts.append(f"{stats['decode_tokens_per_s']:.1f} tok/s")
     if stats.get("ttft_s"):
         parts.append(f"{stats['ttft_s']:.2f} s to first token")
+    if stats.get("restored_tokens"):
+        parts.append(f"resumed {stats['restored_tokens']:,} tokens from cache")
     if "completion_tokens" in stats:
         parts.append(f"{stats['completion_tokens']} tokens")
     if stats.get("finish_reason") and stats["finish_reason"] != "stop":

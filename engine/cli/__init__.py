@@ -9,9 +9,9 @@ import sys
 
 from ..deps import check_floors
 from ..errors import FiresideError
-from . import bench, chat, library, mcp, models, remote, server
+from . import bench, cache, chat, library, mcp, models, remote, server
 
-GROUPS = [models, chat, library, server, bench, remote, mcp]
+GROUPS = [models, chat, library, server, bench, remote, mcp, cache]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ library, runtime, app, listening socket) with a log line per step, and stopped i
 or SIGTERM. The API key is kept in the OS keyring: ``--api-key KEY`` stores it, ``--new-key`` makes
 and stores a random one (printed once), ``--forget-key`` removes it. Listening on anything but
 loopback without a key is refused. ``--keep-alive`` sets how long an idle model stays loaded (the
-runtime's time-to-live); ``--allow-management`` opens ``/api/pull`` and ``/api/delete``, which are off
+runtime's time-to-live); ``--no-prompt-cache`` keeps no KV states on disk; ``--allow-management`` opens ``/api/pull`` and ``/api/delete``, which are off
 on the API by default.
 """
 
@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-alive", type=keep_alive, default=None, metavar="DURATION",
                    help="unload a model idle this long: 10m, 1h, 90s or seconds; -1 never, 0 right after each "
                         "request (default: the settings' 10m); a request's own keep_alive overrides it")
+    p.add_argument("--no-prompt-cache", dest="prompt_cache", action="store_false", default=True,
+                   help="keep no KV states on disk (default: conversations resume from the prompt cache after a "
+                        "restart; see `fireside cache ls`)")
     p.add_argument("--allow-management", action="store_true",
                    help="let API clients pull and delete models (/api/pull, /api/delete); off by default")
     add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
@@ -92,6 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("the API key is removed; the server now answers loopback clients without one")
         return 0
     settings = Settings.from_env()
+    settings.prompt_cache = settings.prompt_cache and args.prompt_cache
     host, port = args.host or settings.host, args.port or settings.port
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -118,6 +122,8 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     engine = Engine(settings, library=library, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
                     load_defaults=load_defaults)
     log.info("engine: idle models unload after %s", f"{engine.idle_ttl_s:g} s" if engine.idle_ttl_s else "never")
+    log.info("prompt cache: %s", f"{settings.prompt_cache_dir}, up to {settings.prompt_cache_cap_bytes / 2**30:g} GiB"
+             if settings.prompt_cache else "off")
     for ref in preload:
         loaded = engine.load(library.get(ref).id)
         log.info("loaded %s (%s, context %d, %d slots)", loaded.model_id, loaded.verdict, loaded.n_ctx,

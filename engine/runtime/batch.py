@@ -10,8 +10,12 @@ Slots keep the tokens their cache holds after a reply ends. A new request takes 
 tokens share the longest prefix with its prompt when that covers half of it (turn N of a
 conversation reuses turns 1..N-1), else the idle slot used longest ago; it copies another slot's
 cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
-tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the slots wait in arrival order. ``cached_tokens`` in
-usage says how many prompt tokens were reused.
+tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the
+slots wait in arrival order. ``cached_tokens`` in usage says how many prompt tokens were reused.
+
+With a prompt cache on disk (``kvcache.py``), a slot's state is saved when its reply ends (after the
+reply's last event is sent), and a prompt that shares a longer prefix with a saved state than with
+any slot has that state loaded instead of evaluated; ``restored_tokens`` in usage counts those.
 
 Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
 stay in position order, so with flash attention (the default) a seeded request gives the same text
@@ -27,6 +31,7 @@ Runs entirely on the runner's worker thread, the only thread that touches the ``
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from collections import deque
@@ -34,6 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import kvcache
 from .decode import Reply, common_prefix
 from .sampler import Chain, token_logprob
 from .tokens import prompt_tokens
@@ -41,6 +47,7 @@ from .tokens import prompt_tokens
 Send = Callable[..., None]  # send(req_id, kind, **data)
 SIMILAR = 0.5  # a slot whose cache covers this share of a prompt is that conversation's (llama-server's rule)
 MIN_COPY = 64  # copying a slot's stream moves all of it: worth it only for a prefix of this many tokens
+MIN_RESTORE = 32  # reading a saved state from disk beats evaluating from about this many tokens on
 
 
 @dataclass
@@ -54,6 +61,7 @@ class _Seq:
     reply: Reply
     n_logprobs: int | None
     next_token: int | None = None  # sampled, not yet in the cache
+    tag: str | None = None  # what the prompt cache files this request's state under (a conversation)
 
 
 @dataclass
@@ -105,10 +113,11 @@ def slot_context(llama: Any) -> int:
 
 
 class BatchEngine:
-    def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None]):
+    def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
+                 cache: kvcache.PromptCache | None = None):
         import llama_cpp as lc
 
-        self.llama, self.send, self.on_finished = llama, send, on_finished
+        self.llama, self.send, self.on_finished, self.cache = llama, send, on_finished, cache
         self.ctx = llama._ctx.ctx
         self.mem = lc.llama_get_memory(self.ctx)
         lc.llama_memory_clear(self.mem, True)  # whatever ran before (a warm-up) is not a slot's
@@ -141,7 +150,8 @@ class BatchEngine:
             self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
             return
         reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
-        self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None)))
+        self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
+                                 tag=msg.get("cache_tag")))
 
     def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
         self.send(req_id, kind, **data)
@@ -194,10 +204,40 @@ class BatchEngine:
             lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
             lc.llama_memory_seq_cp(self.mem, donor.seq_id, slot.seq_id, -1, -1)  # streams copy whole
             slot.tokens = list(donor.tokens)
-        keep = min(keep, len(seq.prompt) - 1)  # the last prompt token is evaluated again for its logits
+        restored = self._restore(slot, seq, keep)
+        keep = min(max(keep, restored), len(seq.prompt) - 1)  # the last prompt token is evaluated again for its logits
         lc.llama_memory_seq_rm(self.mem, slot.seq_id, keep, -1)
         slot.tokens = slot.tokens[:keep]
         seq.reply.cached = keep
+        seq.reply.restored = keep if restored else 0
+
+    def _restore(self, slot: _Slot, seq: _Seq, keep: int) -> int:
+        """Load the saved state sharing the longest prefix with the prompt into ``slot`` when that beats
+        the ``keep`` tokens the slots hold; returns the prefix it covers (0: nothing loaded)."""
+        import llama_cpp as lc
+
+        if self.cache is None or keep >= len(seq.prompt) - 1:
+            return 0
+        hit = self.cache.lookup(seq.prompt)
+        if hit is None or hit[1] < keep + MIN_RESTORE:
+            return 0
+        entry, n = hit
+        started = time.perf_counter()
+        data = self.cache.read(entry)  # checked against its checksum; None when refused
+        if data is None:
+            return 0
+        read_s = time.perf_counter() - started
+        lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
+        if not kvcache.restore(self.ctx, slot.seq_id, data):
+            lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)  # whatever half of it went in
+            slot.tokens = []
+            self.cache.forget(entry)
+            return 0
+        slot.tokens = entry.tokens
+        print(f"fireside: restored {min(n, len(seq.prompt) - 1):,} of {len(seq.prompt):,} prompt tokens from the prompt cache "
+              f"({len(data) / 2**20:.1f} MiB read and checked in {read_s * 1000:.0f} ms, loaded in "
+              f"{(time.perf_counter() - started - read_s) * 1000:.0f} ms)", file=sys.stderr, flush=True)
+        return n
 
     def _fill(self) -> list[tuple[_Seq, int]]:
         """Put this step's tokens in the batch; return which sequence samples from which output row.
@@ -280,6 +320,16 @@ class BatchEngine:
         if events is None:
             events = [{"type": "error", "error": "RuntimeError", "message": error}]
         self._end(seq, events)
+        if not error:
+            self._save(slot, seq.tag)
+
+    def _save(self, slot: _Slot, tag: str | None) -> None:
+        """Hand the prompt cache a copy of the slot's state; its writer thread does the rest."""
+        if self.cache is None or not self.cache.wants(len(slot.tokens)):
+            return
+        state = kvcache.snapshot(self.ctx, slot.seq_id)
+        if state is not None:
+            self.cache.save(slot.tokens, state, tag)
 
     def _end(self, seq: _Seq, events: list[dict]) -> None:
         if seq.chain:

@@ -42,7 +42,7 @@ class Reply:
         self.max_tokens = min(sampling.max_tokens, room) if sampling.max_tokens else room
         self.stops = [x for x in sampling.stop if x]
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.held, self.n_out, self.cached = "", 0, 0
+        self.held, self.n_out, self.cached, self.restored = "", 0, 0, 0
         self.first_at: float | None = None
         self.finish: str | None = None
         self.logprobs: list = []  # TokenLogprob entries not yet sent with a text piece
@@ -99,6 +99,7 @@ class Reply:
             prompt_tokens=self.n_prompt,
             completion_tokens=n_out,
             cached_tokens=self.cached,
+            restored_tokens=self.restored,
             ttft_s=ttft,
             decode_tokens_per_s=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
             prompt_tokens_per_s=(self.n_prompt - self.cached) / ttft if ttft > 0 else 0.0,

@@ -2,13 +2,14 @@
 
 llama.cpp ends its process on some failures (GPU out of memory, failed asserts), which no Python
 ``try`` can catch, so each loaded model lives here, away from the app. The parent sends frames
-(``load``, ``generate``, ``tokenize``, ``embed``, ``cancel``, ``shutdown``; see ``protocol.py``) on
-stdin; replies go back on the original stdout, each tagged with the request's id.
+(``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``shutdown``;
+see ``protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
 
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; one worker
 thread owns the ``Llama``. It takes requests off a queue in order and hands ``generate`` requests to
 the batch engine (``batch.py``), which decodes every request in a slot together, one step at a time;
-between steps the worker takes the next requests, so a new one joins the running batch.
+between steps the worker takes the next requests, so a new one joins the running batch. With the
+prompt cache on (``kvcache.py``), a writer thread saves the slots' KV states after their replies.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Runner:
         self._log_cb = None
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
+        self.cache: Any = None  # the PromptCache (kvcache.py), when the load asked for one
+        self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -81,6 +84,8 @@ class Runner:
             if msg is None:  # shutdown: the reader has set every cancel event
                 if self.batch is not None:
                     self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash
+                if self.cache is not None:
+                    self.cache.close()  # the states of the replies just ended reach the disk
                 break
             if msg:
                 self.handle(msg)
@@ -94,7 +99,7 @@ class Runner:
 
     def handle(self, msg: dict) -> None:
         handlers = {"load": self.load, "generate": self.generate, "tokenize": self.tokenize,
-                    "embed": self.embed, "stats": self.stats}
+                    "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
         req_id = msg["id"]
         cancel = self.cancels[req_id]
         owned = False
@@ -165,6 +170,9 @@ class Runner:
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
+        self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts))
+        if msg.get("kvcache") and not kwargs.get("embedding"):
+            self.cache = self._open_cache(msg["kvcache"])
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq)
 
@@ -183,6 +191,26 @@ class Runner:
         if llama_cpp.llama_decode(self.llama.ctx, batch) != 0:
             raise RuntimeError("llama.cpp could not decode its warm-up tokens")
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
+
+    def _open_cache(self, config: dict) -> Any:
+        from . import kvcache
+
+        path, kwargs = self._cache_from
+        config = kvcache.CacheConfig(**config)
+        ident = kvcache.identity(path, kwargs, slot_context(self.llama))
+        print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)
+        return kvcache.PromptCache(config, ident, os.path.basename(path))
+
+    def prompt_cache(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
+        """Turn the prompt cache on (with ``msg["kvcache"]``'s folder and cap) or off (None), now."""
+        if self.cache is not None:
+            self.cache.close()  # its queued writes finish first
+            self.cache = None
+        if msg.get("kvcache") and not self._cache_from[1].get("embedding"):
+            self.cache = self._open_cache(msg["kvcache"])
+        if self.batch is not None:
+            self.batch.cache = self.cache
+        self.reply(req_id, "result", prompt_cache="on" if self.cache else "off")
 
     def _add_bos(self) -> bool:
         import llama_cpp
@@ -214,11 +242,12 @@ class Runner:
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         slots = self.batch.slots if self.batch else []
         self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_seq=self.n_seq,
-                   n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots])
+                   n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots],
+                   prompt_cache=self.cache.notice or "on" if self.cache else "off")
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:
-            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished)
+            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished, self.cache)
         self.batch.submit(req_id, msg, cancel)
         return True  # the batch engine replies and calls _finished when the request ends
 

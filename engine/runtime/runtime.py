@@ -29,6 +29,7 @@ from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProg
 from . import healing
 from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
+from .kvcache import CacheConfig
 from .parsing import StreamParser
 from .templates import ChatTemplate
 from .tokens import Segments
@@ -190,7 +191,8 @@ class Runtime:
         if embedding:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:
-            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs):
+            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs,
+                                     kvcache=None if embedding else self._cache_config()):
                 if msg["type"] == "progress" and on_progress:
                     on_progress(LoadProgress(model_id, msg["fraction"]))
                 elif msg["type"] == "error":
@@ -205,6 +207,24 @@ class Runtime:
         except BaseException:
             client.close()
             raise
+
+    def _cache_config(self) -> dict | None:
+        """What a runner is told about the prompt cache on disk (``kvcache.py``); None when it is off."""
+        s = self.settings
+        if not s.prompt_cache:
+            return None
+        return CacheConfig(str(s.prompt_cache_dir), s.prompt_cache_cap_bytes).to_dict()
+
+    def apply_prompt_cache(self) -> None:
+        """Tell every loaded model the settings' prompt cache choices (on/off, cap) now, not at its next
+        load. Blocks while a runner finishes its queued cache writes; call it off the GUI thread."""
+        with self._lock:
+            slots = [s for s in self._slots.values() if not s.loaded.embedding and s.client.alive]
+        for slot in slots:
+            try:
+                slot.client.request("prompt_cache", kvcache=self._cache_config())
+            except RuntimeFailure as exc:  # a runner that died meanwhile is started afresh by its next request
+                log.warning("could not update the prompt cache of %s: %s", slot.model_id, exc)
 
     def unload(self, model_id: str) -> bool:
         """Stop the model's runners; all their memory goes back. Returns whether anything was loaded."""
@@ -275,7 +295,7 @@ class Runtime:
         forced = bool(forced_tool_names(request)) if tools else False
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
         made_calls, logprobs = False, []
-        for event in self._generate(slot, prompt, request.sampling, grammar, cancel):
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
             if event.kind == "text":
                 logprobs += event.logprobs or []
                 yield from _carry_logprobs(parser.feed(event.text), logprobs)
@@ -295,12 +315,13 @@ class Runtime:
         yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
-                  cancel: threading.Event | None) -> Iterator[Chunk]:
+                  cancel: threading.Event | None, cache_tag: str | None = None) -> Iterator[Chunk]:
         with self._lock:
             slot.busy += 1
         try:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
-                                          sampling=sampling, grammar=grammar, add_bos=slot.add_bos):
+                                          sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
+                                          cache_tag=cache_tag):
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"))
                 elif msg["type"] == "done":

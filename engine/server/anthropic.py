@@ -191,7 +191,8 @@ def chat_request(body: MessagesBody) -> ChatRequest:
 
 def usage_of(u: Usage | None) -> dict:
     u = u or Usage()
-    return {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
+    # Anthropic counts input_tokens after the cache: the whole prompt is input + cache_read_input_tokens
+    return {"input_tokens": u.evaluated_prompt_tokens, "output_tokens": u.completion_tokens,
             "cache_read_input_tokens": u.cached_tokens}
 
 

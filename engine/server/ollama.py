@@ -172,13 +172,15 @@ def timestamp() -> str:
 
 
 def final_fields(done: Chunk) -> dict[str, Any]:
+    """The closing fields; ``prompt_eval_count`` counts only the prompt tokens evaluated, as Ollama's do
+    (a cached prefix, from a slot or the prompt cache on disk, is left out)."""
     u = done.usage
     if u is None:
         return {"done": True, "done_reason": done.finish_reason or "stop"}
     decode_s = max(u.total_s - u.ttft_s, 0.0)
     return {"done": True, "done_reason": "stop" if done.finish_reason == "tool_calls" else done.finish_reason,
             "total_duration": int(u.total_s * 1e9), "load_duration": 0,
-            "prompt_eval_count": u.prompt_tokens, "prompt_eval_duration": int(u.ttft_s * 1e9),
+            "prompt_eval_count": u.evaluated_prompt_tokens, "prompt_eval_duration": int(u.ttft_s * 1e9),
             "eval_count": u.completion_tokens, "eval_duration": int(decode_s * 1e9)}
 
 
