@@ -13,6 +13,15 @@ from tests.helpers.keyrings import MemoryKeyring  # noqa: E402
 from tests.helpers.models import smollm2_file  # noqa: E402
 
 
+def pytest_configure(config):
+    # Module- and session-scoped fixtures are set up before the per-test keyring below, so they would
+    # otherwise reach whatever keyring the machine has (a locked Secret Service failed MCP set-ups): no
+    # test ever touches the real one.
+    import keyring
+
+    keyring.set_keyring(MemoryKeyring())
+
+
 @pytest.fixture(autouse=True)
 def fireside_home(tmp_path, monkeypatch):
     """Every test gets its own Fireside home, so nothing touches the real user's data."""

@@ -3,6 +3,7 @@ hangs up freeing its place at once, and a runner crash reported mid-stream and r
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from tests.helpers.waiting import wait_until
 pytestmark = pytest.mark.model
 LONG = {"model": "starter", "messages": [{"role": "user", "content": "Write a long story."}],
         "max_tokens": 2000, "stream": True}
+CLOSE = 0.05  # one prompt's first log-probability, alone or batched: the same but for the order of sums
 
 
 def test_context_overflow_is_400(base_url):
@@ -44,36 +46,38 @@ def test_validation_errors_are_400_in_openai_shape(base_url, body, param):
 
 
 def test_twenty_concurrent_streams_all_complete(base_url, runtime):
-    # Four prompts, each decoded greedily: every stream must carry its own prompt's tokens, whatever slot it
-    # lands in and whatever shares its batch. Greedy, because a seeded sample at temperature > 0 can flip on
-    # the last bits of a logit. Even greedy text can differ with how much of the prompt a slot already held
-    # (all of it cold, only the chat template's shared opening cached, or all but its last token: llama.cpp
-    # sums in another order; batch.py), so each prompt's texts are taken alone in each of those states.
+    # Twenty streams over four prompts: each must complete, and each must carry its own prompt's tokens
+    # whatever slot it lands in and whatever shares its batch. Its first step shows which prompt it
+    # decoded: its token and log-probability come from the prompt's last logits row. (Not the whole text:
+    # greedy text can flip where two tokens nearly tie, since llama.cpp's sums run in another order with
+    # the batch's size and with how much of a prompt a slot held already; batch.py. A log-probability
+    # moves by hundredths then (0.025 seen), less than the 0.15 that tells these prompts apart.)
     prompts = ["Tell me about the sea.", "Name a color.", "What is 2 + 2?", "Write a word about cats."]
-    greedy = Sampling(max_tokens=4, temperature=0)  # the server's defaults otherwise
-    alone: dict[str, set[str]] = {p: set() for p in prompts}
-    order = [*prompts, *prompts, *(q for q in prompts for _ in (1, 2)), *reversed(prompts)]
-    for p in order:
-        alone[p].add("".join(c.text for c in runtime.chat("starter", ChatRequest(
-            [{"role": "user", "content": p}], greedy)) if c.kind == "text"))
-    for p in prompts:  # the test can tell the prompts apart: no text one prompt gives is another's
-        assert not alone[p] & set().union(*(alone[q] for q in prompts if q != p)), alone
+    alone = {}
+    for p in prompts:
+        first = next(c for c in runtime.chat("starter", ChatRequest([{"role": "user", "content": p}], Sampling(
+            max_tokens=1, temperature=0, logprobs=0))) if c.kind == "text").logprobs[0]
+        alone[p] = first.token, first.logprob
+    for p, q in itertools.combinations(prompts, 2):  # the test can tell the prompts apart
+        assert alone[p][0] != alone[q][0] or abs(alone[p][1] - alone[q][1]) > 3 * CLOSE, (alone[p], alone[q])
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
 
-    def one(i: int) -> tuple[str, str, str, int]:
+    def one(i: int) -> tuple[str, tuple, str, int]:
         prompt = prompts[i % 4]
         events = list(client.chat.completions.create(
             model="starter", messages=[{"role": "user", "content": prompt}], max_tokens=4, temperature=0,
-            stream=True, stream_options={"include_usage": True}))
-        text = "".join(e.choices[0].delta.content or "" for e in events if e.choices)
+            logprobs=True, stream=True, stream_options={"include_usage": True}))
+        steps = [t for e in events if e.choices and e.choices[0].logprobs for t in e.choices[0].logprobs.content]
+        first = steps[0].token, steps[0].logprob
         finish = [e.choices[0].finish_reason for e in events if e.choices][-1]
-        return prompt, text, finish, events[-1].usage.completion_tokens
+        return prompt, first, finish, events[-1].usage.completion_tokens
 
     with ThreadPoolExecutor(20) as pool:
         results = list(pool.map(one, range(20)))
     assert len(results) == 20
-    for prompt, text, finish, n_tokens in results:
-        assert text in alone[prompt], (prompt, text, alone)
+    for prompt, (token, logprob), finish, n_tokens in results:
+        want_token, want_logprob = alone[prompt]
+        assert token == want_token and abs(logprob - want_logprob) < CLOSE, (prompt, token, logprob, alone[prompt])
         assert (finish, n_tokens) == ("length", 4)
 
 
