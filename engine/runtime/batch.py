@@ -23,7 +23,9 @@ alone or beside other requests (tests/engine/test_batching.py checks it). What s
 llama.cpp's numerics changing under the same request: flash attention off (attention then sums
 over every cell of the stream and its rounding depends on how many there are), a prompt evaluated
 in different chunks (all of it cold, or only its tail after a cached prefix), another thread count
-or backend (GPU kernels pick different reductions by batch size).
+or backend (GPU kernels pick different reductions by batch size), and, measured on this CPU build,
+the batch itself: a first token's log-probability moved by up to 0.025 between a request alone and
+twenty concurrent ones, enough to flip a near tie in greedy text (tests/server/test_scheduling.py).
 
 Runs entirely on the runner's worker thread, the only thread that touches the ``Llama``.
 """
