@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,9 +24,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
-
-from fireside.engine.bench.targets import HttpTarget, RequestResult
+from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, wait_until_serving
 from fireside.engine.library.starter import starter_path
 
 TOPICS = ["a lighthouse keeper", "a dragon who bakes bread", "the first train to the coast", "a lost violin",
@@ -43,33 +40,11 @@ class LlamaServerTarget(HttpTarget):
         return {**super().body(prompt, max_tokens, seed), "repeat_penalty": 1.1, "repeat_last_n": 64}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(proc: subprocess.Popen, url: str, what: str) -> None:
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(f"{url}/{'health' if what == 'llama-server' else 'api/ps'}", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"{what} did not come up")
-
-
 def start_llama_server(binary: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [binary, "-m", str(starter_path()), "-t", str(threads), "-c", str(ctx * slots), "-np", str(slots),
            "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    wait_healthy(proc, url, "llama-server")
-    return proc, url
+    return _started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
 def start_fireside(home: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
@@ -79,8 +54,16 @@ def start_fireside(home: str, threads: int, ctx: int, slots: int) -> tuple[subpr
            "--keep-alive", "-1", "--ctx", str(ctx), "--parallel", str(slots), "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "FIRESIDE_HOME": home})
+    return _started(proc, port, "/v1/models")
+
+
+def _started(proc: subprocess.Popen, port: int, path: str) -> tuple[subprocess.Popen, str]:
     url = f"http://127.0.0.1:{port}"
-    wait_healthy(proc, url, "fireside serve")
+    try:
+        wait_until_serving(proc, url, path=path)
+    except RuntimeError as exc:
+        proc.kill()
+        raise SystemExit(f"{' '.join(proc.args[:3])}: {exc}") from None
     return proc, url
 
 

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from fireside.engine.bench.targets import free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [ROOT / "docs" / "security.md", ROOT / "docs" / "api.md", ROOT / "README.md"]
@@ -83,26 +84,17 @@ class Serve:
     """``fireside serve`` in a subprocess, preloading the starter model with one slot."""
 
     def __init__(self, home: Path, *extra: str):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = (home / "serve.log").open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "serve", "--port", str(self.port),
                                       "--load", "starter", "--parallel", "1", *extra],
                                      env={**os.environ, "FIRESIDE_HOME": str(home)}, stdout=self.log,
                                      stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"fireside serve exited with {self.proc.returncode}; see {home / 'serve.log'}")
-            try:
-                if httpx.get(f"{self.url}/v1/models", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise SystemExit("fireside serve did not start")
+        try:
+            wait_until_serving(self.proc, self.url, timeout=300)
+        except RuntimeError as exc:
+            raise SystemExit(f"fireside serve: {exc}; see {home / 'serve.log'}") from None
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)  # its shutdown lets the cache writer finish

@@ -7,11 +7,15 @@ why it stopped. ``HttpTarget`` speaks OpenAI's ``/v1/completions`` or ``/v1/chat
 SSE with httpx, so it measures Fireside, vLLM, SGLang, llama-server, Ollama or LM Studio alike;
 ``LocalTarget`` calls a ``Runtime`` in this process, so Fireside's engine is measured without a
 server in between. Both are called from many threads at once (one per concurrent request).
+``free_port`` and ``wait_until_serving`` start a server to measure: a port to give it, and the wait
+until it answers.
 """
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +28,30 @@ from ..types import ChatRequest, CompletionRequest, Sampling
 ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # Ask for exactly max_tokens where the server supports it (vLLM, SGLang); others ignore or refuse them.
 EXACT_LENGTH = ("ignore_eos", "min_tokens")
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_serving(proc: subprocess.Popen, url: str, timeout: float = 180, path: str = "/v1/models") -> None:
+    """Wait until the server ``proc`` started answers ``GET url+path`` with 200; ``RuntimeError`` if it
+    exits first or has not answered within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}) before it answered")
+        try:
+            if httpx.get(f"{url}{path}", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server did not answer within {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 @dataclass

@@ -4,24 +4,19 @@ planned, shown in the estimate and kept with the model's settings."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtWidgets import QDialog
 
 from fireside.app.windows.load_dialog import describe_options
 from fireside.engine.models import hardware
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
+from tests.helpers.driving import open_load_dialog
 
 pytestmark = pytest.mark.gui
 
 
 def test_load_dialog_chooses_parallel_slots(qtbot, make_app, shared_runtime):
     app = make_app(shared_runtime)
-    bar = app.window.chat.model_bar
-    app.ctx.prefs.put("load_options", "starter", {})
-    bar.set_model("starter")
-    bar.settings_button.click()
-    dialog = bar.findChild(QDialog)
-    qtbot.waitUntil(lambda: dialog.info is not None, timeout=20_000)
+    dialog = open_load_dialog(qtbot, app)
     auto = plan_fit(inspect_file(shared_runtime.resolver("starter")), hardware.detect(), LoadOptions())
     assert not dialog.parallel.isEnabled() and dialog.parallel.value() == auto.parallel
     assert f"{auto.parallel} slots" in dialog.estimate.text()

@@ -10,13 +10,14 @@ import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
-from PySide6.QtWidgets import QDialog, QStyle
+from PySide6.QtWidgets import QStyle
 
 from fireside.engine.library import Library
 from fireside.engine.models import hardware
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
 from fireside.engine.settings import Settings
+from tests.helpers.driving import open_load_dialog
 from tests.helpers.gguf_builder import build_gguf
 
 pytestmark = pytest.mark.gui
@@ -58,12 +59,7 @@ def test_window_and_tray_show_the_fireside_flame(qtbot, make_app, shared_runtime
 
 def test_greyed_context_shows_the_auto_plan(qtbot, make_app, shared_runtime):
     app = make_app(shared_runtime)
-    bar = app.window.chat.model_bar
-    app.ctx.prefs.put("load_options", "starter", {})
-    bar.set_model("starter")
-    bar.settings_button.click()
-    dialog = bar.findChild(QDialog)
-    qtbot.waitUntil(lambda: dialog.info is not None, timeout=20_000)
+    dialog = open_load_dialog(qtbot, app)
     plan = plan_fit(inspect_file(shared_runtime.resolver("starter")), hardware.detect(), LoadOptions())
     assert dialog.auto.isChecked() and not dialog.context.isEnabled()
     assert dialog.context.value() == plan.context, f"the greyed box says {dialog.context.value()}, the plan {plan.context}"

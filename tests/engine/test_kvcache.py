@@ -16,8 +16,8 @@ import pytest
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime import kvcache
 from fireside.engine.runtime.runtime import Runtime
-from fireside.engine.types import ChatRequest, Sampling
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 
 SYSTEM = ("You are the guide of a small railway museum in a mountain valley. The museum keeps three steam "
           "engines, a signal box from 1911 that visitors may operate under supervision, and a reading room "

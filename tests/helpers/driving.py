@@ -16,3 +16,16 @@ def send(qtbot, page, text: str, max_tokens: int = 8, timeout: int = 60_000):
     with qtbot.waitSignal(page.reply_ended, timeout=timeout) as blocker:
         page.send_button.click()
     return blocker.args
+
+
+def open_load_dialog(qtbot, app, model_id: str = "starter"):
+    """Open the chat's load dialog for ``model_id`` with Auto settings, once it has read the model."""
+    from PySide6.QtWidgets import QDialog
+
+    bar = app.window.chat.model_bar
+    app.ctx.prefs.put("load_options", model_id, {})
+    bar.set_model(model_id)
+    bar.settings_button.click()
+    dialog = bar.findChild(QDialog)
+    qtbot.waitUntil(lambda: dialog.info is not None, timeout=20_000)
+    return dialog

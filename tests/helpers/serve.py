@@ -6,20 +6,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fireside.engine.bench.targets import wait_until_serving
+from tests.helpers.waiting import free_port
 
 
 @contextlib.contextmanager
@@ -34,18 +27,10 @@ def serve(home: Path, *args: str, timeout: float = 180) -> Iterator[str]:
                                 env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"fireside serve exited ({proc.returncode}): {log.read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"fireside serve did not answer in {timeout:.0f} s")
-            time.sleep(0.2)
+        try:
+            wait_until_serving(proc, url, timeout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"fireside serve: {exc}: {log.read_text()[-2000:]}") from None
         yield url
     finally:
         if proc.poll() is None:
