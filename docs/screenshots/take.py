@@ -23,6 +23,8 @@ os.environ["FIRESIDE_HOME"] = tempfile.mkdtemp(prefix="fireside-shots-")
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from fireside.engine.bench.targets import free_port  # noqa: E402
+
 
 def wait(ms: int = 0, until=None, timeout_ms: int = 120_000) -> None:
     loop = QEventLoop()
@@ -55,14 +57,6 @@ def chat(fireside, window, prompt: str, tokens: int) -> None:
     if not ended:
         shot(window, "chat-streaming")
     wait(until=lambda: ended, timeout_ms=600_000)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:

@@ -3,8 +3,6 @@ the chat's model picker follows. The remote is a second real Fireside server on 
 
 from __future__ import annotations
 
-import socket
-
 import keyring
 import pytest
 from keyring.backends import fail
@@ -12,6 +10,7 @@ from keyring.backends import fail
 from fireside.app import feedback
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
+from tests.helpers.waiting import closed_port_url
 
 pytestmark = pytest.mark.gui
 
@@ -24,12 +23,6 @@ def fresh_app(make_app):
     runtime = Runtime(settings, idle_ttl_s=0)
     yield make_app(runtime, settings)
     runtime.close()
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rows(box) -> list[str]:
@@ -66,7 +59,7 @@ def test_unreachable_remote_shows_its_error_and_removal_clears_it_everywhere(qtb
     box = fresh_app.window.pages["Settings"].remotes
     add(box, "lab", remote_server.url)
     qtbot.waitUntil(lambda: picker_has(fresh_app, "remote/lab/starter"), timeout=20_000)
-    add(box, "dead", f"http://127.0.0.1:{closed_port()}/v1")
+    add(box, "dead", f"{closed_port_url()}/v1")
     qtbot.waitUntil(lambda: "unreachable:" in row_of(box, "dead"), timeout=20_000)
     assert "cannot be reached" in row_of(box, "dead")  # the reason, in words
 

@@ -6,15 +6,9 @@ polls a server or a file from plain Python, never with a bare ``sleep`` standing
 
 from __future__ import annotations
 
-import socket
 import time
 
-
-def free_port() -> int:
-    """A loopback port nothing listens on right now (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from fireside.engine.bench.targets import free_port  # the benchmarks' own, so the two cannot drift
 
 
 def closed_port_url() -> str:

@@ -13,6 +13,7 @@ import pytest
 from fireside.engine.apikey import KEYRING_SERVICE, KEYRING_USER, load_api_key
 from fireside.engine.cli import main
 from fireside.engine.cli.server import api_key
+from tests.helpers.waiting import free_port
 
 
 def test_network_bind_without_key_is_refused(capsys):
@@ -44,9 +45,7 @@ def test_keys_are_stored_in_the_keyring_and_forgotten(memory_keyring, capsys):
 @pytest.mark.model
 def test_serve_loads_models_with_the_load_options_given(fireside_home):
     """``fireside serve --ctx 1024 --parallel 2`` loads with those options, as ``run`` and ``chat`` do."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "-v", "serve", "--port", str(port),
                              "--ctx", "1024", "--parallel", "2", "--threads", "1", "--load", "starter"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
