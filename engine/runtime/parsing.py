@@ -1,7 +1,9 @@
 """Turn a model's raw text stream into what a user reads: answer text, reasoning, and tool calls.
 
 ``StreamParser`` is fed text pieces as they decode and yields typed ``Chunk``s: text inside
-``<think>...</think>`` (or the markers a template declares) becomes ``reasoning``; with tools offered,
+``<think>...</think>`` (or the markers a template declares) becomes ``reasoning``, and so does the start of a
+reply whose prompt ends with an opener (DeepSeek-R1's and Qwen3's templates write ``<think>`` into the
+generation prompt, so the model's first token is already reasoning); with tools offered,
 text that opens a tool call (``<tool_call>``, ``[TOOL_CALLS]``, or a bare JSON object at the start of
 the reply) is held back from the answer. While it grows, ``CallScanner`` follows its JSON and yields
 ``tool_call_delta`` chunks as the services stream them: first each call's id and name, then its
@@ -26,6 +28,13 @@ TOOL_OPENERS = ["<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "```json\n{", "
 _TOOL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
+def prompt_opens_reasoning(prompt: str) -> str | None:
+    """The closing marker when ``prompt`` ends inside reasoning (its last non-blank text is an opener such
+    as ``<think>``), else None. A template that turns thinking off writes ``<think></think>``: not open."""
+    tail = prompt.rstrip()
+    return next((close for opener, close in THINK_MARKERS if tail.endswith(opener)), None)
+
+
 def _partial_suffix(text: str, markers: list[str]) -> int:
     """Length of the longest end of ``text`` that could still grow into one of ``markers``."""
     best = 0
@@ -38,12 +47,17 @@ def _partial_suffix(text: str, markers: list[str]) -> int:
 
 
 class StreamParser:
-    """Splits one reply's text into reasoning, answer and tool calls. Not thread-safe: one per reply."""
+    """Splits one reply's text into reasoning, answer and tool calls. Not thread-safe: one per reply.
 
-    def __init__(self, *, tools: bool = False, reasoning: bool = True, forced_tool: bool = False):
+    ``opened`` is the closing marker when the prompt left the reply inside reasoning
+    (``prompt_opens_reasoning``): text then counts as reasoning until that marker comes, and all of it
+    does if it never comes. With ``reasoning`` off, nothing is split: the text is all answer."""
+
+    def __init__(self, *, tools: bool = False, reasoning: bool = True, forced_tool: bool = False,
+                 opened: str | None = None):
         self.tools, self.reasoning, self.forced_tool = tools, reasoning, forced_tool
         self.pending = ""
-        self.in_think: str | None = None  # the closing marker while inside reasoning
+        self.in_think: str | None = opened if reasoning else None  # the closing marker while inside reasoning
         self.started = False  # any answer text seen yet
         self.tool_text: str | None = "" if forced_tool else None
         self.scanner = CallScanner()

@@ -30,7 +30,7 @@ from . import healing
 from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
-from .parsing import StreamParser
+from .parsing import StreamParser, prompt_opens_reasoning
 from .templates import ChatTemplate
 from .tokens import Segments
 
@@ -293,7 +293,10 @@ class Runtime:
         slot = self._slot(model_id, ttl_s=ttl_s)
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
-        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced)
+        # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
+        # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
+        opened = None if grammar else prompt_opens_reasoning("".join(text for text, _ in prompt))
+        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs = False, []
         for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
             if event.kind == "text":

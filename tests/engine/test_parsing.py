@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fireside.engine.runtime.parsing import StreamParser, parse_tool_calls
+from fireside.engine.runtime.parsing import StreamParser, parse_tool_calls, prompt_opens_reasoning
 
 
 def run(pieces: list[str], **kw) -> tuple[str, str, list]:
@@ -37,6 +37,36 @@ def test_text_that_only_looks_like_a_marker_is_kept():
 def test_unclosed_think_is_all_reasoning():
     text, thought, _ = run(["<think>still thinking"])
     assert (text, thought) == ("", "still thinking")
+
+
+@pytest.mark.parametrize("prompt,closer", [
+    ("<|im_start|>assistant\n<think>\n", "</think>"),  # Qwen3, and SmolLM2 in tests/server/test_reasoning.py
+    ("<｜Assistant｜><think>\n", "</think>"),  # DeepSeek-R1
+    ("<|im_start|>assistant\n<think>\n\n</think>\n\n", None),  # Qwen3 with thinking turned off
+    ("<|im_start|>assistant\n", None),
+    ("User: what is <think>?\nAssistant:", None),
+])
+def test_a_prompt_that_ends_with_an_opener_leaves_the_reply_in_reasoning(prompt, closer):
+    assert prompt_opens_reasoning(prompt) == closer
+
+
+@pytest.mark.parametrize("split", [lambda s: [s], char_pieces])
+def test_a_reply_that_starts_inside_reasoning_splits_at_the_closer(split):
+    text, thought, _ = run(split("The user greets me.\n</think>\n\nHello there!"), opened="</think>")
+    assert (thought, text) == ("The user greets me.\n", "Hello there!")
+    assert run(split("never closed"), opened="</think>")[:2] == ("", "never closed")
+
+
+def test_a_reply_opened_in_reasoning_stays_whole_with_reasoning_off():
+    text, thought, _ = run(["hmm\n</think>\nHi"], opened="</think>", reasoning=False)
+    assert (text, thought) == ("hmm\n</think>\nHi", "")
+
+
+def test_tools_are_still_found_after_reasoning_the_prompt_opened():
+    raw = 'I should call it.</think>\n<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>'
+    text, thought, calls = run(char_pieces(raw), opened="</think>", tools=True)
+    assert thought == "I should call it." and text == ""
+    assert [(c.name, json.loads(c.arguments)) for c in calls] == [("f", {"x": 1})]
 
 
 @pytest.mark.parametrize("raw", [

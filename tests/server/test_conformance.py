@@ -331,3 +331,132 @@ def test_responses_stream_a_function_call_and_take_its_output_back(oai):
                                   input=[{"type": "function_call_output", "call_id": call.call_id,
                                           "output": "Sunny, 21 C"}], tool_choice="none")
     assert follow.output_text and follow.status in ("completed", "incomplete")
+
+
+# --- Sampling fields: each changes the reply as the services say ------------------------------------------
+STORY = "Write one sentence about a dragon."
+HOT = 1.5  # hot enough that a sampled reply leaves the greedy one within a few tokens
+
+
+def test_chat_temperature_top_p_and_seed(oai):
+    def reply(**kwargs):
+        return oai.chat.completions.create(model="starter", messages=[{"role": "user", "content": STORY}],
+                                           max_tokens=16, **kwargs).choices[0].message.content
+
+    greedy = reply(temperature=0)
+    assert reply(temperature=0) == greedy
+    hot = reply(temperature=HOT, seed=7)
+    assert hot != greedy and reply(temperature=HOT, seed=7) == hot  # a seed repeats a sampled reply
+    assert reply(temperature=HOT, seed=7, top_p=0) == greedy  # top_p 0 keeps only the likeliest token
+
+
+def test_anthropic_temperature_top_p_and_top_k(claude):
+    def reply(**kwargs):
+        return claude.messages.create(model="starter", max_tokens=16, messages=[{"role": "user", "content": STORY}],
+                                      extra_body=kwargs).content[0].text
+
+    greedy = reply(temperature=0)
+    assert reply(temperature=0) == greedy
+    # Anthropic takes no seed: of three replies at the hottest temperature it allows, one leaves the greedy one
+    assert any(reply(temperature=1.0) != greedy for _ in range(3))
+    assert reply(temperature=1.0, top_k=1) == greedy and reply(temperature=1.0, top_p=0) == greedy
+
+
+def test_ollama_sampling_options(oll):
+    def reply(**options):
+        r = oll.chat(model="starter", messages=[{"role": "user", "content": STORY}], stream=False,
+                     options={"num_predict": 16, **options})
+        return r.message.content, r
+
+    greedy, r = reply(temperature=0)
+    assert r.eval_count == 16 and r.done_reason == "length"
+    hot, _ = reply(temperature=HOT, seed=7)
+    assert hot != greedy and reply(temperature=HOT, seed=7)[0] == hot
+    assert reply(temperature=HOT, seed=7, top_k=1)[0] == greedy
+    word = next(w for w in greedy.split()[1:] if len(w) > 2)
+    cut, r = reply(temperature=0, stop=[word])
+    assert cut == greedy[:greedy.index(word)] and r.done_reason == "stop"
+
+
+# --- OpenAI completions --------------------------------------------------------------------------------
+def test_streamed_completion_sends_text_completion_events_and_usage_last(oai):
+    prompt = "The capital of France is"
+    whole = oai.completions.create(model="starter", prompt=prompt, max_tokens=6, temperature=0)
+    events = list(oai.completions.create(model="starter", prompt=prompt, max_tokens=6, temperature=0, stream=True,
+                                         stream_options={"include_usage": True}))
+    assert {e.object for e in events} == {"text_completion"}
+    pieces = [e.choices[0].text for e in events if e.choices]
+    assert len(pieces) > 1 and "".join(pieces) == whole.choices[0].text
+    assert [e.choices[0].finish_reason for e in events if e.choices][-1] == "length"
+    assert events[-1].choices == [] and events[-1].usage.completion_tokens == 6 == whole.usage.completion_tokens
+    assert all(e.usage is None for e in events[:-1])
+    plain = list(oai.completions.create(model="starter", prompt=prompt, max_tokens=3, temperature=0, stream=True))
+    assert all(e.choices and e.usage is None for e in plain)
+
+
+def test_completion_penalties_cut_repetition(oai):
+    prompt = "The cat sat on the mat. The cat sat on the mat. The cat"
+
+    def text(**kwargs):
+        return oai.completions.create(model="starter", prompt=prompt, max_tokens=16, temperature=0,
+                                      **kwargs).choices[0].text
+
+    plain = text()
+    for penalized in (text(frequency_penalty=2.0), text(presence_penalty=2.0)):
+        # greedy, the model goes on repeating the sentence; a penalty on tokens already seen breaks the loop
+        assert penalized.count("sat on the mat") < plain.count("sat on the mat"), (plain, penalized)
+
+
+# --- OpenAI Responses ----------------------------------------------------------------------------------
+def test_responses_max_output_tokens_cuts_the_reply(oai):
+    r = oai.responses.create(model="starter", input="Tell me a long story about a dragon.", max_output_tokens=5,
+                             temperature=0)
+    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.usage.output_tokens == 5 and r.output_text
+    longer = oai.responses.create(model="starter", input="Tell me a long story about a dragon.", max_output_tokens=9,
+                                  temperature=0)
+    assert longer.usage.output_tokens == 9 and longer.output_text.startswith(r.output_text)
+    assert len(longer.output_text) > len(r.output_text)
+
+
+def test_responses_temperature_and_top_p(oai):
+    def text(**kwargs):
+        return oai.responses.create(model="starter", input=STORY, max_output_tokens=16, **kwargs).output_text
+
+    greedy = text(temperature=0)
+    assert text(temperature=0) == greedy
+    # the Responses API takes no seed: of three hot replies, one leaves the greedy one
+    assert any(text(temperature=HOT) != greedy for _ in range(3))
+    assert text(temperature=HOT, top_p=0) == greedy
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"], "additionalProperties": False}
+
+
+def test_responses_text_format_json_schema_and_json_object(oai):
+    ask = "Invent a person."
+    r = oai.responses.create(model="starter", input=ask, max_output_tokens=40, temperature=0, text={"format": {
+        "type": "json_schema", "name": "person", "schema": PERSON, "strict": True}})
+    value = json.loads(r.output_text)
+    assert set(value) == {"name", "age"} and isinstance(value["name"], str) and isinstance(value["age"], int)
+    assert r.status == "completed"
+    obj = oai.responses.create(model="starter", input="Give the name of a city as JSON.", max_output_tokens=60,
+                               temperature=0, text={"format": {"type": "json_object"}})
+    assert isinstance(json.loads(obj.output_text), dict) and obj.status == "completed"
+    prose = oai.responses.create(model="starter", input=ask, max_output_tokens=12, temperature=0)
+    with pytest.raises(json.JSONDecodeError):  # the model's own reply is prose: the format is what made it JSON
+        json.loads(prose.output_text)
+
+
+# --- Ollama legacy embeddings ----------------------------------------------------------------------------
+def test_ollama_legacy_embeddings_are_the_embed_vectors(oll, smollm2_path):
+    import gguf
+
+    size = int(gguf.GGUFReader(str(smollm2_path)).get_field("llama.embedding_length").contents())
+    old = oll.embeddings(model="starter", prompt="The sky is blue.")
+    new = oll.embed(model="starter", input="The sky is blue.")
+    assert len(old.embedding) == len(new.embeddings[0]) == size
+    assert old.embedding == pytest.approx(new.embeddings[0], abs=1e-5)
+    other = oll.embeddings(model="starter", prompt="Quantum chromodynamics binds quarks.")
+    assert other.embedding != pytest.approx(old.embedding, abs=1e-3)
