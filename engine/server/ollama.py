@@ -99,6 +99,7 @@ class GenerateBody(Body):
     stream: bool = True
     raw: bool = False
     keep_alive: KeepAlive = None
+    think: bool | Literal["low", "medium", "high"] | None = None
     logprobs: bool | None = None
     top_logprobs: TopLogprobs | None = None
 
@@ -294,7 +295,7 @@ def generate_request(body: GenerateBody) -> ChatRequest | CompletionRequest:
         return CompletionRequest(prompt=body.prompt, sampling=opts)
     messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
                [{"role": "user", "content": body.prompt}]
-    req = ChatRequest(messages=messages, sampling=opts)
+    req = ChatRequest(messages=messages, sampling=opts, reasoning=body.think is not False)
     apply_format(req, body.format)
     return req
 

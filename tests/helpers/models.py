@@ -26,3 +26,16 @@ def with_chat_template(src: Path, dst: Path, template: str) -> Path:
     new = {gguf.Keys.Tokenizer.CHAT_TEMPLATE: MetadataDetails(gguf.GGUFValueType.STRING, template)}
     copy_with_new_metadata(reader, writer, new, [])
     return dst
+
+
+def with_reasoning_template(src: Path, dst: Path) -> Path:
+    """A copy of the SmolLM2 GGUF at ``src`` whose template opens the reasoning at the generation prompt
+    (``<|im_start|>assistant\n<think>\n``), as DeepSeek-R1's and Qwen3's templates do: the model then
+    writes its reply inside reasoning until it writes ``</think>``, if it ever does."""
+    import gguf
+
+    source = gguf.GGUFReader(str(src)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
+    opened = source.replace("{{ '<|im_start|>assistant\n' }}", "{{ '<|im_start|>assistant\n<think>\n' }}")
+    if opened == source:
+        raise ValueError(f"{src.name}'s chat template has no ChatML generation prompt to open reasoning in")
+    return with_chat_template(src, dst, opened)
