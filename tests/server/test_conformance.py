@@ -394,6 +394,21 @@ def test_streamed_completion_sends_text_completion_events_and_usage_last(oai):
     assert all(e.choices and e.usage is None for e in plain)
 
 
+def test_completion_sampling_fields(oai):
+    def choice(**kwargs):
+        return oai.completions.create(model="starter", prompt="Once upon a time", **kwargs).choices[0]
+
+    default = oai.completions.create(model="starter", prompt="Once upon a time", temperature=0)
+    assert default.usage.completion_tokens == 16 and default.choices[0].finish_reason == "length"  # OpenAI's default
+    greedy = choice(max_tokens=12, temperature=0).text
+    hot = choice(max_tokens=12, temperature=HOT, seed=7).text
+    assert hot != greedy and choice(max_tokens=12, temperature=HOT, seed=7).text == hot
+    assert choice(max_tokens=12, temperature=HOT, seed=7, top_p=0).text == greedy
+    word = next(w for w in greedy.split()[1:] if len(w) > 2)
+    cut = choice(max_tokens=12, temperature=0, stop=[word])
+    assert (cut.text, cut.finish_reason) == (greedy[:greedy.index(word)], "stop")
+
+
 def test_completion_penalties_cut_repetition(oai):
     prompt = "The cat sat on the mat. The cat sat on the mat. The cat"
 
@@ -447,6 +462,23 @@ def test_responses_text_format_json_schema_and_json_object(oai):
     prose = oai.responses.create(model="starter", input=ask, max_output_tokens=12, temperature=0)
     with pytest.raises(json.JSONDecodeError):  # the model's own reply is prose: the format is what made it JSON
         json.loads(prose.output_text)
+
+
+# --- Ollama generate: raw and system --------------------------------------------------------------------
+def test_ollama_generate_raw_skips_the_template_and_system_replaces_its_default(oll, oai):
+    prompt = "Roses are red, violets are"
+    raw = oll.generate(model="starter", prompt=prompt, raw=True, stream=False, options={"num_predict": 8, **GREEDY})
+    assert raw.response == oai.completions.create(model="starter", prompt=prompt, max_tokens=8, temperature=0).choices[0].text
+    templated = oll.generate(model="starter", prompt=prompt, stream=False, options={"num_predict": 8, **GREEDY})
+    chat = [{"role": "user", "content": prompt}]
+    assert templated.response == oai.chat.completions.create(model="starter", messages=chat, max_tokens=8,
+                                                             temperature=0).choices[0].message.content
+    system = "You answer only in French."
+    told = oll.generate(model="starter", prompt=prompt, system=system, stream=False, options={"num_predict": 8, **GREEDY})
+    assert told.response == oai.chat.completions.create(
+        model="starter", messages=[{"role": "system", "content": system}, *chat], max_tokens=8,
+        temperature=0).choices[0].message.content
+    assert len({raw.response, templated.response, told.response}) == 3
 
 
 # --- Ollama legacy embeddings ----------------------------------------------------------------------------
