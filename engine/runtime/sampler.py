@@ -74,11 +74,13 @@ class Chain:
 
 
 def _last_n(llama: Any, n: int) -> int:
-    """The penalties' window: ``n`` tokens, or with -1 (Ollama's and llama.cpp's "the whole context")
-    as many as one slot holds; llama.cpp's penalties sampler itself reads -1 as 0 (off)."""
+    """The penalties' window: ``n`` tokens, at most as many as one slot holds (llama.cpp allocates a
+    ring of that size: a client's 2**31 must not become a 16 GiB allocation in the shared runner);
+    -1, Ollama's and llama.cpp's "the whole context", is that too (llama.cpp's sampler reads -1 as off)."""
     import llama_cpp as lc
 
-    return lc.llama_n_ctx_seq(llama._ctx.ctx) if n < 0 else n
+    n_ctx = lc.llama_n_ctx_seq(llama._ctx.ctx)
+    return n_ctx if n < 0 else min(n, n_ctx)
 
 
 def token_logprob(llama: Any, ctx: Any, idx: int, token: int, k: int) -> TokenLogprob:

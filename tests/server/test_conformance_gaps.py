@@ -83,6 +83,8 @@ def test_repeat_last_n_sets_the_window_the_penalties_see(oll):
     assert penalized != plain
     assert _text(oll, la, temperature=0, num_predict=16, repeat_penalty=2.0, repeat_last_n=0) == plain
     assert _text(oll, la, temperature=0, num_predict=16, repeat_penalty=2.0, repeat_last_n=-1) == penalized
+    # a window past the context is the context (llama.cpp would allocate a ring of 2**31 tokens)
+    assert _text(oll, la, temperature=0, num_predict=16, repeat_penalty=2.0, repeat_last_n=2**31 - 1) == penalized
 
 
 def test_seed_num_predict_and_stop_are_honoured(oll):
