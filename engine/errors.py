@@ -13,6 +13,7 @@
     │   ├── TemplateError       the chat template failed to render (or was refused)
     │   ├── QueueFull           too many requests are waiting for one model
     │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
+    │   │   └── RemoteUnsupported  it cannot honour a field the request set (a 400 naming the field)
     │   ├── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
     │   └── ReplyCut            a reply stopped because its model was unloaded, not because it ended
     ├── LibraryError            the model library or its index failed
@@ -97,6 +98,15 @@ class QueueFull(RuntimeFailure):
 
 class RemoteError(RuntimeFailure):
     """A remote engine is unknown, unreachable, refused the request, or answered with an error."""
+
+
+class RemoteUnsupported(RemoteError):
+    """A remote engine answered without honouring a field the request set (``logprobs``); ``param``
+    names the field, so the client gets a 400 naming it rather than a reply that silently lacks it."""
+
+    def __init__(self, message: str, param: str):
+        super().__init__(message)
+        self.param = param
 
 
 class LibraryError(FiresideError):

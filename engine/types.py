@@ -19,8 +19,13 @@ class Sampling:
     top_k: int = 40
     min_p: float = 0.05
     repeat_penalty: float = 1.1
+    repeat_last_n: int = 64  # the tokens the penalties look back over (0: none, -1: the whole context)
     frequency_penalty: float = 0.0
     presence_penalty: float = 0.0
+    typical_p: float = 1.0  # locally typical sampling (1: off)
+    mirostat: int = 0  # 1 or 2: Mirostat (v1, v2) in place of top-k/typical/top-p/min-p, aiming at surprise tau
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
     seed: int | None = None
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)

@@ -4,7 +4,12 @@ Requests go out in OpenAI's shape (``/v1/chat/completions``, ``/v1/completions``
 the one dialect every serving engine speaks, and the SSE stream comes back as the runtime's own
 ``Chunk`` values: ``text``, ``reasoning``, one ``tool_calls`` chunk once the streamed call fragments
 are complete, and ``done`` with the finish reason and usage (token counts from the remote, timings
-measured here). Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
+measured here). Log-probabilities asked for go out as OpenAI's ``logprobs``/``top_logprobs`` and
+come back on the text chunks; a remote that answers without them is a ``RemoteUnsupported`` (a 400
+naming ``logprobs``), never a reply that silently lacks them. A reply a stop string ended names it
+(``stop_sequence``) when the remote says which one did (vLLM's and Fireside's ``stop_reason``):
+OpenAI's own stream only says ``finish_reason: "stop"``, for a stop string and the model's own end
+alike, so then it stays unknown. Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
 own message. Connecting is bounded by a short timeout, so a dead remote answers within seconds;
 ``cancel`` is checked between events, and closing the generator closes the connection, which tells
 the remote to stop.
@@ -20,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from ..errors import ModelNotFound
-from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
+from ..errors import ModelNotFound, RemoteUnsupported
+from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, TokenLogprob, ToolCall, Usage
 from .registry import RemoteEndpoint, RemoteError
 
 CONNECT_TIMEOUT_S = 3.0
@@ -52,7 +57,7 @@ class RemoteClient:
         return vectors, int((body.get("usage") or {}).get("prompt_tokens", 0))
 
     def chat(self, model: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
-        body = {"model": model, "messages": request.messages, **_sampling(request.sampling)}
+        body = {"model": model, "messages": request.messages, **_sampling(request.sampling, chat=True)}
         if request.tools and request.tool_choice != "none":
             body["tools"], body["tool_choice"] = request.tools, _tool_choice(request.tool_choice)
         if request.json_schema is not None:
@@ -60,18 +65,18 @@ class RemoteClient:
                                        "json_schema": {"name": "reply", "schema": request.json_schema}}
         elif request.json_mode:
             body["response_format"] = {"type": "json_object"}
-        yield from self._stream("/v1/chat/completions", body, cancel)
+        yield from self._stream("/v1/chat/completions", body, cancel, request.sampling)
 
     def complete(self, model: str, request: CompletionRequest,
                  cancel: threading.Event | None = None) -> Iterator[Chunk]:
         if request.grammar:
             raise RemoteError("GBNF grammars are not sent to remote engines")
         yield from self._stream("/v1/completions", {"model": model, "prompt": request.prompt,
-                                                    **_sampling(request.sampling)}, cancel)
+                                                    **_sampling(request.sampling, chat=False)}, cancel, request.sampling)
 
-    def _stream(self, path: str, body: dict, cancel: threading.Event | None) -> Iterator[Chunk]:
+    def _stream(self, path: str, body: dict, cancel: threading.Event | None, s: Sampling) -> Iterator[Chunk]:
         body.update(stream=True, stream_options={"include_usage": True})
-        reader = _StreamReader()
+        reader = _StreamReader(self.endpoint.name, s.stop, s.logprobs is not None)
         try:
             with self.http.stream("POST", path, json=body) as r:
                 if r.status_code != 200:
@@ -126,10 +131,12 @@ class RemoteClient:
 class _StreamReader:
     """OpenAI stream events in, engine chunks out; tool-call fragments are joined by their index."""
 
-    def __init__(self) -> None:
+    def __init__(self, remote: str = "", stops: list[str] | None = None, logprobs: bool = False) -> None:
+        self.remote, self.stops, self.logprobs = remote, stops or [], logprobs
         self.start = time.perf_counter()
         self.first: float | None = None
         self.finish: str | None = None
+        self.stop_sequence: str | None = None
         self.usage: dict = {}
         self.calls: dict[int, dict] = {}
 
@@ -144,10 +151,29 @@ class _StreamReader:
             if reasoning:
                 yield Chunk("reasoning", reasoning)
             if text:
-                yield Chunk("text", text)
+                yield Chunk("text", text, logprobs=self._logprobs(choice))
             for part in delta.get("tool_calls") or []:
                 self._call_part(part)
             self.finish = choice.get("finish_reason") or self.finish
+            if choice.get("stop_reason") in self.stops:  # vLLM's (and Fireside's) name for the stop string hit
+                self.stop_sequence = choice["stop_reason"]
+
+    def _logprobs(self, choice: dict) -> list[TokenLogprob] | None:
+        if not self.logprobs:
+            return None
+        lp = choice.get("logprobs")
+        if not isinstance(lp, dict):  # OpenAI sends them with every piece of text once asked
+            raise RemoteUnsupported(f"logprobs: remote engine {self.remote!r} answered without log-probabilities, "
+                                    "so it does not serve them; leave logprobs out for its models", "logprobs")
+        if "content" in lp:  # chat: one entry per token
+            return [TokenLogprob(str(e.get("token", "")), float(e.get("logprob", 0.0)),
+                                 [(str(t.get("token", "")), float(t.get("logprob", 0.0)))
+                                  for t in e.get("top_logprobs") or []]) for e in lp.get("content") or []]
+        tops = lp.get("top_logprobs") or []  # completions: parallel lists, the alternatives as {token: logprob}
+        return [TokenLogprob(str(token), float(logprob),
+                             sorted(((str(t), float(x)) for t, x in (tops[i] or {}).items()), key=lambda p: -p[1])
+                             if i < len(tops) else [])
+                for i, (token, logprob) in enumerate(zip(lp.get("tokens") or [], lp.get("token_logprobs") or []))]
 
     def _call_part(self, part: dict) -> None:
         call = self.calls.setdefault(int(part.get("index", len(self.calls))), {"id": "", "name": "", "arguments": ""})
@@ -169,14 +195,19 @@ class _StreamReader:
                       decode_tokens_per_s=done / (total - ttft) if done and total > ttft else 0.0)
         finish = self.finish if self.finish in ("stop", "length", "tool_calls", "cancelled") else "stop"
         yield Chunk("done", finish_reason="tool_calls" if self.calls and finish != "cancelled" else finish,
-                    usage=usage)
+                    usage=usage, stop_sequence=self.stop_sequence if finish == "stop" and not self.calls else None)
 
 
-def _sampling(s: Sampling) -> dict:
-    """The standard OpenAI sampling fields; llama.cpp-only knobs (top_k, min_p...) stay home."""
+def _sampling(s: Sampling, chat: bool) -> dict:
+    """The standard OpenAI sampling fields; llama.cpp-only knobs (top_k, min_p...) stay home.
+    Log-probabilities: ``logprobs``/``top_logprobs`` for chat, ``logprobs: k`` for completions."""
     out: dict[str, Any] = {"temperature": s.temperature, "top_p": s.top_p}
     optional = {"max_tokens": s.max_tokens, "seed": s.seed, "stop": s.stop or None,
                 "frequency_penalty": s.frequency_penalty or None, "presence_penalty": s.presence_penalty or None}
+    if s.logprobs is not None and chat:
+        optional.update(logprobs=True, top_logprobs=s.logprobs)
+    elif s.logprobs is not None:
+        optional["logprobs"] = s.logprobs
     out.update({k: v for k, v in optional.items() if v is not None})
     return out
 

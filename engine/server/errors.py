@@ -30,6 +30,7 @@ from ..errors import (
     ModelTooLarge,
     QueueFull,
     RemoteError,
+    RemoteUnsupported,
     ReplyCut,
     RunnerCrashed,
     TemplateError,
@@ -71,6 +72,7 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (LoadCancelled, 503, "server_error", "load_cancelled"),
     (ModelTooLarge, 507, "server_error", "model_too_large"),
     (TemplateError, 500, "server_error", "template_error"),
+    (RemoteUnsupported, 400, "invalid_request_error", "unsupported_by_remote"),
     (RemoteError, 502, "server_error", "remote_error"),
     (GatedRepo, 403, "permission_error", "gated_repo"),
     (HubError, 502, "server_error", "hub_error"),
@@ -90,7 +92,7 @@ def describe(exc: BaseException) -> Problem:
                        exc.code, exc.param)
     for kind, status, type_, code in _ENGINE_ERRORS:
         if isinstance(exc, kind):
-            return Problem(status, type_, str(exc), code)
+            return Problem(status, type_, str(exc), code, getattr(exc, "param", None))
     log.exception("unexpected error while serving a request", exc_info=exc)
     return Problem(500, "server_error", f"internal error: {type(exc).__name__}: {exc}", "internal_error")
 

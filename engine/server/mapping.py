@@ -162,11 +162,17 @@ def logprobs_option(wanted: bool | None, top: int | None, field: str = "top_logp
 
 def first_call_only(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
     """``parallel_tool_calls: false``: a reply keeps its first tool call and drops any others."""
+    return at_most_calls(chunks, 1)
+
+
+def at_most_calls(chunks: Iterator[Chunk], limit: int) -> Iterator[Chunk]:
+    """A reply that keeps its first ``limit`` tool calls and drops any others (the Responses API's
+    ``max_tool_calls``, and ``parallel_tool_calls: false`` as a limit of one)."""
     for chunk in chunks:
-        if chunk.kind == "tool_call_delta" and chunk.index > 0:
+        if chunk.kind == "tool_call_delta" and chunk.index >= limit:
             continue
         if chunk.kind == "tool_calls":
-            chunk = replace(chunk, tool_calls=(chunk.tool_calls or [])[:1])
+            chunk = replace(chunk, tool_calls=(chunk.tool_calls or [])[:limit])
         yield chunk
 
 

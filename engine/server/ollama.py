@@ -33,13 +33,18 @@ router.include_router(admin_router)
 OLLAMA_VERSION = "0.12.0"  # the Ollama API level these routes follow; some clients check it
 _OPTION_NAMES = {"num_predict": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
                  "min_p": "min_p", "seed": "seed", "stop": "stop", "repeat_penalty": "repeat_penalty",
-                 "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty"}
+                 "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
+                 "repeat_last_n": "repeat_last_n", "typical_p": "typical_p", "mirostat": "mirostat",
+                 "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta"}
 _DURATION_RE = re.compile(r"^(-?\d{1,12}(?:\.\d{1,9})?)(ms|s|m|h)?$")
 FOREVER_S = 10 * 365 * 86400  # a keep_alive past this is "for ever" (and stays a datetime)
 
 
 class Options(Body):
-    """The sampling options this server honours; Ollama's others (num_ctx, num_thread...) are ignored."""
+    """The sampling options this server honours. Ollama's others are ignored: the load settings
+    (``num_ctx``, ``num_gpu``, ``num_thread``, ``num_batch``...: a model is loaded once, as the fit
+    planner chose, for every client) and the ones Ollama itself no longer reads (``tfs_z``,
+    ``penalize_newline``, ``num_keep``)."""
 
     num_predict: Annotated[int, Field(ge=-2, le=INT32)] | None = None  # -1, -2: until the model stops
     temperature: Temperature | None = None
@@ -51,6 +56,11 @@ class Options(Body):
     repeat_penalty: Penalty | None = None
     frequency_penalty: Penalty | None = None
     presence_penalty: Penalty | None = None
+    repeat_last_n: Annotated[int, Field(ge=-1, le=INT32)] | None = None  # -1: the whole context; 0: no penalties
+    typical_p: Unit | None = None
+    mirostat: Literal[0, 1, 2] | None = None
+    mirostat_tau: Annotated[float, Field(ge=0, le=100)] | None = None
+    mirostat_eta: Annotated[float, Field(ge=0, le=1)] | None = None
 
 
 class FunctionCall(Body):

@@ -3,8 +3,10 @@
 A thin translation layer: each request body becomes a ``ChatRequest`` or ``CompletionRequest``, the
 runtime's chunks become ``chat.completion`` objects or ``chat.completion.chunk`` SSE events ending
 in ``data: [DONE]``. A streamed tool call comes as OpenAI streams it: a first delta with its index, id,
-type and name, then its arguments in fragments as the model writes them (``mapping.CallTracker``). ``/v1/responses`` lives in
-``responses.py``; errors are shaped by ``errors.py``.
+type and name, then its arguments in fragments as the model writes them (``mapping.CallTracker``). A
+choice that one of ``stop`` ended also says which, as vLLM does (``stop_reason``: the string; null
+otherwise), so a Fireside behind another as its remote engine can tell an Anthropic client the
+``stop_sequence``. ``/v1/responses`` lives in ``responses.py``; errors are shaped by ``errors.py``.
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ def chat_completion(model: str, chunks: list[Chunk], want_logprobs: bool = False
     return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": now(), "model": model,
             "system_fingerprint": "fireside",
             "choices": [{"index": 0, "message": message, "logprobs": logprobs,
-                         "finish_reason": finish_reason(done.finish_reason)}],
+                         "finish_reason": finish_reason(done.finish_reason), "stop_reason": done.stop_sequence}],
             "usage": openai_usage(done.usage)}
 
 
@@ -258,11 +260,16 @@ class ChatEncoder:
     def __init__(self, model: str, include_usage: bool, logprobs: bool = False):
         self.id, self.model, self.include_usage, self.created = new_id("chatcmpl-"), model, include_usage, now()
         self.calls, self.logprobs = CallTracker(), logprobs
+        self.stop_reason: str | None = None  # the stop string that ended the reply, once it has ended
 
     def _event(self, delta: dict | None, finish: str | None = None, logprobs: Any = None, **extra: Any) -> bytes:
-        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
+                                             **self._stop_reason(finish)}]
         return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                     "model": self.model, "system_fingerprint": "fireside", "choices": choices, **extra})
+
+    def _stop_reason(self, finish: str | None) -> dict:
+        return {"stop_reason": self.stop_reason} if finish else {}
 
     def start(self) -> list[bytes]:
         return [self._event({"role": "assistant", "content": ""})]
@@ -275,6 +282,7 @@ class ChatEncoder:
             return [self._event({"reasoning_content": chunk.text})]
         if chunk.kind in ("tool_call_delta", "tool_calls"):
             return [self._event({"tool_calls": [tool_call_delta(*u)]}) for u in self.calls.updates(chunk)]
+        self.stop_reason = chunk.stop_sequence
         out = [self._event({}, finish_reason(chunk.finish_reason))]
         if self.include_usage:
             out.append(self._event(None, usage=openai_usage(chunk.usage)))
@@ -325,7 +333,7 @@ async def completions(body: CompletionBody, request: Request):
         logprobs = completion_logprobs([e for c in chunks if c.kind == "text" for e in c.logprobs or []], len(prompt))
     return {"id": new_id("cmpl-"), "object": "text_completion", "created": now(), "model": body.model,
             "choices": [{"index": 0, "text": text, "logprobs": logprobs,
-                         "finish_reason": finish_reason(done.finish_reason)}],
+                         "finish_reason": finish_reason(done.finish_reason), "stop_reason": done.stop_sequence}],
             "usage": openai_usage(done.usage)}
 
 
@@ -346,7 +354,7 @@ class CompletionEncoder(ChatEncoder):
 
     def _event(self, delta: dict | None, finish: str | None = None, logprobs: Any = None, **extra: Any) -> bytes:
         choices = [] if delta is None else [{"index": 0, "text": (delta or {}).get("content", ""),
-                                             "logprobs": logprobs, "finish_reason": finish}]
+                                             "logprobs": logprobs, "finish_reason": finish, **self._stop_reason(finish)}]
         return sse({"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
                     "choices": choices, **extra})
 

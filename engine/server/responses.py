@@ -6,25 +6,48 @@ arguments as ``response.function_call_arguments.delta`` events while the model w
 conversation is kept in the context's ``ResponseStore`` (the last few hundred, in memory), so a
 request naming ``previous_response_id`` continues it without resending the history. The previous
 response's ``instructions`` are not carried over, as in OpenAI's API.
+
+``parallel_tool_calls: false`` and ``max_tool_calls`` cap the function calls a reply keeps;
+``truncation: "auto"`` drops the oldest conversation items (never the instructions or other system
+messages) until the prompt fits the model's context, measured with its own tokenizer (``"disabled"``,
+the default, answers a prompt that does not fit with a 400, as OpenAI does); ``include`` with
+``message.output_text.logprobs`` (and ``top_logprobs``) puts the runtime's log-probabilities on each
+``output_text`` part and text delta.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from ..types import ChatRequest, Chunk, ToolCall, Usage
+from ..remote import is_remote
+from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import CallTracker, Refusal, check_tool_choice, given, now, refuse, sampling, sse, text_of
+from .mapping import (
+    CallTracker,
+    Refusal,
+    at_most_calls,
+    check_tool_choice,
+    given,
+    logprob_entries,
+    now,
+    refuse,
+    sampling,
+    sse,
+    text_of,
+)
 from .openai import Content, ContentPart, ToolChoice, apply_format
 from .streaming import collect, reply_parts, stream
 from .validation import Body, Name, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; state comes from app.state
+LOGPROBS = "message.output_text.logprobs"  # the one ``include`` value that changes what is generated here
+ROOM = 256  # the reply's room truncation "auto" leaves when max_output_tokens does not say
 
 
 class InputItem(Body):
@@ -72,13 +95,27 @@ class ResponsesBody(Body):
     tools: list[ResponsesTool] | None = None
     tool_choice: ToolChoice | FlatChoice = None
     text: TextOptions | None = None
+    parallel_tool_calls: bool = True
+    max_tool_calls: Annotated[int, Field(ge=0)] | None = None
+    truncation: Literal["auto", "disabled"] | None = None
+    include: list[str] | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+
+    @property
+    def logprobs(self) -> bool:
+        return LOGPROBS in (self.include or [])
+
+    @property
+    def call_limit(self) -> int | None:
+        """How many function calls a reply may keep (None: any)."""
+        limits = [n for n in (self.max_tool_calls, None if self.parallel_tool_calls else 1) if n is not None]
+        return min(limits) if limits else None
 
 
 REFUSALS: list[Refusal] = [
     ("background", given, "background responses are not supported: stream, or wait for the reply"),
     ("conversation", given, "the Conversations API is not served here: continue with previous_response_id"),
     ("prompt", given, "stored prompt templates are not served here: send instructions and input"),
-    ("top_logprobs", given, "log-probabilities are served by /v1/chat/completions and /v1/completions"),
 ]
 
 
@@ -115,6 +152,8 @@ def conversation(body: ResponsesBody, store: ResponseStore) -> list[dict[str, An
 def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatRequest:
     tools = []
     refuse(body, REFUSALS)
+    if body.top_logprobs is not None and not body.logprobs:
+        raise ApiError(f'top_logprobs needs include: ["{LOGPROBS}"]', param="top_logprobs")
     for t in body.tools or []:
         if t.type != "function":  # hosted tools run on OpenAI's side: a model here could not use one
             raise ApiError(f"tools: hosted tools ({t.type}) are not available on this server; send function tools",
@@ -122,10 +161,14 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
         if t.name is None:
             raise ApiError("tools: a function tool needs a name", param="tools")
         tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
-    req = ChatRequest(messages=messages, tools=tools or None,
-                      tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
+    choice = check_tool_choice(tools, dumped(body.tool_choice))
+    if body.call_limit == 0 and tools:
+        if choice != "auto" and choice != "none":
+            raise ApiError("max_tool_calls is 0, but tool_choice demands a call", param="max_tool_calls")
+        choice = "none"  # no call may be kept: the model answers in text
+    req = ChatRequest(messages=messages, tools=tools or None, tool_choice=choice,
                       sampling=sampling(max_tokens=body.max_output_tokens, temperature=body.temperature,
-                                        top_p=body.top_p))
+                                        top_p=body.top_p, logprobs=(body.top_logprobs or 0) if body.logprobs else None))
     fmt = dumped(body.text.format) if body.text and body.text.format else None
     if fmt and fmt.get("type") == "json_schema":
         fmt = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema")}}
@@ -133,21 +176,60 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
     return req
 
 
-def output_items(text: str, calls: list[ToolCall]) -> list[dict[str, Any]]:
+def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) -> ChatRequest:
+    """``truncation: "auto"``: ``req`` without as few of its oldest non-system messages as it takes for
+    the prompt, counted by the model's own tokenizer and template, to leave the reply its room in one
+    slot's context (``max_output_tokens``, else ``ROOM``, at most half the context). The last message
+    always stays: if it alone does not fit, the runner refuses the prompt as too long, as "disabled" does.
+    Runs on a worker thread (it loads the model and tokenizes)."""
+    if is_remote(model_id):
+        raise ApiError('truncation: "auto" needs the prompt measured by the model\'s tokenizer, which is not '
+                       'known here for a remote model; send "disabled"', param="truncation")
+    n_ctx = ctx.engine.load(model_id).n_ctx
+    limit = n_ctx - min(body.max_output_tokens or ROOM, n_ctx // 2)
+    dropped = [i for i, m in enumerate(req.messages) if m["role"] != "system"][:-1]  # oldest first
+
+    def without(k: int) -> ChatRequest:
+        gone = set(dropped[:k])
+        kept = [m for i, m in enumerate(req.messages) if i not in gone]
+        while len(kept) > 1 and kept[0]["role"] == "tool":  # a result whose call was dropped means nothing
+            kept = kept[1:]
+        return replace(req, messages=kept)
+
+    def fits(k: int) -> bool:
+        return ctx.engine.count_chat_tokens(model_id, without(k)) <= limit
+
+    lo, hi = 0, len(dropped)  # the fewest items to drop: fits(hi) is assumed, the runner has the last word
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid + 1, hi)
+    return without(lo)
+
+
+def output_items(text: str, calls: list[ToolCall], logprobs: list[TokenLogprob] | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if text or not calls:
         items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
-                      "content": [{"type": "output_text", "text": text, "annotations": []}]})
+                      "content": [output_text(text, logprobs)]})
     items += [{"type": "function_call", "id": new_id("fc_"), "call_id": c.id, "name": c.name,
                "arguments": c.arguments, "status": "completed"} for c in calls]
     return items
+
+
+def output_text(text: str, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+    if logprobs is not None:
+        part["logprobs"] = logprob_entries(logprobs)
+    return part
 
 
 def response_object(rid: str, body: ResponsesBody, output: list, usage: Usage | None, status: str) -> dict:
     u = usage or Usage()
     return {"id": rid, "object": "response", "created_at": now(), "status": status, "model": body.model,
             "output": output, "instructions": body.instructions, "previous_response_id": body.previous_response_id,
-            "tools": dumped(body.tools) or [], "tool_choice": dumped(body.tool_choice) or "auto", "parallel_tool_calls": False,
+            "tools": dumped(body.tools) or [], "tool_choice": dumped(body.tool_choice) or "auto", "parallel_tool_calls": body.parallel_tool_calls,
+            "max_tool_calls": body.max_tool_calls, "truncation": body.truncation or "disabled",
+            "top_logprobs": body.top_logprobs,
             "temperature": body.temperature, "top_p": body.top_p, "metadata": {}, "error": None,
             "incomplete_details": None if status != "incomplete" else {"reason": "max_output_tokens"},
             "usage": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
@@ -172,17 +254,22 @@ async def create_response(body: ResponsesBody, request: Request):
     messages = conversation(body, ctx.responses)
     req = chat_request(body, messages)  # every field checked before the model is looked up or loaded
     model_id = await run_in_threadpool(ctx.ready, body.model)
+    if body.truncation == "auto":
+        req = await run_in_threadpool(truncated, ctx, model_id, req, body)
 
     def source(cancel):
-        return ctx.engine.chat(model_id, req, cancel=cancel)
+        chunks = ctx.engine.chat(model_id, req, cancel=cancel)
+        return chunks if body.call_limit is None else at_most_calls(chunks, body.call_limit)
 
     rid = new_id("resp_")
     if body.stream:
         return await stream(request, source, ResponseEncoder(rid, body, messages, ctx.responses), "text/event-stream")
-    text, _, calls, done = reply_parts(await collect(request, source))
+    chunks = await collect(request, source)
+    text, _, calls, done = reply_parts(chunks)
     remember(ctx.responses, body, rid, messages, text, calls)
     status = "incomplete" if done.finish_reason == "length" else "completed"
-    return response_object(rid, body, output_items(text, calls), done.usage, status)
+    logprobs = [e for c in chunks if c.kind == "text" for e in c.logprobs or []] if body.logprobs else None
+    return response_object(rid, body, output_items(text, calls, logprobs), done.usage, status)
 
 
 class ResponseEncoder:
@@ -193,6 +280,7 @@ class ResponseEncoder:
         self.rid, self.body, self.messages, self.store = rid, body, messages, store
         self.seq, self.text, self.calls, self.msg_id = 0, "", [], new_id("msg_")
         self.tracker, self.call_items = CallTracker(), {}  # call index -> (output index, item)
+        self.logprobs: list[TokenLogprob] | None = [] if body.logprobs else None
 
     def _event(self, kind: str, **data: Any) -> bytes:
         self.seq += 1
@@ -214,8 +302,11 @@ class ResponseEncoder:
         if chunk.kind == "text" and not self.call_items:  # text after a call is not sent (it is not an item)
             out = self._open_message() if not self.text else []
             self.text += chunk.text
+            if self.logprobs is not None:
+                self.logprobs += chunk.logprobs or []
+            entries = logprob_entries(chunk.logprobs, with_bytes=False) if self.logprobs is not None else []
             return out + [self._event("response.output_text.delta", item_id=self.msg_id, output_index=0,
-                                      content_index=0, delta=chunk.text)]
+                                      content_index=0, delta=chunk.text, logprobs=entries)]
         if chunk.kind in ("tool_call_delta", "tool_calls"):
             if chunk.kind == "tool_calls":
                 self.calls += chunk.tool_calls or []
@@ -243,10 +334,11 @@ class ResponseEncoder:
         out, items = [], []
         if self.text or not self.call_items:
             message = {"type": "message", "id": self.msg_id, "status": "completed", "role": "assistant",
-                       "content": [{"type": "output_text", "text": self.text, "annotations": []}]}
+                       "content": [output_text(self.text, self.logprobs)]}
             if self.text:
+                done_logprobs = logprob_entries(self.logprobs, with_bytes=False) if self.logprobs is not None else []
                 out += [self._event("response.output_text.done", item_id=self.msg_id, output_index=0,
-                                    content_index=0, text=self.text),
+                                    content_index=0, text=self.text, logprobs=done_logprobs),
                         self._event("response.content_part.done", item_id=self.msg_id, output_index=0,
                                     content_index=0, part=message["content"][0])]
             out.append(self._event("response.output_item.done", output_index=0, item=message))

@@ -79,7 +79,11 @@ responses = body({"model": models, "input": texts | st.lists(body({"type": st.sa
                                                              "call_id": texts, "output": texts}), max_size=3)}, {
     "instructions": texts, "max_output_tokens": small_ints, "stream": st.booleans(),
     "tools": st.lists(body({"type": st.sampled_from(["function", "web_search"])}, {"name": texts}), max_size=2),
-    "previous_response_id": texts, "text": st.just({"format": {"type": "json_object"}})})
+    "previous_response_id": texts, "text": st.just({"format": {"type": "json_object"}}),
+    "truncation": st.sampled_from(["auto", "disabled", "middle"]), "parallel_tool_calls": st.booleans(),
+    "max_tool_calls": small_ints, "top_logprobs": small_ints,
+    "include": st.lists(st.sampled_from(["message.output_text.logprobs", "reasoning.encrypted_content"]) | texts,
+                        max_size=2)})
 
 ant_block = body({"type": st.sampled_from(["text", "image", "tool_use", "tool_result", "thinking"])},
                  {"text": texts, "name": texts, "id": texts, "input": st.dictionaries(texts, texts, max_size=2),
@@ -92,7 +96,9 @@ anthropic_messages = body({"model": models, "max_tokens": small_ints,
     "tool_choice": body({"type": st.sampled_from(["auto", "any", "tool", "none"])}, {"name": texts})})
 
 ollama_options = body({}, {"num_predict": small_ints, "temperature": st.floats(-1, 3), "top_k": small_ints,
-                           "top_p": unit, "seed": st.integers(-2, 2**33), "stop": stops, "num_ctx": small_ints})
+                           "top_p": unit, "seed": st.integers(-2, 2**33), "stop": stops, "num_ctx": small_ints,
+                           "typical_p": unit, "repeat_last_n": st.integers(-3, 2**32), "mirostat": small_ints,
+                           "mirostat_tau": st.floats(-1, 20), "mirostat_eta": unit})
 ollama_message = body({"role": roles}, {"content": texts, "images": st.lists(texts, max_size=1), "tool_name": texts,
                                         "tool_calls": st.lists(body({"function": body(
                                             {"name": texts}, {"arguments": st.dictionaries(texts, texts)})}, {}),

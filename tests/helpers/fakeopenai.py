@@ -4,6 +4,12 @@ It streams one token every ``interval_s`` on a fixed schedule (token i leaves at
 interval, so scheduling jitter never adds up), answers ``/v1/models``, and can misbehave on purpose:
 ignore ``max_tokens`` (send twice as many), stop early (as if at end of sequence), leave usage out,
 or refuse the ``ignore_eos``/``min_tokens`` extensions with a 400 as strict servers do.
+
+It also speaks the parts of OpenAI's stream that remote-engine tests need: with ``logprobs`` it
+answers a request's ``logprobs``/``top_logprobs`` with ``choices[].logprobs.content`` entries (chat)
+or the legacy parallel lists (completions), as OpenAI does (without it, it ignores them, as some
+servers do); with ``tool_calls`` N, a chat reply is N function calls streamed as OpenAI streams them
+(id and name first, then argument fragments), ending with ``finish_reason: "tool_calls"``.
 """
 
 from __future__ import annotations
@@ -27,19 +33,56 @@ class Behaviour:
     stop_after: int | None = None
     send_usage: bool = True
     refuse_extensions: bool = False
+    logprobs: bool = False
+    tool_calls: int = 0
 
 
 def _event(obj: dict | str) -> bytes:
     return f"data: {obj if isinstance(obj, str) else json.dumps(obj)}\n\n".encode()
 
 
-def _choice(chat: bool, text: str, finish: str | None) -> dict:
+def _choice(chat: bool, text: str, finish: str | None, logprobs: dict | None = None) -> dict:
     if chat:
-        return {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
-    return {"index": 0, "text": text, "finish_reason": finish}
+        return {"index": 0, "delta": {"content": text} if text else {}, "logprobs": logprobs, "finish_reason": finish}
+    return {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
+
+
+def token_logprob(i: int) -> float:
+    """The log-probability the fake gives its token ``i``: known, so a test can check it came through."""
+    return -0.125 * (i + 1)
+
+
+def _logprobs(b: Behaviour, body: dict, chat: bool, i: int, text: str) -> dict | None:
+    if not b.logprobs or not body.get("logprobs"):
+        return None
+    top = int(body.get("top_logprobs") or 0) if chat else int(body["logprobs"])
+    alternatives = [(f" alt{j}", token_logprob(i) - 1.0 - j) for j in range(top)]
+    if not chat:
+        return {"tokens": [text], "token_logprobs": [token_logprob(i)], "top_logprobs": [dict(alternatives)],
+                "text_offset": [0]}
+    entry = {"token": text, "logprob": token_logprob(i), "bytes": list(text.encode()),
+             "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in alternatives]}
+    return {"content": [entry], "refusal": None}
+
+
+def _call_events(n: int):
+    for i in range(n):
+        head = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": f"tool_{i}", "arguments": ""}}
+        yield _event({"object": "chunk", "choices": [{"index": 0, "delta": {"tool_calls": [head]}, "finish_reason": None}]})
+        for fragment in ('{"n": ', str(i), "}"):
+            part = {"index": i, "function": {"arguments": fragment}}
+            yield _event({"object": "chunk", "choices": [{"index": 0, "delta": {"tool_calls": [part]},
+                                                          "finish_reason": None}]})
 
 
 async def _tokens(b: Behaviour, body: dict, chat: bool):
+    if chat and b.tool_calls:
+        for event in _call_events(b.tool_calls):
+            yield event
+        yield _event({"object": "chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        yield _event({"object": "chunk", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 9}})
+        yield _event("[DONE]")
+        return
     asked = int(body.get("max_tokens") or 16)
     count = asked * 2 if b.ignore_max_tokens else asked
     if b.stop_after is not None:
@@ -47,7 +90,8 @@ async def _tokens(b: Behaviour, body: dict, chat: bool):
     start = time.perf_counter() + b.ttft_s
     for i in range(count):
         await asyncio.sleep(max(0.0, start + i * b.interval_s - time.perf_counter()))
-        yield _event({"object": "chunk", "choices": [_choice(chat, f" t{i}", None)]})
+        text = f" t{i}"
+        yield _event({"object": "chunk", "choices": [_choice(chat, text, None, _logprobs(b, body, chat, i, text))]})
     finish = "length" if count >= asked else "stop"
     yield _event({"object": "chunk", "choices": [_choice(chat, "", finish)]})
     if b.send_usage:
