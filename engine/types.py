@@ -50,6 +50,9 @@ class ChatRequest:
     json_schema: dict[str, Any] | None = None  # constrain the reply to this schema
     json_mode: bool = False  # constrain the reply to some JSON object
     reasoning: bool = True  # split <think> text from the answer
+    # the chat template's ``enable_thinking`` (Qwen3's switch): False turns a reasoning template's thinking
+    # off, True asks for it, None passes nothing, so each template keeps its own default
+    enable_thinking: bool | None = None
     cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
 
 
@@ -79,6 +82,7 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
     restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runtime/kvcache.py)
+    reasoning_tokens: int = 0  # of completion_tokens, the ones decoded inside the reply's reasoning
     ttft_s: float = 0.0
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
@@ -113,6 +117,7 @@ class Chunk:
     logprobs: list[TokenLogprob] | None = None  # for ``text`` chunks, when the request's sampling asked
     index: int = 0  # for ``tool_call_delta``: which call of the reply
     stop_sequence: str | None = None  # for ``done``
+    tokens: int = 0  # for ``text`` straight from a runner: how many generated tokens the text came from
 
 
 @dataclass

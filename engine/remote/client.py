@@ -190,8 +190,9 @@ class _StreamReader:
         ttft = (self.first or time.perf_counter()) - self.start
         done = int(self.usage.get("completion_tokens", 0))
         cached = int((self.usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+        reasoning = int((self.usage.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0)
         usage = Usage(prompt_tokens=int(self.usage.get("prompt_tokens", 0)), completion_tokens=done,
-                      cached_tokens=cached, ttft_s=ttft, total_s=total,
+                      cached_tokens=cached, reasoning_tokens=reasoning, ttft_s=ttft, total_s=total,
                       decode_tokens_per_s=done / (total - ttft) if done and total > ttft else 0.0)
         finish = self.finish if self.finish in ("stop", "length", "tool_calls", "cancelled") else "stop"
         yield Chunk("done", finish_reason="tool_calls" if self.calls and finish != "cancelled" else finish,

@@ -43,6 +43,7 @@ class Reply:
         self.stops = [x for x in sampling.stop if x]
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.held, self.n_out, self.cached, self.restored = "", 0, 0, 0
+        self.unsent = 0  # tokens whose text has not gone out in a text event yet
         self.first_at: float | None = None
         self.finish: str | None = None
         self.logprobs: list = []  # TokenLogprob entries not yet sent with a text piece
@@ -54,6 +55,7 @@ class Reply:
         if is_eog:
             return self.end("stop")
         self.n_out += 1
+        self.unsent += 1
         if logprob is not None:
             self.logprobs.append(logprob)
         self.held += self.decoder.decode(self.llama._model.detokenize([token]))
@@ -72,7 +74,8 @@ class Reply:
         return events
 
     def _text(self, text: str) -> dict:
-        event = {"type": "text", "text": text}
+        event = {"type": "text", "text": text, "tokens": self.unsent}
+        self.unsent = 0
         if self.logprobs:
             event["logprobs"], self.logprobs = self.logprobs, []
         return event

@@ -62,6 +62,11 @@ class StreamParser:
         self.tool_text: str | None = "" if forced_tool else None
         self.scanner = CallScanner()
 
+    @property
+    def thinking(self) -> bool:
+        """Whether the reply is inside reasoning: text fed now continues it (a closing marker included)."""
+        return self.in_think is not None and self.tool_text is None
+
     def feed(self, piece: str) -> Iterator[Chunk]:
         if self.tool_text is not None:
             yield from self._more_tool_text(piece)

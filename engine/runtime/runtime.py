@@ -284,7 +284,8 @@ class Runtime:
         """The prompt for ``request`` as segments (markup, and message contents that are plain text;
         see ``tokens.py``) and the tools offered with it (none when tool_choice is "none")."""
         tools = request.tools if request.tool_choice != "none" else None
-        return slot.template.render_segments(request.messages, tools=tools), tools
+        return slot.template.render_segments(request.messages, tools=tools,
+                                             enable_thinking=request.enable_thinking), tools
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -297,9 +298,10 @@ class Runtime:
         # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
         opened = None if grammar else prompt_opens_reasoning("".join(text for text, _ in prompt))
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
-        made_calls, logprobs = False, []
+        made_calls, logprobs, reasoning_tokens = False, [], 0
         for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
             if event.kind == "text":
+                reasoning_tokens += event.tokens if parser.thinking else 0
                 logprobs += event.logprobs or []
                 yield from _carry_logprobs(parser.feed(event.text), logprobs)
                 continue
@@ -308,7 +310,9 @@ class Runtime:
                 yield chunk
             # a call the token limit cut keeps "length", so no client takes its fragment for a whole call
             finish = "tool_calls" if made_calls and event.finish_reason == "stop" else event.finish_reason
-            yield replace(event, finish_reason=finish, stop_sequence=None if made_calls else event.stop_sequence)
+            usage = replace(event.usage, reasoning_tokens=reasoning_tokens) if event.usage else None
+            yield replace(event, finish_reason=finish, stop_sequence=None if made_calls else event.stop_sequence,
+                          usage=usage)
 
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
                  ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -326,7 +330,7 @@ class Runtime:
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
                                           cache_tag=cache_tag):
                 if msg["type"] == "text":
-                    yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"))
+                    yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"), tokens=msg.get("tokens", 0))
                 elif msg["type"] == "done":
                     yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]),
                                 stop_sequence=msg.get("stop_sequence"))

@@ -74,13 +74,19 @@ class ChatTemplate:
             raise TemplateError(f"the model's chat template does not compile: {exc}") from exc
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-               add_generation_prompt: bool = True) -> str:
-        return "".join(text for text, _ in self.render_segments(messages, tools, add_generation_prompt))
+               add_generation_prompt: bool = True, enable_thinking: bool | None = None) -> str:
+        return "".join(text for text, _ in self.render_segments(messages, tools, add_generation_prompt,
+                                                                 enable_thinking))
 
     def render_segments(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                        add_generation_prompt: bool = True) -> list[tuple[str, bool]]:
+                        add_generation_prompt: bool = True,
+                        enable_thinking: bool | None = None) -> list[tuple[str, bool]]:
         """The prompt as ``[(text, parse_special), ...]``: the template's markup (True) and the user,
         assistant and tool contents (False), which must be tokenized as plain text.
+
+        ``enable_thinking`` reaches the template as that variable (Qwen3's templates read it: false
+        writes an empty ``<think></think>`` so the model answers at once); None leaves it undefined,
+        so a template keeps its own default.
 
         The text is always exactly what the template renders. To find the contents in it, the
         template is also rendered with each content replaced by a unique marker; when that render,
@@ -101,18 +107,19 @@ class ChatTemplate:
                 contents[key] = m["content"]
                 m = {**m, "content": key}
             marked.append(m)
-        prompt = self._checked_render(messages, tools, add_generation_prompt)
+        extra = {} if enable_thinking is None else {"enable_thinking": enable_thinking}
+        prompt = self._checked_render(messages, tools, add_generation_prompt, extra)
         if not contents:
             return [(prompt, True)]
-        segments = _split(self._checked_render(marked, tools, add_generation_prompt), nonce, contents)
+        segments = _split(self._checked_render(marked, tools, add_generation_prompt, extra), nonce, contents)
         if segments is None or "".join(t for t, _ in segments) != prompt:
             segments = _find_in_order(prompt, list(contents.values()))
         return segments
 
     def _checked_render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                        add_generation_prompt: bool) -> str:
+                        add_generation_prompt: bool, extra: dict[str, Any]) -> str:
         try:
-            return self._render(messages, tools, add_generation_prompt)
+            return self._render(messages, tools, add_generation_prompt, extra)
         except SecurityError as exc:
             raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
                                 "this model file may be hostile") from exc
@@ -124,13 +131,14 @@ class ChatTemplate:
             raise TemplateError(f"the model's chat template failed to render: {type(exc).__name__}: {exc}") from exc
 
     def _render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-                add_generation_prompt: bool) -> str:
-        """Render as a stream under a fresh budget, counting the prompt as it grows."""
+                add_generation_prompt: bool, extra: dict[str, Any]) -> str:
+        """Render as a stream under a fresh budget, counting the prompt as it grows. ``extra``: more
+        variables for the template (``enable_thinking``)."""
         with rendering() as spend:
             pieces, size = [], 0
             for piece in self._template.generate(messages=messages, tools=tools or None,
                                                  add_generation_prompt=add_generation_prompt,
-                                                 bos_token=self.bos_token, eos_token=self.eos_token):
+                                                 bos_token=self.bos_token, eos_token=self.eos_token, **extra):
                 size += len(piece)
                 if size > MAX_PROMPT_CHARS:
                     raise over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")

@@ -7,7 +7,8 @@ as a ``tool`` message), and the reply's chunks become blocks again: text, ``thin
 ``message_start`` (with the prompt's real token count), then per block ``content_block_start``/
 ``_delta``/``_stop`` (a tool's input as ``input_json_delta`` fragments while the model writes it), then
 ``message_delta`` with the stop reason (``stop_sequence`` and the string, when one of
-``stop_sequences`` ended the reply) and usage, and ``message_stop``.
+``stop_sequences`` ended the reply) and usage, and ``message_stop``. ``thinking`` ``disabled`` turns a
+template's thinking off (``enable_thinking``), ``enabled`` asks for it; count_tokens reads it too.
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ class CountBody(Body):
     system: str | list[TextBlock] | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice | None = None
+    thinking: dict[str, Any] | None = None
 
 
 class MessagesBody(CountBody):
@@ -140,7 +142,6 @@ class MessagesBody(CountBody):
     temperature: float | None = Field(None, ge=0, le=1)
     top_p: Unit | None = None
     top_k: Count | None = None
-    thinking: dict[str, Any] | None = None
     output_config: OutputConfig | None = None
 
 
@@ -186,7 +187,15 @@ def chat_request(body: MessagesBody) -> ChatRequest:
                  stop=body.stop_sequences)
     fmt = body.output_config.format if body.output_config else None
     return ChatRequest(messages=engine_messages(body), sampling=s, tools=tools, tool_choice=choice,
-                       json_schema=fmt.schema_ if fmt else None)
+                       json_schema=fmt.schema_ if fmt else None, enable_thinking=thinking_switch(body.thinking))
+
+
+def thinking_switch(thinking: dict[str, Any] | None) -> bool | None:
+    """``thinking`` as the template's ``enable_thinking``: ``disabled`` turns it off, ``enabled`` (its
+    ``budget_tokens`` not enforced) and ``between_tools`` ask for it; ``adaptive`` (the model decides) or
+    none leaves the template's default."""
+    kind = (thinking or {}).get("type")
+    return {"disabled": False, "enabled": True, "between_tools": True}.get(kind) if isinstance(kind, str) else None
 
 
 def usage_of(u: Usage | None) -> dict:
@@ -238,7 +247,8 @@ def _input_tokens(ctx: Any, model_id: str, req: ChatRequest) -> int:
 async def count_tokens(body: CountBody, request: Request) -> dict:
     ctx = context(request)
     tools, choice = engine_tools(body)
-    req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice)
+    req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice,
+                      enable_thinking=thinking_switch(body.thinking))
     model_id = await run_in_threadpool(ctx.ready, body.model)
     if is_remote(model_id):
         return {"input_tokens": await run_in_threadpool(_remote_count, ctx, model_id, req)}

@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from ..types import Chunk, Sampling, TokenLogprob, ToolCall, Usage
 from .errors import ApiError
@@ -188,7 +188,17 @@ def openai_usage(usage: Usage | None) -> dict:
     u = usage or Usage()
     return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
             "total_tokens": u.prompt_tokens + u.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}
+
+
+Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]  # OpenAI's ReasoningEffort
+
+
+def effort_switch(effort: str | None) -> bool | None:
+    """OpenAI's reasoning effort as the template's ``enable_thinking``: ``none`` turns thinking off, any
+    other level asks for it (templates here have a switch, not a scale), absent leaves the default."""
+    return None if effort is None else effort != "none"
 
 
 def finish_reason(reason: str | None) -> str:

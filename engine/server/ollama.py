@@ -267,13 +267,20 @@ async def _serve(request: Request, source, encoder: NdjsonEncoder, streamed: boo
     return json.loads(encoder.piece(text, thinking, calls, **final_fields(done), **extra))
 
 
+def think_switch(think: bool | str | None) -> bool | None:
+    """``think`` as the template's ``enable_thinking``: false turns thinking off, true or a level
+    (``"low"``...: not graded here) asks for it, absent leaves the template's default."""
+    return None if think is None else think is not False
+
+
 @router.post("/chat")
 async def chat(body: ChatBody, request: Request):
     ctx = context(request)
     ttl = keep_alive_s(body.keep_alive)
     tools = [t.model_dump(exclude_none=True) for t in body.tools or []] or None
     req = ChatRequest(messages=engine_messages(body.messages), tools=tools,
-                      sampling=options_sampling(body.options, body), reasoning=body.think is not False)
+                      sampling=options_sampling(body.options, body), reasoning=body.think is not False,
+                      enable_thinking=think_switch(body.think))
     apply_format(req, body.format)  # every field checked before the model is looked up or loaded
     model_id = await run_in_threadpool(ctx.ready, body.model)
     if not body.messages:  # Ollama's way to load a model: answer once it is loaded
@@ -305,7 +312,8 @@ def generate_request(body: GenerateBody) -> ChatRequest | CompletionRequest:
         return CompletionRequest(prompt=body.prompt, sampling=opts)
     messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
                [{"role": "user", "content": body.prompt}]
-    req = ChatRequest(messages=messages, sampling=opts, reasoning=body.think is not False)
+    req = ChatRequest(messages=messages, sampling=opts, reasoning=body.think is not False,
+                      enable_thinking=think_switch(body.think))
     apply_format(req, body.format)
     return req
 

@@ -24,8 +24,10 @@ from .context import context, new_id
 from .errors import ApiError, describe, error_body
 from .mapping import (
     CallTracker,
+    Effort,
     Refusal,
     check_tool_choice,
+    effort_switch,
     finish_reason,
     first_call_only,
     given,
@@ -119,6 +121,7 @@ class ChatBody(Body):
     parallel_tool_calls: bool | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    reasoning_effort: Effort | None = None
 
 
 class CompletionBody(Body):
@@ -180,7 +183,8 @@ def chat_request(body: ChatBody) -> ChatRequest:
                                         temperature=body.temperature, top_p=body.top_p, seed=body.seed,
                                         stop=body.stop, frequency_penalty=body.frequency_penalty,
                                         presence_penalty=body.presence_penalty,
-                                        logprobs=logprobs_option(body.logprobs, body.top_logprobs)))
+                                        logprobs=logprobs_option(body.logprobs, body.top_logprobs)),
+                      enable_thinking=effort_switch(body.reasoning_effort))
     apply_format(req, dumped(body.response_format))
     return req
 

@@ -1,8 +1,11 @@
 """OpenAI's Responses API: ``POST /v1/responses``, whole or streamed, continued with ``previous_response_id``.
 
-A response's input (a string, or message and ``function_call_output`` items) becomes engine chat
-messages; the reply becomes ``message`` and ``function_call`` output items (streamed: each call's
-arguments as ``response.function_call_arguments.delta`` events while the model writes them). Each finished response's
+A response's input (a string, or message and ``function_call_output`` items; ``reasoning`` items are
+left out of the prompt) becomes engine chat messages; the reply becomes output items: a thinking
+model's ``reasoning`` first (streamed as ``response.reasoning_text.delta`` events), then the
+``message``, then ``function_call`` items (streamed: each call's arguments as
+``response.function_call_arguments.delta`` events while the model writes them). ``reasoning.effort``
+``"none"`` turns a template's thinking off, any other level asks for it. Each finished response's
 conversation is kept in the context's ``ResponseStore`` (the last few hundred, in memory), so a
 request naming ``previous_response_id`` continues it without resending the history. The previous
 response's ``instructions`` are not carried over, as in OpenAI's API.
@@ -30,9 +33,11 @@ from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
 from .mapping import (
     CallTracker,
+    Effort,
     Refusal,
     at_most_calls,
     check_tool_choice,
+    effort_switch,
     given,
     logprob_entries,
     now,
@@ -42,7 +47,7 @@ from .mapping import (
     text_of,
 )
 from .openai import Content, ContentPart, ToolChoice, apply_format
-from .streaming import collect, reply_parts, stream
+from .streaming import collect, stream
 from .validation import Body, Name, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; state comes from app.state
@@ -51,13 +56,18 @@ ROOM = 256  # the reply's room truncation "auto" leaves when max_output_tokens d
 
 
 class InputItem(Body):
-    type: Literal["message", "function_call", "function_call_output"] = "message"
+    type: Literal["message", "function_call", "function_call_output", "reasoning"] = "message"
     role: Literal["user", "assistant", "system", "developer"] = "user"
     content: Content = None
     call_id: str = ""
     name: Name | None = None
     arguments: str = "{}"
     output: str | list[ContentPart] = ""
+
+
+class ReasoningOptions(Body):
+    effort: Effort | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None  # accepted: no summary is written here
 
 
 class ResponsesTool(Body):
@@ -100,6 +110,7 @@ class ResponsesBody(Body):
     truncation: Literal["auto", "disabled"] | None = None
     include: list[str] | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    reasoning: ReasoningOptions | None = None
 
     @property
     def logprobs(self) -> bool:
@@ -127,6 +138,8 @@ def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
         if item.type == "message":
             role = "system" if item.role == "developer" else item.role
             out.append({"role": role, "content": text_of(dumped(item.content))})
+        elif item.type == "reasoning":  # an earlier turn's thinking: left out of the prompt, as templates do
+            continue
         elif item.type == "function_call":
             if item.name is None:
                 raise ApiError("input: a function_call item needs a name", param="input")
@@ -168,7 +181,8 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
         choice = "none"  # no call may be kept: the model answers in text
     req = ChatRequest(messages=messages, tools=tools or None, tool_choice=choice,
                       sampling=sampling(max_tokens=body.max_output_tokens, temperature=body.temperature,
-                                        top_p=body.top_p, logprobs=(body.top_logprobs or 0) if body.logprobs else None))
+                                        top_p=body.top_p, logprobs=(body.top_logprobs or 0) if body.logprobs else None),
+                      enable_thinking=effort_switch(body.reasoning.effort if body.reasoning else None))
     fmt = dumped(body.text.format) if body.text and body.text.format else None
     if fmt and fmt.get("type") == "json_schema":
         fmt = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema")}}
@@ -206,16 +220,6 @@ def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) ->
     return without(lo)
 
 
-def output_items(text: str, calls: list[ToolCall], logprobs: list[TokenLogprob] | None = None) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    if text or not calls:
-        items.append({"type": "message", "id": new_id("msg_"), "status": "completed", "role": "assistant",
-                      "content": [output_text(text, logprobs)]})
-    items += [{"type": "function_call", "id": new_id("fc_"), "call_id": c.id, "name": c.name,
-               "arguments": c.arguments, "status": "completed"} for c in calls]
-    return items
-
-
 def output_text(text: str, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
     part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
     if logprobs is not None:
@@ -229,16 +233,19 @@ def response_object(rid: str, body: ResponsesBody, output: list, usage: Usage | 
             "output": output, "instructions": body.instructions, "previous_response_id": body.previous_response_id,
             "tools": dumped(body.tools) or [], "tool_choice": dumped(body.tool_choice) or "auto", "parallel_tool_calls": body.parallel_tool_calls,
             "max_tool_calls": body.max_tool_calls, "truncation": body.truncation or "disabled",
-            "top_logprobs": body.top_logprobs,
+            "top_logprobs": body.top_logprobs, "reasoning": dumped(body.reasoning),
             "temperature": body.temperature, "top_p": body.top_p, "metadata": {}, "error": None,
             "incomplete_details": None if status != "incomplete" else {"reason": "max_output_tokens"},
             "usage": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
                       "total_tokens": u.prompt_tokens + u.completion_tokens,
-                      "input_tokens_details": {"cached_tokens": u.cached_tokens},
-                      "output_tokens_details": {"reasoning_tokens": 0}}}
+                      # nothing is written to a cache on request here (the slot's KV reuse is automatic)
+                      "input_tokens_details": {"cached_tokens": u.cached_tokens, "cache_write_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}}
 
 
 def remember(store: ResponseStore, body: ResponsesBody, rid: str, messages: list, text: str, calls: list) -> None:
+    """Keep the conversation for ``previous_response_id``: the reply's text and calls, not its reasoning
+    (left out of later prompts, as a ``reasoning`` input item is)."""
     if not body.store:
         return
     reply: dict[str, Any] = {"role": "assistant", "content": text}
@@ -261,26 +268,53 @@ async def create_response(body: ResponsesBody, request: Request):
         chunks = ctx.engine.chat(model_id, req, cancel=cancel)
         return chunks if body.call_limit is None else at_most_calls(chunks, body.call_limit)
 
-    rid = new_id("resp_")
+    encoder = ResponseEncoder(new_id("resp_"), body, messages, ctx.responses)
     if body.stream:
-        return await stream(request, source, ResponseEncoder(rid, body, messages, ctx.responses), "text/event-stream")
-    chunks = await collect(request, source)
-    text, _, calls, done = reply_parts(chunks)
-    remember(ctx.responses, body, rid, messages, text, calls)
-    status = "incomplete" if done.finish_reason == "length" else "completed"
-    logprobs = [e for c in chunks if c.kind == "text" for e in c.logprobs or []] if body.logprobs else None
-    return response_object(rid, body, output_items(text, calls, logprobs), done.usage, status)
+        return await stream(request, source, encoder, "text/event-stream")
+    for chunk in await collect(request, source):  # the same items the stream would have sent
+        encoder.chunk(chunk)
+    if encoder.final is None:
+        encoder.chunk(Chunk("done", finish_reason="stop"))
+    return encoder.final
+
+
+class _Part:
+    """The reasoning or message output item being streamed, at ``index`` in the output."""
+
+    def __init__(self, kind: str, index: int, logprobs: bool):
+        self.kind, self.index, self.text = kind, index, ""
+        self.id = new_id("rs_" if kind == "reasoning" else "msg_")
+        self.logprobs: list[TokenLogprob] | None = [] if logprobs and kind == "message" else None
+
+    def item(self, status: str, text: str | None = None) -> dict[str, Any]:
+        """The item with its content so far (``text`` None) or with no content yet (``text`` "")."""
+        if self.kind == "reasoning":
+            content = [] if text == "" else [{"type": "reasoning_text", "text": self.text}]
+            return {"type": "reasoning", "id": self.id, "summary": [], "content": content, "status": status}
+        content = [] if text == "" else [output_text(self.text, self.logprobs)]
+        return {"type": "message", "id": self.id, "status": status, "role": "assistant", "content": content}
+
+    def empty_part(self) -> dict[str, Any]:
+        if self.kind == "reasoning":
+            return {"type": "reasoning_text", "text": ""}
+        return {"type": "output_text", "text": "", "annotations": []}
 
 
 class ResponseEncoder:
-    """The Responses API's streaming events: the text as one message item's deltas, each function call
-    as its own item whose arguments stream as ``response.function_call_arguments.delta`` events."""
+    """The Responses API's output items and streaming events, the same items whether streamed or not
+    (``final`` is the finished response). A thinking model's reasoning is a ``reasoning`` item (its
+    text as one ``reasoning_text`` part, streamed as ``response.reasoning_text.delta`` events; no
+    summary is written), its answer a ``message`` item after it, and each function call its own item
+    whose arguments stream as ``response.function_call_arguments.delta`` events. Each reasoning or
+    message item is closed before the next item opens."""
 
     def __init__(self, rid: str, body: ResponsesBody, messages: list, store: ResponseStore):
         self.rid, self.body, self.messages, self.store = rid, body, messages, store
-        self.seq, self.text, self.calls, self.msg_id = 0, "", [], new_id("msg_")
+        self.seq, self.text, self.calls = 0, "", []
+        self.items: list[dict[str, Any]] = []  # finished reasoning and message items, in output order
+        self.part: _Part | None = None  # the reasoning or message item open now
         self.tracker, self.call_items = CallTracker(), {}  # call index -> (output index, item)
-        self.logprobs: list[TokenLogprob] | None = [] if body.logprobs else None
+        self.final: dict[str, Any] | None = None
 
     def _event(self, kind: str, **data: Any) -> bytes:
         self.seq += 1
@@ -291,22 +325,34 @@ class ResponseEncoder:
         return [self._event("response.created", response=created),
                 self._event("response.in_progress", response=created)]
 
-    def _open_message(self) -> list[bytes]:
-        item = {"type": "message", "id": self.msg_id, "status": "in_progress", "role": "assistant", "content": []}
-        part = {"type": "output_text", "text": "", "annotations": []}
-        return [self._event("response.output_item.added", output_index=0, item=item),
-                self._event("response.content_part.added", item_id=self.msg_id, output_index=0,
-                            content_index=0, part=part)]
+    def _next_index(self) -> int:
+        return len(self.items) + (self.part is not None) + len(self.call_items)
+
+    def _open(self, kind: str) -> list[bytes]:
+        out = self._close()
+        self.part = part = _Part(kind, self._next_index(), self.body.logprobs)
+        return out + [self._event("response.output_item.added", output_index=part.index, item=part.item("in_progress", "")),
+                      self._event("response.content_part.added", item_id=part.id, output_index=part.index,
+                                  content_index=0, part=part.empty_part())]
+
+    def _close(self) -> list[bytes]:
+        part, self.part = self.part, None
+        if part is None:
+            return []
+        item = part.item("completed")
+        where = {"item_id": part.id, "output_index": part.index, "content_index": 0}
+        if part.kind == "reasoning":
+            done = [self._event("response.reasoning_text.done", **where, text=part.text)]
+        else:
+            logprobs = logprob_entries(part.logprobs, with_bytes=False) if part.logprobs is not None else []
+            done = [self._event("response.output_text.done", **where, text=part.text, logprobs=logprobs)]
+        self.items.append(item)
+        return done + [self._event("response.content_part.done", **where, part=item["content"][0]),
+                       self._event("response.output_item.done", output_index=part.index, item=item)]
 
     def chunk(self, chunk: Chunk) -> list[bytes]:
-        if chunk.kind == "text" and not self.call_items:  # text after a call is not sent (it is not an item)
-            out = self._open_message() if not self.text else []
-            self.text += chunk.text
-            if self.logprobs is not None:
-                self.logprobs += chunk.logprobs or []
-            entries = logprob_entries(chunk.logprobs, with_bytes=False) if self.logprobs is not None else []
-            return out + [self._event("response.output_text.delta", item_id=self.msg_id, output_index=0,
-                                      content_index=0, delta=chunk.text, logprobs=entries)]
+        if chunk.kind in ("text", "reasoning") and not self.call_items:  # text after a call is not an item
+            return self._delta(chunk)
         if chunk.kind in ("tool_call_delta", "tool_calls"):
             if chunk.kind == "tool_calls":
                 self.calls += chunk.tool_calls or []
@@ -315,12 +361,28 @@ class ResponseEncoder:
             return self._finish(chunk)
         return []
 
+    def _delta(self, chunk: Chunk) -> list[bytes]:
+        kind = "message" if chunk.kind == "text" else "reasoning"
+        out = self._open(kind) if self.part is None or self.part.kind != kind else []
+        part = self.part
+        part.text += chunk.text
+        where = {"item_id": part.id, "output_index": part.index, "content_index": 0}
+        if kind == "reasoning":
+            return out + [self._event("response.reasoning_text.delta", **where, delta=chunk.text)]
+        self.text += chunk.text
+        entries = []
+        if part.logprobs is not None:
+            part.logprobs += chunk.logprobs or []
+            entries = logprob_entries(chunk.logprobs, with_bytes=False)
+        return out + [self._event("response.output_text.delta", **where, delta=chunk.text, logprobs=entries)]
+
     def _call_update(self, index: int, head: ToolCall | None, fragment: str) -> list[bytes]:
         out = []
         if head is not None:
+            out += self._close()
             item = {"type": "function_call", "id": new_id("fc_"), "call_id": head.id, "name": head.name,
                     "arguments": "", "status": "in_progress"}
-            self.call_items[index] = ((1 if self.text else 0) + len(self.call_items), item)
+            self.call_items[index] = (self._next_index(), item)
             out.append(self._event("response.output_item.added", output_index=self.call_items[index][0],
                                    item=dict(item)))
         at, item = self.call_items[index]
@@ -331,18 +393,11 @@ class ResponseEncoder:
         return out
 
     def _finish(self, done: Chunk) -> list[bytes]:
-        out, items = [], []
-        if self.text or not self.call_items:
-            message = {"type": "message", "id": self.msg_id, "status": "completed", "role": "assistant",
-                       "content": [output_text(self.text, self.logprobs)]}
-            if self.text:
-                done_logprobs = logprob_entries(self.logprobs, with_bytes=False) if self.logprobs is not None else []
-                out += [self._event("response.output_text.done", item_id=self.msg_id, output_index=0,
-                                    content_index=0, text=self.text, logprobs=done_logprobs),
-                        self._event("response.content_part.done", item_id=self.msg_id, output_index=0,
-                                    content_index=0, part=message["content"][0])]
-            out.append(self._event("response.output_item.done", output_index=0, item=message))
-            items.append(message)
+        out = []
+        if not self.items and self.part is None and not self.call_items:  # an empty reply: one empty message
+            out += self._open("message")
+        out += self._close()
+        items = list(self.items)
         for index, (at, item) in sorted(self.call_items.items()):
             if index < len(self.calls):
                 item["arguments"] = self.calls[index].arguments
@@ -353,8 +408,8 @@ class ResponseEncoder:
             items.append(item)
         remember(self.store, self.body, self.rid, self.messages, self.text, self.calls)
         status = "incomplete" if done.finish_reason == "length" else "completed"
-        final = response_object(self.rid, self.body, items, done.usage, status)
-        return out + [self._event(f"response.{status}", response=final)]
+        self.final = response_object(self.rid, self.body, items, done.usage, status)
+        return out + [self._event(f"response.{status}", response=self.final)]
 
     def error(self, exc: BaseException) -> list[bytes]:
         return [self._event("error", **error_body("openai", describe(exc))["error"])]

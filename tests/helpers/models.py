@@ -39,3 +39,18 @@ def with_reasoning_template(src: Path, dst: Path) -> Path:
     if opened == source:
         raise ValueError(f"{src.name}'s chat template has no ChatML generation prompt to open reasoning in")
     return with_chat_template(src, dst, opened)
+
+
+def with_thinking_switch(src: Path, dst: Path) -> Path:
+    """A copy of the SmolLM2 GGUF at ``src`` whose template reads ``enable_thinking`` as Qwen3's does: false
+    writes an empty ``<think>\n\n</think>\n\n`` after the generation prompt, so the model answers at once;
+    true or undefined opens the reasoning there (``<think>\n``), as ``with_reasoning_template`` does."""
+    import gguf
+
+    source = gguf.GGUFReader(str(src)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
+    switch = ("{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and enable_thinking is false %}"
+              "{{ '<think>\n\n</think>\n\n' }}{% else %}{{ '<think>\n' }}{% endif %}")
+    switched = source.replace("{{ '<|im_start|>assistant\n' }}", switch)
+    if switched == source:
+        raise ValueError(f"{src.name}'s chat template has no ChatML generation prompt to switch thinking in")
+    return with_chat_template(src, dst, switched)
