@@ -53,6 +53,9 @@ class ChatRequest:
     # the chat template's ``enable_thinking`` (Qwen3's switch): False turns a reasoning template's thinking
     # off, True asks for it, None passes nothing, so each template keeps its own default
     enable_thinking: bool | None = None
+    # more variables for the chat template (OpenAI chat's ``chat_template_kwargs``, as vLLM and llama-server
+    # read it; ``reasoning_effort`` for gpt-oss's template); JSON values, never the template's own names
+    template_vars: dict[str, Any] = field(default_factory=dict)
     cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
 
 

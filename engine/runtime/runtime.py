@@ -285,7 +285,8 @@ class Runtime:
         see ``tokens.py``) and the tools offered with it (none when tool_choice is "none")."""
         tools = request.tools if request.tool_choice != "none" else None
         return slot.template.render_segments(request.messages, tools=tools,
-                                             enable_thinking=request.enable_thinking), tools
+                                             enable_thinking=request.enable_thinking,
+                                             variables=request.template_vars), tools
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:

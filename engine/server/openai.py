@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from ..runtime.templates import TEMPLATE_NAMES
 from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
@@ -122,6 +123,7 @@ class ChatBody(Body):
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     reasoning_effort: Effort | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # vLLM's and llama-server's extension
 
 
 class CompletionBody(Body):
@@ -185,8 +187,29 @@ def chat_request(body: ChatBody) -> ChatRequest:
                                         presence_penalty=body.presence_penalty,
                                         logprobs=logprobs_option(body.logprobs, body.top_logprobs)),
                       enable_thinking=effort_switch(body.reasoning_effort))
+    req.template_vars = template_vars(body, req)
     apply_format(req, dumped(body.response_format))
     return req
+
+
+def template_vars(body: ChatBody, req: ChatRequest) -> dict[str, Any]:
+    """``chat_template_kwargs`` as the chat template's variables, as vLLM and llama-server pass them (its
+    ``enable_thinking``, a boolean, wins over ``reasoning_effort``), and ``reasoning_effort`` (other than
+    ``none``) as the variable gpt-oss's template reads. The renderer's own names are refused."""
+    kwargs = dict(body.chat_template_kwargs or {})
+    clash = sorted(TEMPLATE_NAMES & set(kwargs))
+    if clash:
+        raise ApiError(f"chat_template_kwargs cannot set {clash[0]}: the server gives the template that itself",
+                       param=f"chat_template_kwargs.{clash[0]}")
+    if "enable_thinking" in kwargs:
+        switch = kwargs.pop("enable_thinking")
+        if not isinstance(switch, bool):
+            raise ApiError("chat_template_kwargs.enable_thinking must be true or false",
+                           param="chat_template_kwargs.enable_thinking")
+        req.enable_thinking = switch
+    if body.reasoning_effort not in (None, "none"):
+        kwargs.setdefault("reasoning_effort", body.reasoning_effort)
+    return kwargs
 
 
 def apply_format(req: ChatRequest, fmt: dict[str, Any] | None) -> None:

@@ -335,11 +335,11 @@ class ResponseEncoder:
                       self._event("response.content_part.added", item_id=part.id, output_index=part.index,
                                   content_index=0, part=part.empty_part())]
 
-    def _close(self) -> list[bytes]:
+    def _close(self, status: str = "completed") -> list[bytes]:
         part, self.part = self.part, None
         if part is None:
             return []
-        item = part.item("completed")
+        item = part.item(status)
         where = {"item_id": part.id, "output_index": part.index, "content_index": 0}
         if part.kind == "reasoning":
             done = [self._event("response.reasoning_text.done", **where, text=part.text)]
@@ -394,20 +394,22 @@ class ResponseEncoder:
 
     def _finish(self, done: Chunk) -> list[bytes]:
         out = []
+        cut = done.finish_reason == "length"  # the item the limit cut (the last one) is incomplete, as there
         if not self.items and self.part is None and not self.call_items:  # an empty reply: one empty message
             out += self._open("message")
-        out += self._close()
+        out += self._close("incomplete" if cut and not self.call_items else "completed")
         items = list(self.items)
+        last = max(self.call_items, default=None)
         for index, (at, item) in sorted(self.call_items.items()):
             if index < len(self.calls):
                 item["arguments"] = self.calls[index].arguments
-            item["status"] = "completed"
+            item["status"] = "incomplete" if cut and index == last else "completed"
             out += [self._event("response.function_call_arguments.done", item_id=item["id"], output_index=at,
                                 arguments=item["arguments"]),
                     self._event("response.output_item.done", output_index=at, item=item)]
             items.append(item)
         remember(self.store, self.body, self.rid, self.messages, self.text, self.calls)
-        status = "incomplete" if done.finish_reason == "length" else "completed"
+        status = "incomplete" if cut else "completed"
         self.final = response_object(self.rid, self.body, items, done.usage, status)
         return out + [self._event(f"response.{status}", response=self.final)]
 

@@ -428,10 +428,20 @@ def test_responses_max_output_tokens_cuts_the_reply(oai):
                              temperature=0)
     assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
     assert r.usage.output_tokens == 5 and r.output_text
+    assert [item.status for item in r.output] == ["incomplete"]  # the message the limit cut
     longer = oai.responses.create(model="starter", input="Tell me a long story about a dragon.", max_output_tokens=9,
                                   temperature=0)
     assert longer.usage.output_tokens == 9 and longer.output_text.startswith(r.output_text)
     assert len(longer.output_text) > len(r.output_text)
+    with oai.responses.stream(model="starter", input="Tell me a long story about a dragon.", max_output_tokens=5,
+                              temperature=0) as events:
+        seen = list(events)
+    done = [e.item.status for e in seen if e.type == "response.output_item.done"]
+    final = seen[-1]  # the stream ends with response.incomplete, not .completed (the SDK's helper wants that)
+    assert done == ["incomplete"] and final.type == "response.incomplete"
+    assert final.response.status == "incomplete" and final.response.output_text == r.output_text
+    whole = oai.responses.create(model="starter", input="Say hi.", max_output_tokens=200, temperature=0)
+    assert whole.status == "completed" and [item.status for item in whole.output] == ["completed"]
 
 
 def test_responses_temperature_and_top_p(oai):

@@ -27,7 +27,7 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest
-from tests.helpers.models import with_reasoning_template, with_thinking_switch
+from tests.helpers.models import with_chat_template, with_reasoning_template, with_thinking_switch
 
 pytestmark = pytest.mark.model
 
@@ -44,27 +44,39 @@ CLOSES = [*_turn("What is 1+1?", "One and one make two.", "2"), *_turn("What is 
 NEVER_CLOSES = [{"role": "user", "content": "Say hello."}]
 GREEDY = {"temperature": 0}
 MARKERS = ("<think>", "</think>")
+# gpt-oss's template writes the effort into its system message; this one does the same, before SmolLM2's own
+EFFORT = ("{% if reasoning_effort is defined %}{{ '<|im_start|>system\\nReasoning: ' + reasoning_effort + "
+          "'<|im_end|>\\n' }}{% endif %}")
+
+
+def _template(path) -> str:
+    import gguf
+
+    return gguf.GGUFReader(str(path)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
 
 
 @pytest.fixture(scope="module")
 def thinker(tmp_path_factory, smollm2_path):
-    """A server over a library that holds two reasoning copies of SmolLM2, one whose template always opens
-    the reasoning and one whose template reads ``enable_thinking`` as Qwen3's does:
-    (base URL, model id, switchable model id, the runtime)."""
+    """A server over a library that holds three copies of SmolLM2: one whose template always opens the
+    reasoning, one whose template reads ``enable_thinking`` as Qwen3's does, and one whose template writes
+    ``reasoning_effort`` into a system turn, as gpt-oss's does: (base URL, model id, switchable model id,
+    the runtime, effort model id)."""
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("thinker-home"))})
     settings.ensure_dirs()
     path = settings.models_dir / "local" / "thinker" / "thinker.gguf"
     switch_path = settings.models_dir / "local" / "switch" / "switch.gguf"
-    path.parent.mkdir(parents=True)
-    switch_path.parent.mkdir(parents=True)
+    effort_path = settings.models_dir / "local" / "effort" / "effort.gguf"
+    for p in (path, switch_path, effort_path):
+        p.parent.mkdir(parents=True)
     with_reasoning_template(smollm2_path, path)
     with_thinking_switch(smollm2_path, switch_path)
+    with_chat_template(smollm2_path, effort_path, EFFORT + _template(smollm2_path))
     library = Library(settings)
     model_id, switch_id = library.by_path(path).id, library.by_path(switch_path).id
     runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path)
     thread = ServerThread(create_app(runtime, settings, library), "127.0.0.1", 0)
     thread.start()
-    yield thread.url, model_id, switch_id, runtime
+    yield thread.url, model_id, switch_id, runtime, library.by_path(effort_path).id
     thread.stop()
     runtime.close()
 
@@ -274,6 +286,33 @@ def prompt_tokens(thinker, switch):
     assert prompts[False].endswith(OFF) and prompts[True] == prompts[None] and prompts[True].endswith("<think>\n")
     return {v: runtime.count_chat_tokens(switch, ChatRequest(messages=CLOSES, enable_thinking=v))
             for v in (False, True, None)}
+
+
+def test_chat_template_kwargs_reach_the_template(oai, switch, prompt_tokens, thinker):
+    """vLLM's and llama-server's ``chat_template_kwargs``: its ``enable_thinking`` is Qwen3's switch, its other
+    keys are the template's variables; ``reasoning_effort`` reaches a template that reads it (gpt-oss's)."""
+    effort = thinker[4]
+
+    def ask(model, **kwargs):
+        return oai.chat.completions.create(model=model, messages=CLOSES, max_tokens=8, **GREEDY, **kwargs)
+
+    off = ask(switch, extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+    assert not getattr(off.choices[0].message, "reasoning_content", None) and off.usage.prompt_tokens == prompt_tokens[False]
+    # the kwargs' switch wins over the effort, as in vLLM
+    assert ask(switch, reasoning_effort="high", extra_body={"chat_template_kwargs": {"enable_thinking": False}}
+               ).usage.prompt_tokens == prompt_tokens[False]
+    plain = ask(effort).usage.prompt_tokens
+    high = ask(effort, reasoning_effort="high").usage.prompt_tokens
+    assert high > plain  # the system turn "Reasoning: high" is in the prompt
+    assert ask(effort, extra_body={"chat_template_kwargs": {"reasoning_effort": "high"}}).usage.prompt_tokens == high
+    assert ask(effort, reasoning_effort="none").usage.prompt_tokens == plain  # none is no level to write
+    longer = ask(effort, extra_body={"chat_template_kwargs": {"reasoning_effort": "high, and check every step twice"}})
+    assert longer.usage.prompt_tokens > high
+    for kwargs, field in [({"messages": []}, "chat_template_kwargs.messages"),
+                          ({"enable_thinking": "no"}, "chat_template_kwargs.enable_thinking")]:
+        with pytest.raises(openai.BadRequestError) as bad:
+            ask(effort, extra_body={"chat_template_kwargs": kwargs})
+        assert bad.value.param == field, str(bad.value)
 
 
 def test_openai_reasoning_effort_none_turns_thinking_off(oai, switch, prompt_tokens):
