@@ -13,7 +13,12 @@ byte, since llama.cpp accepts a state with a flipped byte without complaint.
 The runner (``batch.py``) takes a snapshot of a slot when a reply ends (a memcpy on the worker
 thread) and hands it to ``PromptCache.save``; a writer thread of its own writes the file (temp file,
 fsync, rename), updates the index, drops entries the new one covers (the same conversation a turn
-earlier) and evicts the least recently used beyond the size cap. A write that fails (a full disk, a
+earlier) and evicts the least recently used beyond the size cap. It writes only while the runner has
+nothing to decode (``decoding``): on a 2-core machine, writing a 2 MiB state (about 3 ms of CPU) during
+a batched step took that time from every stream being decoded (measured: 4 streams at 0.97x of
+llama-server's speed with the cache on, 0.99x with it off). A snapshot waits in memory meanwhile; while
+two wait, no more are taken (a reply's state then stays only in its slot), so a busy runner spends
+nothing on the cache. A write that fails (a full disk, a
 read-only folder) turns saving off for the runner's life with one logged notice; a reply never fails
 or waits for it. Several runner processes may share the folder: sqlite serializes the index.
 
@@ -163,6 +168,8 @@ class PromptCache:
         self.saving = True
         self.notice = ""  # why saving is off, once it is
         self._queue: queue.Queue = queue.Queue(maxsize=2)  # snapshots waiting; more are dropped, not waited for
+        self._idle = threading.Event()  # set while the runner decodes nothing: the writer may write
+        self._idle.set()
         try:
             self._open_index()
         except (OSError, sqlite3.Error) as exc:
@@ -262,8 +269,14 @@ class PromptCache:
             return False
         return True
 
+    def decoding(self, busy: bool) -> None:
+        """The runner says whether it is decoding: queued writes wait while it is."""
+        if busy == self._idle.is_set():
+            (self._idle.clear if busy else self._idle.set)()
+
     def close(self, timeout: float = 10.0) -> None:
         """Let queued writes finish (up to ``timeout``), then stop the writer."""
+        self._idle.set()
         with contextlib.suppress(queue.Full):
             self._queue.put(None, timeout=timeout)
         self._writer.join(timeout)
@@ -274,6 +287,7 @@ class PromptCache:
             item = self._queue.get()
             if item is None:
                 return
+            self._idle.wait()
             if not self.saving:
                 continue
             try:

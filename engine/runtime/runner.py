@@ -77,6 +77,8 @@ class Runner:
         """Runs on the worker thread: the only thread that touches ``self.llama``."""
         while True:
             busy = self.batch is not None and self.batch.busy
+            if self.cache is not None:
+                self.cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
             try:
                 msg = self.requests.get(block=not busy)
             except queue.Empty:

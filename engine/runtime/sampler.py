@@ -6,18 +6,29 @@ top-p, min-p, temperature and a seeded dist sampler; with ``mirostat`` 1 or 2, t
 Mirostat in place of the truncating samplers, as llama.cpp's own sampler does), so a request
 samples as it did through ``Llama.generate``.
 Each sequence owns its chain, so its seed, penalties and grammar state never mix with another's.
+
+The repetition penalties are the chain's first step, but over a window of up to ``OWN_PENALTY_WINDOW``
+tokens they are applied here (``Penalties``), in place on the logits row, to just the tokens in the
+window, with llama.cpp's float32 arithmetic: its own sampler looks every vocabulary entry up in its
+table, about 100 µs a token for SmolLM2's 49,152 (measured; the whole greedy sample then takes 30),
+time in which every other sequence of a batched step waits. The row is put back after sampling, so
+log-probabilities stay those of the model. Greedy sampling with no grammar is the row's argmax
+(5 µs, against 30 for llama.cpp's greedy sampler, which first copies the row into candidates).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import random
+from collections import deque
 from typing import Any
 
 from ..types import Sampling, TokenLogprob
 
 MIROSTAT_M = 100  # the tokens Mirostat v1 estimates its s_hat from (llama.cpp's and llama-cpp-python's value)
 MAX_TOP_LOGPROBS = 20
+OWN_PENALTY_WINDOW = 256  # past this many tokens llama.cpp's penalty sampler (one pass over the vocabulary) is cheaper
 
 
 class Chain:
@@ -27,9 +38,20 @@ class Chain:
         import llama_cpp as lc
 
         self.ptr = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+        self.penalties: Penalties | None = None
         add = self._add
-        add(lc.llama_sampler_init_penalties(llama.n_vocab(), _last_n(llama, s.repeat_last_n), s.repeat_penalty,
-                                            s.frequency_penalty, s.presence_penalty))
+        self.n_vocab = llama.n_vocab()
+        last_n = _last_n(llama, s.repeat_last_n)
+        own = last_n <= OWN_PENALTY_WINDOW and s.repeat_penalty > 0
+        if own:
+            penalties = Penalties(last_n, s.repeat_penalty, s.frequency_penalty, s.presence_penalty)
+            self.penalties = None if penalties.off else penalties
+        else:
+            add(lc.llama_sampler_init_penalties(self.n_vocab, last_n, s.repeat_penalty,
+                                                s.frequency_penalty, s.presence_penalty))
+        # greedy with nothing else in the chain: the top logit, as llama.cpp's greedy sampler picks it
+        # (the first of equals), without copying the row into a candidate array first
+        self.argmax = own and s.temperature == 0 and not grammar
         if grammar:
             g = lc.llama_sampler_init_grammar(llama._model.vocab, grammar.encode("utf-8"), b"root")
             if not g:
@@ -63,7 +85,23 @@ class Chain:
         """Sample (and accept) the next token from output row ``idx`` of the last decode."""
         import llama_cpp as lc
 
-        return lc.llama_sampler_sample(self.ptr, ctx, idx)
+        if self.penalties is None and not self.argmax:
+            return lc.llama_sampler_sample(self.ptr, ctx, idx)
+        row = lc.llama_get_logits_ith(ctx, idx)
+        saved = self.penalties.apply(row) if self.penalties else []
+        try:
+            token = self._top(row) if self.argmax else lc.llama_sampler_sample(self.ptr, ctx, idx)
+        finally:
+            for tok, value in saved:
+                row[tok] = value
+        if self.penalties:
+            self.penalties.accept(token)
+        return token
+
+    def _top(self, row: Any) -> int:
+        import numpy as np
+
+        return int(np.ctypeslib.as_array(row, shape=(self.n_vocab,)).argmax())
 
     def free(self) -> None:
         import llama_cpp as lc
@@ -71,6 +109,44 @@ class Chain:
         if self.ptr:
             lc.llama_sampler_free(self.ptr)
             self.ptr = None
+
+
+def _f32(x: float) -> float:
+    return ctypes.c_float(x).value
+
+
+class Penalties:
+    """llama.cpp's repetition penalties (``llama_sampler_init_penalties``) over the last ``last_n``
+    sampled tokens: a token seen ``n`` times has its logit multiplied (if <= 0) or divided by
+    ``repeat``, then lowered by ``n * freq + present``, each step rounded to float32 as there."""
+
+    def __init__(self, last_n: int, repeat: float, freq: float, present: float):
+        self.repeat, self.freq, self.present = _f32(repeat), _f32(freq), _f32(present)
+        self.off = last_n <= 0 or (self.repeat == 1.0 and self.freq == 0.0 and self.present == 0.0)
+        self.window: deque[int] = deque(maxlen=max(last_n, 1))
+        self.counts: dict[int, int] = {}
+
+    def apply(self, row: Any) -> list[tuple[int, float]]:
+        """Penalize ``row`` (a float32 pointer) in place; returns the (token, logit) pairs it changed."""
+        saved = []
+        repeat, freq, present = self.repeat, self.freq, self.present
+        for tok, n in self.counts.items():
+            value = row[tok]
+            saved.append((tok, value))
+            penalized = value * repeat if value <= 0 else value / repeat
+            if freq or present:
+                penalized = _f32(penalized) - _f32(n * freq + present)
+            row[tok] = penalized  # stored as float32: one rounding, as float arithmetic there
+        return saved
+
+    def accept(self, token: int) -> None:
+        if len(self.window) == self.window.maxlen:
+            old = self.window[0]
+            self.counts[old] -= 1
+            if not self.counts[old]:
+                del self.counts[old]
+        self.window.append(token)
+        self.counts[token] = self.counts.get(token, 0) + 1
 
 
 def _last_n(llama: Any, n: int) -> int:

@@ -77,6 +77,48 @@ def test_a_conversation_resumes_from_disk_after_a_restart(tmp_path):
 
 
 @pytest.mark.model
+def test_a_reply_that_ends_while_another_streams_is_written_once_the_runner_is_idle(tmp_path):
+    """Writing a state costs CPU every stream in the batch would wait for, so the writer waits until the
+    runner decodes nothing: a short reply ending beside a long one is on disk only after the long one ends,
+    and then both are."""
+    import threading
+
+    settings = settings_in(tmp_path)
+    rt = Runtime(settings, idle_ttl_s=0)
+    rt.load("starter", LoadOptions(context=1024, parallel=2))
+    try:
+        turn(rt, [{"role": "user", "content": "Hi"}])  # warm, and its own (short) state below min_tokens
+        started = threading.Event()
+        long_done = threading.Event()
+        seen_while_streaming = []
+
+        def long_reply():
+            story = [{"role": "user", "content": "Tell me a very long story about a lighthouse keeper."}]
+            for chunk in rt.chat("starter", ChatRequest(story, Sampling(temperature=0, max_tokens=160))):
+                if chunk.kind == "text":
+                    started.set()
+            long_done.set()
+
+        streaming = threading.Thread(target=long_reply)
+        streaming.start()
+        assert started.wait(60)
+        _, short = turn(rt, FIRST)  # ends while the story still streams
+        assert not long_done.is_set(), "the story ended first: nothing to show"
+        time.sleep(0.5)
+        seen_while_streaming = kvcache.entries(settings.prompt_cache_dir)
+        assert not long_done.is_set(), "the story ended while we looked: nothing to show"
+        streaming.join(120)
+        deadline = time.monotonic() + 10
+        while len(kvcache.entries(settings.prompt_cache_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        rt.close()
+    assert seen_while_streaming == []  # nothing written while the story was decoded
+    sizes = sorted(e.n_tokens for e in kvcache.entries(settings.prompt_cache_dir))
+    assert len(sizes) == 2 and sizes[0] >= short.prompt_tokens  # both written once it ended
+
+
+@pytest.mark.model
 def test_a_flipped_byte_is_refused_and_the_prompt_evaluated_with_the_same_reply(tmp_path):
     settings = settings_in(tmp_path)
     rt = session(settings)

@@ -103,6 +103,26 @@ def test_presence_and_frequency_penalties_change_the_reply(oll):
     assert _text(oll, la, temperature=0, num_predict=16, repeat_penalty=1.0, frequency_penalty=2.0) != plain
 
 
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 5}])
+def test_penalties_applied_here_sample_exactly_as_llama_cpps_own(oll, sampling):
+    """Windows up to 256 tokens are penalized by Fireside's own code (engine/runtime/sampler.py),
+    longer ones by llama.cpp's sampler. A 48-token reply never fills a 64-token window, so both give
+    the same reply, token for token, with the same log-probabilities (the model's, not the
+    penalized ones: the logits row is put back)."""
+    penalties = {"repeat_penalty": 1.3, "frequency_penalty": 0.4, "presence_penalty": 0.3}
+
+    def reply(**options):
+        r = oll.chat(model="starter", messages=STORY, options={**sampling, "num_predict": 48, **options},
+                     logprobs=True, top_logprobs=3, stream=False)
+        return r.message.content, [(t.token, t.logprob, [(a.token, a.logprob) for a in t.top_logprobs])
+                                   for t in r.logprobs]
+
+    own = reply(**penalties, repeat_last_n=64)
+    native = reply(**penalties, repeat_last_n=1000)
+    assert own == native
+    assert own[0] != reply(repeat_penalty=1.0)[0]  # the penalties did change the reply
+
+
 @pytest.mark.parametrize("options,field", [
     ({"mirostat": 3}, "mirostat"), ({"mirostat_tau": "high"}, "mirostat_tau"), ({"mirostat_eta": -1}, "mirostat_eta"),
     ({"typical_p": 2}, "typical_p"), ({"repeat_last_n": -2}, "repeat_last_n"),
