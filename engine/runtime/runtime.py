@@ -284,9 +284,10 @@ class Runtime:
         """The prompt for ``request`` as segments (markup, and message contents that are plain text;
         see ``tokens.py``) and the tools offered with it (none when tool_choice is "none")."""
         tools = request.tools if request.tool_choice != "none" else None
-        return slot.template.render_segments(request.messages, tools=tools,
-                                             enable_thinking=request.enable_thinking,
-                                             variables=request.template_vars), tools
+        variables = dict(request.template_vars)
+        if request.enable_thinking is not None:  # None: the template keeps its own default
+            variables["enable_thinking"] = request.enable_thinking
+        return slot.template.render_segments(request.messages, tools=tools, variables=variables), tools
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:

@@ -77,22 +77,19 @@ class ChatTemplate:
             raise TemplateError(f"the model's chat template does not compile: {exc}") from exc
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-               add_generation_prompt: bool = True, enable_thinking: bool | None = None,
-               variables: dict[str, Any] | None = None) -> str:
-        return "".join(text for text, _ in self.render_segments(messages, tools, add_generation_prompt,
-                                                                 enable_thinking, variables))
+               add_generation_prompt: bool = True, variables: dict[str, Any] | None = None) -> str:
+        return "".join(text for text, _ in self.render_segments(messages, tools, add_generation_prompt, variables))
 
     def render_segments(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                         add_generation_prompt: bool = True,
-                        enable_thinking: bool | None = None,
                         variables: dict[str, Any] | None = None) -> list[tuple[str, bool]]:
         """The prompt as ``[(text, parse_special), ...]``: the template's markup (True) and the user,
         assistant and tool contents (False), which must be tokenized as plain text.
 
-        ``enable_thinking`` reaches the template as that variable (Qwen3's templates read it: false
-        writes an empty ``<think></think>`` so the model answers at once); None leaves it undefined,
-        so a template keeps its own default. ``variables`` are more of them (a client's
-        ``chat_template_kwargs``); none may be one of ``TEMPLATE_NAMES``, which the renderer sets.
+        ``variables`` are more variables for the template: ``enable_thinking`` (Qwen3's templates read
+        it: false writes an empty ``<think></think>`` so the model answers at once; left out, a template
+        keeps its own default) and a client's ``chat_template_kwargs``; none may be one of
+        ``TEMPLATE_NAMES``, which the renderer sets.
 
         The text is always exactly what the template renders. To find the contents in it, the
         template is also rendered with each content replaced by a unique marker; when that render,
@@ -114,8 +111,6 @@ class ChatTemplate:
                 m = {**m, "content": key}
             marked.append(m)
         extra = {k: v for k, v in (variables or {}).items() if k not in TEMPLATE_NAMES}  # the server refuses those
-        if enable_thinking is not None:
-            extra["enable_thinking"] = enable_thinking
         prompt = self._checked_render(messages, tools, add_generation_prompt, extra)
         if not contents:
             return [(prompt, True)]

@@ -179,6 +179,7 @@ def engine_message(m: Message) -> dict[str, Any]:
 def chat_request(body: ChatBody) -> ChatRequest:
     refuse(body, CHAT_REFUSALS)
     tools = dumped(body.tools) or None
+    thinking, variables = template_settings(body)
     req = ChatRequest(messages=[engine_message(m) for m in body.messages], tools=tools,
                       tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=sampling(max_tokens=body.max_completion_tokens or body.max_tokens,
@@ -186,30 +187,30 @@ def chat_request(body: ChatBody) -> ChatRequest:
                                         stop=body.stop, frequency_penalty=body.frequency_penalty,
                                         presence_penalty=body.presence_penalty,
                                         logprobs=logprobs_option(body.logprobs, body.top_logprobs)),
-                      enable_thinking=effort_switch(body.reasoning_effort))
-    req.template_vars = template_vars(body, req)
+                      enable_thinking=thinking, template_vars=variables)
     apply_format(req, dumped(body.response_format))
     return req
 
 
-def template_vars(body: ChatBody, req: ChatRequest) -> dict[str, Any]:
-    """``chat_template_kwargs`` as the chat template's variables, as vLLM and llama-server pass them (its
-    ``enable_thinking``, a boolean, wins over ``reasoning_effort``), and ``reasoning_effort`` (other than
-    ``none``) as the variable gpt-oss's template reads. The renderer's own names are refused."""
+def template_settings(body: ChatBody) -> tuple[bool | None, dict[str, Any]]:
+    """The thinking switch and the other chat-template variables: ``reasoning_effort`` as the switch and
+    (other than ``none``) as the variable gpt-oss's template reads; ``chat_template_kwargs`` as
+    variables, as vLLM and llama-server pass them (its ``enable_thinking``, a boolean, wins over
+    ``reasoning_effort``). The renderer's own names are refused."""
+    thinking = effort_switch(body.reasoning_effort)
     kwargs = dict(body.chat_template_kwargs or {})
     clash = sorted(TEMPLATE_NAMES & set(kwargs))
     if clash:
         raise ApiError(f"chat_template_kwargs cannot set {clash[0]}: the server gives the template that itself",
                        param=f"chat_template_kwargs.{clash[0]}")
     if "enable_thinking" in kwargs:
-        switch = kwargs.pop("enable_thinking")
-        if not isinstance(switch, bool):
+        thinking = kwargs.pop("enable_thinking")
+        if not isinstance(thinking, bool):
             raise ApiError("chat_template_kwargs.enable_thinking must be true or false",
                            param="chat_template_kwargs.enable_thinking")
-        req.enable_thinking = switch
     if body.reasoning_effort not in (None, "none"):
         kwargs.setdefault("reasoning_effort", body.reasoning_effort)
-    return kwargs
+    return thinking, kwargs
 
 
 def apply_format(req: ChatRequest, fmt: dict[str, Any] | None) -> None:

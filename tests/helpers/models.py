@@ -28,13 +28,18 @@ def with_chat_template(src: Path, dst: Path, template: str) -> Path:
     return dst
 
 
+def chat_template_of(path: Path) -> str:
+    """The chat template the GGUF at ``path`` carries."""
+    import gguf
+
+    return gguf.GGUFReader(str(path)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
+
+
 def with_reasoning_template(src: Path, dst: Path) -> Path:
     """A copy of the SmolLM2 GGUF at ``src`` whose template opens the reasoning at the generation prompt
     (``<|im_start|>assistant\n<think>\n``), as DeepSeek-R1's and Qwen3's templates do: the model then
     writes its reply inside reasoning until it writes ``</think>``, if it ever does."""
-    import gguf
-
-    source = gguf.GGUFReader(str(src)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
+    source = chat_template_of(src)
     opened = source.replace("{{ '<|im_start|>assistant\n' }}", "{{ '<|im_start|>assistant\n<think>\n' }}")
     if opened == source:
         raise ValueError(f"{src.name}'s chat template has no ChatML generation prompt to open reasoning in")
@@ -45,9 +50,7 @@ def with_thinking_switch(src: Path, dst: Path) -> Path:
     """A copy of the SmolLM2 GGUF at ``src`` whose template reads ``enable_thinking`` as Qwen3's does: false
     writes an empty ``<think>\n\n</think>\n\n`` after the generation prompt, so the model answers at once;
     true or undefined opens the reasoning there (``<think>\n``), as ``with_reasoning_template`` does."""
-    import gguf
-
-    source = gguf.GGUFReader(str(src)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
+    source = chat_template_of(src)
     switch = ("{{ '<|im_start|>assistant\n' }}{% if enable_thinking is defined and enable_thinking is false %}"
               "{{ '<think>\n\n</think>\n\n' }}{% else %}{{ '<think>\n' }}{% endif %}")
     switched = source.replace("{{ '<|im_start|>assistant\n' }}", switch)

@@ -27,7 +27,12 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest
-from tests.helpers.models import with_chat_template, with_reasoning_template, with_thinking_switch
+from tests.helpers.models import (
+    chat_template_of,
+    with_chat_template,
+    with_reasoning_template,
+    with_thinking_switch,
+)
 
 pytestmark = pytest.mark.model
 
@@ -49,12 +54,6 @@ EFFORT = ("{% if reasoning_effort is defined %}{{ '<|im_start|>system\\nReasonin
           "'<|im_end|>\\n' }}{% endif %}")
 
 
-def _template(path) -> str:
-    import gguf
-
-    return gguf.GGUFReader(str(path)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
-
-
 @pytest.fixture(scope="module")
 def thinker(tmp_path_factory, smollm2_path):
     """A server over a library that holds three copies of SmolLM2: one whose template always opens the
@@ -70,7 +69,7 @@ def thinker(tmp_path_factory, smollm2_path):
         p.parent.mkdir(parents=True)
     with_reasoning_template(smollm2_path, path)
     with_thinking_switch(smollm2_path, switch_path)
-    with_chat_template(smollm2_path, effort_path, EFFORT + _template(smollm2_path))
+    with_chat_template(smollm2_path, effort_path, EFFORT + chat_template_of(smollm2_path))
     library = Library(settings)
     model_id, switch_id = library.by_path(path).id, library.by_path(switch_path).id
     runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path)
