@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, wait_until_serving
 from fireside.engine.library.starter import starter_path
@@ -40,10 +41,19 @@ class LlamaServerTarget(HttpTarget):
         return {**super().body(prompt, max_tokens, seed), "repeat_penalty": 1.1, "repeat_last_n": 64}
 
 
-def start_llama_server(binary: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
+def cpu_has_amx() -> bool:
+    """Whether llama.cpp's AMX kernels would run here (and crash, llama.cpp #20824; Fireside heals
+    its load to extra buffer types off, so llama-server is run the same way, with ``--no-repack``)."""
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def start_llama_server(binary: str, threads: int, ctx: int, slots: int, no_repack: bool) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [binary, "-m", str(starter_path()), "-t", str(threads), "-c", str(ctx * slots), "-np", str(slots),
-           "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
+           "--host", "127.0.0.1", "--port", str(port), "--no-webui", *(["--no-repack"] if no_repack else [])]
     return _started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
@@ -138,11 +148,14 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48, help="output tokens per stream")
     ap.add_argument("--prompt-words", type=int, default=3900, help="words in the fresh long prompt (~1 token each)")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-repack", action=argparse.BooleanOptionalAction, default=cpu_has_amx(),
+                    help="llama-server without repacked/AMX kernels (default: on where the CPU has AMX)")
     args = ap.parse_args()
+    print(f"llama-server {'with --no-repack (AMX CPU)' if args.no_repack else 'with its default kernels'}")
     with tempfile.TemporaryDirectory() as home:
         procs = []
         try:
-            procs.append(start_llama_server(args.llama_server, args.threads, args.ctx, args.slots))
+            procs.append(start_llama_server(args.llama_server, args.threads, args.ctx, args.slots, args.no_repack))
             procs.append(start_fireside(home, args.threads, args.ctx, args.slots))
             (_, ls_url), (_, fs_url) = procs
             targets = {"fireside": HttpTarget(fs_url, "starter", endpoint="chat", exact_length=False),

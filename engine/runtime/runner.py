@@ -8,7 +8,8 @@ see ``protocol.py``) on stdin; replies go back on the original stdout, each tagg
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; one worker
 thread owns the ``Llama``. It takes requests off a queue in order and hands ``generate`` requests to
 the batch engine (``batch.py``), which decodes every request in a slot together, one step at a time;
-between steps the worker takes the next requests, so a new one joins the running batch. With the
+between steps the worker takes the next requests, so a new one joins the running batch (and
+requests sent together share their first step: ``Gather`` in ``batch.py``). With the
 prompt cache on (``kvcache.py``), a writer thread saves the slots' KV states after their replies.
 """
 
@@ -24,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from .batch import BatchEngine, sequences, slot_context
+from .batch import BatchEngine, Gather, sequences, slot_context
 from .protocol import FramedPipe, PipeClosed
 
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
@@ -61,6 +62,7 @@ class Runner:
                 break
             else:
                 self.cancels.setdefault(msg["id"], threading.Event())
+                msg["at"] = time.monotonic()  # when it came, for Gather
                 self.requests.put(msg)
         for event in list(self.cancels.values()):  # the worker removes finished ones meanwhile
             event.set()
@@ -75,14 +77,18 @@ class Runner:
     # --- worker side -----------------------------------------------------------------------------
     def work_loop(self) -> None:
         """Runs on the worker thread: the only thread that touches ``self.llama``."""
+        gather = Gather()
         while True:
             busy = self.batch is not None and self.batch.busy
             if self.cache is not None:
                 self.cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
+            wait = gather.wait(time.monotonic()) if busy and not self.batch_full else 0.0
             try:
-                msg = self.requests.get(block=not busy)
+                msg = self.requests.get(block=not busy or wait > 0, timeout=wait if busy and wait > 0 else None)
             except queue.Empty:
                 msg = False  # nothing new: run the next step
+            if msg and msg.get("op") == "generate":
+                gather.arrived(msg.get("at", time.monotonic()), idle=not busy)
             if msg is None:  # shutdown: the reader has set every cancel event
                 if self.batch is not None:
                     self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash
@@ -91,7 +97,7 @@ class Runner:
                 break
             if msg:
                 self.handle(msg)
-                if not self.requests.empty():
+                if not self.requests.empty() or (gather.wait(time.monotonic()) > 0 and not self.batch_full):
                     continue  # take every waiting request before the next step, so they join it
             if self.batch is not None and self.batch.busy:
                 try:
@@ -246,6 +252,10 @@ class Runner:
         self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_seq=self.n_seq,
                    n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots],
                    prompt_cache=self.cache.notice or "on" if self.cache else "off")
+
+    @property
+    def batch_full(self) -> bool:
+        return self.batch is not None and self.batch.full
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:

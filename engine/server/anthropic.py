@@ -209,7 +209,7 @@ def usage_of(u: Usage | None) -> dict:
 async def messages(body: MessagesBody, request: Request):
     ctx = context(request)
     req = chat_request(body)  # every field checked before the model is looked up or loaded
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
 
     def source(cancel):
         chunks = ctx.engine.chat(model_id, req, cancel=cancel)
@@ -249,7 +249,7 @@ async def count_tokens(body: CountBody, request: Request) -> dict:
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice,
                       enable_thinking=thinking_switch(body.thinking))
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     if is_remote(model_id):
         return {"input_tokens": await run_in_threadpool(_remote_count, ctx, model_id, req)}
     return {"input_tokens": await run_in_threadpool(ctx.engine.count_chat_tokens, model_id, req)}

@@ -282,7 +282,7 @@ async def chat(body: ChatBody, request: Request):
                       sampling=options_sampling(body.options, body), reasoning=body.think is not False,
                       enable_thinking=think_switch(body.think))
     apply_format(req, body.format)  # every field checked before the model is looked up or loaded
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     if not body.messages:  # Ollama's way to load a model: answer once it is loaded
         return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
 
@@ -323,7 +323,7 @@ async def generate(body: GenerateBody, request: Request):
     ctx = context(request)
     ttl = keep_alive_s(body.keep_alive)
     req = generate_request(body)  # every field checked before the model is looked up or loaded
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     if not body.prompt:
         return await _load_only(ctx, model_id, body.model, ttl, {"response": ""})
 
@@ -348,7 +348,7 @@ async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | 
 async def embed(body: EmbedBody, request: Request) -> dict:
     ctx = context(request)
     refuse(body, [("dimensions", given, "a model's embeddings here have the model's own size; leave it out")])
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     inputs = [body.input] if isinstance(body.input, str) else list(body.input)
     if not any(inputs):
         raise ApiError("input must not be empty")
@@ -359,7 +359,7 @@ async def embed(body: EmbedBody, request: Request) -> dict:
 @router.post("/embeddings")
 async def embeddings(body: EmbedBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     vectors, _ = await run_in_threadpool(ctx.engine.embed, model_id, [body.prompt or ""])
     return {"embedding": vectors[0]}
 

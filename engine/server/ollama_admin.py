@@ -120,6 +120,8 @@ def remove(ctx: ServerContext, model_id: str) -> None:
     except OSError:
         ctx.engine.unload(model_id)
         ctx.library.remove(model_id)
+    finally:
+        ctx.forget_names()
     ctx.engine.unload(model_id)
 
 
@@ -150,6 +152,7 @@ def pull_events(ctx: ServerContext, name: str, cancel: threading.Event):
     def work() -> None:
         try:
             model = ctx.puller(name, on_progress=on_progress, cancel=cancel)
+            ctx.forget_names()  # a new model can take an alias another had
             events.put({"status": "verifying sha256 digest"})
             events.put({"status": "success", "model": getattr(model, "id", name)})
         except BaseException as exc:

@@ -249,7 +249,7 @@ def model_card(model: Any) -> dict:
 async def chat_completions(body: ChatBody, request: Request):
     ctx = context(request)
     req = chat_request(body)  # every field checked before the model is looked up or loaded
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
 
     def source(cancel):
         chunks = ctx.engine.chat(model_id, req, cancel=cancel)
@@ -343,7 +343,7 @@ async def completions(body: CompletionBody, request: Request):
     req = CompletionRequest(prompt=prompt, sampling=sampling(
         max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop,
         frequency_penalty=body.frequency_penalty, presence_penalty=body.presence_penalty, logprobs=body.logprobs))
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
 
     def source(cancel):
         return ctx.engine.complete(model_id, req, cancel=cancel)
@@ -406,7 +406,7 @@ async def embeddings(body: EmbeddingBody, request: Request) -> dict:
     if body.dimensions is not None:
         raise ApiError("dimensions: a model's embeddings here have the model's own size; leave it out",
                        param="dimensions")
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     vectors, n_tokens = await run_in_threadpool(ctx.engine.embed, model_id, inputs)
     data = [{"object": "embedding", "index": i, "embedding": encode_vector(v, body.encoding_format)}
             for i, v in enumerate(vectors)]

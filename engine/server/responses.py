@@ -260,7 +260,7 @@ async def create_response(body: ResponsesBody, request: Request):
     ctx = context(request)
     messages = conversation(body, ctx.responses)
     req = chat_request(body, messages)  # every field checked before the model is looked up or loaded
-    model_id = await run_in_threadpool(ctx.ready, body.model)
+    model_id = await ctx.model_for(body.model)
     if body.truncation == "auto":
         req = await run_in_threadpool(truncated, ctx, model_id, req, body)
 

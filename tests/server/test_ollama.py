@@ -86,8 +86,12 @@ def test_pull_streams_progress_and_delete_removes(keyed_server, library):
     assert progress[0].status == "pulling manifest" and progress[-1].status == "success"
     assert [p.completed for p in progress if p.completed is not None] == [0, 512, 1024]
     model_id = next(m.id for m in library.list() if m.id.startswith("fake/pulled"))
+    assert client.show(model_id).modelfile  # the server now remembers the name for a moment...
     client.delete(model_id)
     assert model_id not in [m.id for m in library.list()]
+    with pytest.raises(ollama.ResponseError) as err:
+        client.show(model_id)  # ...and forgets it with the delete: the model is gone at once
+    assert err.value.status_code == 404
     with pytest.raises(ollama.ResponseError) as err:
         client.delete(model_id)
     assert err.value.status_code == 404

@@ -1,0 +1,45 @@
+"""When a runner waits for requests sent together, and when it never does (``Gather`` in batch.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fireside.engine.runtime.batch import GATHER_MAX_S, GATHER_MEMORY_S, GATHER_QUIET_S, Gather
+
+
+def test_a_lone_user_never_waits():
+    g = Gather()
+    for t in (0.0, 5.0, 9.0):  # one request at a time, each reaching an idle runner
+        g.arrived(t, idle=True)
+        assert g.wait(t) == 0.0
+
+
+def test_after_a_burst_with_company_the_next_burst_waits_for_its_requests():
+    g = Gather()
+    g.arrived(0.0, idle=True)
+    g.arrived(0.002, idle=False)  # a second request came during the first one's step: company
+    g.arrived(10.0, idle=True)  # the next burst
+    assert g.wait(10.0) == pytest.approx(GATHER_QUIET_S)
+    g.arrived(10.002, idle=False)  # each arrival restarts the quiet period...
+    assert g.wait(10.002) == pytest.approx(GATHER_QUIET_S)
+    assert g.wait(10.002 + GATHER_QUIET_S) == 0.0  # ...which ends the wait once it passes quietly
+    for k in range(1, 20):  # requests trickling in: the wait still ends GATHER_MAX_S after the first
+        g.arrived(10.0 + k * GATHER_QUIET_S / 2, idle=False)
+    assert g.wait(10.0 + GATHER_MAX_S) == 0.0
+
+
+def test_a_request_joining_running_streams_never_holds_them_up():
+    g = Gather()
+    g.arrived(0.0, idle=True)
+    g.arrived(0.001, idle=False)
+    g.arrived(1.0, idle=True)
+    g.arrived(1.5, idle=False)  # long after the burst began: its streams are decoding
+    assert g.wait(1.5) == 0.0
+
+
+def test_company_is_forgotten_after_a_while():
+    g = Gather()
+    g.arrived(0.0, idle=True)
+    g.arrived(0.001, idle=False)
+    g.arrived(GATHER_MEMORY_S + 1.0, idle=True)
+    assert g.wait(GATHER_MEMORY_S + 1.0) == 0.0
