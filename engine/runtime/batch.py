@@ -52,9 +52,9 @@ MIN_COPY = 64  # copying a slot's stream moves all of it: worth it only for a pr
 MIN_RESTORE = 32  # reading a saved state from disk beats evaluating from about this many tokens on
 
 
-GATHER_QUIET_S = 0.0025  # a burst is gathered until this long passes with no request arriving,
-GATHER_MAX_S = 0.012  # this long at most,
-GATHER_MEMORY_S = 60.0  # and only while a burst in this long has had company
+GATHER_QUIET_S = 0.004  # a burst is gathered until this long passes with no request arriving,
+GATHER_MAX_S = 0.015  # this long at most,
+GATHER_MEMORY_S = 600.0  # and only while a burst in this long has had company
 
 
 class Gather:
