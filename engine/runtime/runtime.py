@@ -56,6 +56,9 @@ class _Slot:
     notes: list[str] = field(default_factory=list)
 
 
+LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
+
+
 @dataclass(frozen=True)
 class _Spawn:
     """What one load starts runners for, whatever configuration each try uses."""
@@ -122,7 +125,7 @@ class Runtime:
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
         warnings: list[str] = []
-        spawn = _Spawn(model_id, path, embedding, on_progress, cancel)
+        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel)
         try:
             client, result, plan = self._spawn_healing(spawn, plan, warnings)
         except (RuntimeFailure, RunnerCrashed) as first:
@@ -172,6 +175,9 @@ class Runtime:
                 log.warning("the runner for %s crashed (%s) with %s; retrying with %s", spawn.model_id,
                             healing.signal_name(crash.signal), healing.describe(rungs) if rungs else "the full "
                             "configuration", healing.describe(safer))
+                if spawn.on_progress:
+                    spawn.on_progress(LoadProgress(spawn.model_id, 0.0, f"llama.cpp crashed; retrying with "
+                                                                        f"{healing.describe(safer)}"))
                 crashed, rungs = crash, safer
         if crashed is not None:
             self.workarounds.remember(key, rungs, spawn.model_id, f"crashed by {healing.signal_name(crashed.signal)}")
@@ -193,8 +199,8 @@ class Runtime:
         try:
             for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs,
                                      kvcache=None if embedding else self._cache_config()):
-                if msg["type"] == "progress" and on_progress:
-                    on_progress(LoadProgress(model_id, msg["fraction"]))
+                if msg["type"] == "progress" and on_progress:  # 1.0 only once loaded and warmed up
+                    on_progress(LoadProgress(model_id, min(msg["fraction"], LOADING_MAX)))
                 elif msg["type"] == "error":
                     if msg.get("error") == "LoadCancelled":
                         raise LoadCancelled(f"loading {model_id} was cancelled")
@@ -389,6 +395,21 @@ class Runtime:
             keys = list(self._slots)
         for key in keys:
             self._drop(key)
+
+
+def _never_back(on_progress: ProgressFn | None) -> ProgressFn | None:
+    """``on_progress`` with fractions that never go down: a load retried after a crash (or with a
+    smaller plan) keeps the bar where it was, with a message saying why it waits, instead of
+    emptying it (the retry reads the file from the page cache, so it catches up fast)."""
+    if on_progress is None:
+        return None
+    best = [0.0]
+
+    def report(p: LoadProgress) -> None:
+        best[0] = max(best[0], p.fraction)
+        on_progress(replace(p, fraction=best[0]))
+
+    return report
 
 
 def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:

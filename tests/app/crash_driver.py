@@ -33,6 +33,8 @@ def main() -> None:
         page.send()
 
     def on_error(text: str) -> None:  # a failed load or reply: say so at once, so the test fails fast
+        if any(text in m.warnings for m in ctx.engine.loaded()):
+            return  # what a load changed to succeed (a healed load on an AMX CPU): a note, not a failure
         print(json.dumps({"error": text}), flush=True)
 
     feedback.add_sink(on_error)

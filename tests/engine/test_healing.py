@@ -55,7 +55,12 @@ def answer(rt: Runtime, model: str = "starter") -> str:
 def test_crash_with_extra_buffer_types_heals_tells_and_remembers(make_runtime, monkeypatch):
     monkeypatch.setenv("FIRESIDE_TEST_RUNNER_CRASH", "extra_bufts")
     rt = make_runtime()
-    loaded = rt.load("starter", LoadOptions(context=512))
+    seen = []
+    loaded = rt.load("starter", LoadOptions(context=512), on_progress=seen.append)
+    # the bar never empties for the retry, and says why it waits; it is full only once loaded
+    assert [p.fraction for p in seen] == sorted(p.fraction for p in seen)
+    assert any("retrying with the AMX/repack matrix kernels" in p.message for p in seen)
+    assert [p.fraction for p in seen].index(1.0) == len(seen) - 1 and seen[-1].message == "loaded"
     assert len(loaded.warnings) == 1
     assert "crashed (SIGSEGV)" in loaded.warnings[0] and "AMX/repack matrix kernels" in loaded.warnings[0]
     assert runner_logs(rt) == 2  # one runner crashed, the second one loaded

@@ -60,7 +60,9 @@ def test_run_with_a_q4_0_kv_cache_answers():
     out = fireside("run", "starter", "Say hello.", "--kv-type", "q4_0", "--max-tokens", "12", "--seed", "1")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip()
-    assert "Failed to create llama_context" not in out.stderr and "retrying" not in out.stderr
+    assert "Failed to create llama_context" not in out.stderr
+    # no fallback for the cache type; on an AMX CPU the load heals its matrix kernels, which is not one
+    assert [line for line in out.stderr.splitlines() if "retrying" in line and "extra buffer types" not in line] == []
 
 
 @pytest.mark.model
