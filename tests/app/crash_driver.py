@@ -29,6 +29,8 @@ def main() -> None:
 
     def go() -> None:
         page.settings_panel.max_tokens.setValue(300)
+        page.settings_panel.temperature.setValue(0.0)  # greedy: the long story every time (sampled, the
+        # model now and then answered in one sentence, which ended before the kill was due)
         page.composer.setPlainText(sys.argv[1])
         page.send()
 
