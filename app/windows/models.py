@@ -168,7 +168,7 @@ class ModelsPage(QWidget):
             return
         models, (own, linked) = listed
         self.table_model.set_rows(models, self.ctx.prefs.get("last_used") or {})
-        self.summary.setText(f"{len(models)} models · {disk_text(own, linked)} · "
+        self.summary.setText(f"{len(models)} model{'' if len(models) == 1 else 's'} · {disk_text(own, linked)} · "
                              f"folders: {', '.join(str(p) for p in self.ctx.settings.models_dirs)}")
 
     def selected(self):

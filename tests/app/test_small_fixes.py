@@ -86,3 +86,12 @@ def test_hard_linked_imports_take_no_new_space(qtbot, make_app, shared_runtime, 
     assert summary.startswith("3 models")
     assert f"{human_bytes(own.stat().st_size + starter)} on disk" in summary, summary
     assert f"{human_bytes(other.stat().st_size)} more are links" in summary, summary
+
+
+def test_a_library_of_one_says_one_model(qtbot, make_app, shared_runtime, tmp_path):
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
+    settings.ensure_dirs()
+    app = make_app(shared_runtime, settings)  # nothing but the built-in starter
+    models = app.window.pages["My Models"]
+    qtbot.waitUntil(lambda: " · " in models.summary.text(), timeout=20_000)
+    assert models.summary.text().startswith("1 model · "), models.summary.text()
