@@ -23,10 +23,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, wait_until_serving
 from fireside.engine.library.starter import starter_path
+from fireside.engine.runtime.healing import cpu_has_amx
 
 TOPICS = ["a lighthouse keeper", "a dragon who bakes bread", "the first train to the coast", "a lost violin",
           "a city under the sea", "two rival gardeners", "a robot learning to paint", "the last ferry home"]
@@ -39,15 +39,6 @@ class LlamaServerTarget(HttpTarget):
 
     def body(self, prompt: str, max_tokens: int, seed: int | None = None) -> dict:
         return {**super().body(prompt, max_tokens, seed), "repeat_penalty": 1.1, "repeat_last_n": 64}
-
-
-def cpu_has_amx() -> bool:
-    """Whether llama.cpp's AMX kernels would run here (and crash, llama.cpp #20824; Fireside heals
-    its load to extra buffer types off, so llama-server is run the same way, with ``--no-repack``)."""
-    try:
-        return "amx_int8" in Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return False
 
 
 def start_llama_server(binary: str, threads: int, ctx: int, slots: int, no_repack: bool) -> tuple[subprocess.Popen, str]:
@@ -148,6 +139,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=48, help="output tokens per stream")
     ap.add_argument("--prompt-words", type=int, default=3900, help="words in the fresh long prompt (~1 token each)")
     ap.add_argument("--rounds", type=int, default=2)
+    # on an AMX CPU Fireside's load heals to extra buffer types off (healing.py): llama-server runs the same way
     ap.add_argument("--no-repack", action=argparse.BooleanOptionalAction, default=cpu_has_amx(),
                     help="llama-server without repacked/AMX kernels (default: on where the CPU has AMX)")
     args = ap.parse_args()

@@ -21,6 +21,7 @@ from pathlib import Path
 import llama_cpp
 
 from fireside.engine.library.starter import starter_path
+from fireside.engine.runtime.healing import cpu_has_amx
 
 
 def _cpu() -> tuple[str, bool]:
@@ -29,7 +30,7 @@ def _cpu() -> tuple[str, bool]:
     except OSError:
         return "unknown CPU", False
     name = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")), "?")
-    return name, "amx_int8" in text
+    return name, cpu_has_amx()
 
 
 def load(path: str, extra_bufts: bool, threads: int, ctx: int) -> llama_cpp.Llama:

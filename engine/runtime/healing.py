@@ -119,6 +119,11 @@ def machine_key(hw: Hardware, model_path: Path) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
+def cpu_has_amx() -> bool:
+    """Whether this CPU has the AMX units whose llama.cpp kernels crash on multi-token batches (#20824)."""
+    return "amx_int8" in _cpu_identity()
+
+
 def _cpu_identity() -> str:
     """The CPU's model name and feature flags (Linux), or the platform's processor string."""
     try:

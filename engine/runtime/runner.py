@@ -82,13 +82,12 @@ class Runner:
             busy = self.batch is not None and self.batch.busy
             if self.cache is not None:
                 self.cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
-            wait = gather.wait(time.monotonic()) if busy and not self.batch_full else 0.0
-            try:
-                msg = self.requests.get(block=not busy or wait > 0, timeout=wait if busy and wait > 0 else None)
+            try:  # idle: wait for work; busy: only while a burst is gathered (a timeout of 0 does not wait)
+                msg = self.requests.get(timeout=self._gather_wait(gather) if busy else None)
             except queue.Empty:
                 msg = False  # nothing new: run the next step
             if msg and msg.get("op") == "generate":
-                gather.arrived(msg.get("at", time.monotonic()), idle=not busy)
+                gather.arrived(msg["at"], idle=not busy)
             if msg is None:  # shutdown: the reader has set every cancel event
                 if self.batch is not None:
                     self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash
@@ -97,7 +96,7 @@ class Runner:
                 break
             if msg:
                 self.handle(msg)
-                if not self.requests.empty() or (gather.wait(time.monotonic()) > 0 and not self.batch_full):
+                if not self.requests.empty() or self._gather_wait(gather) > 0:
                     continue  # take every waiting request before the next step, so they join it
             if self.batch is not None and self.batch.busy:
                 try:
@@ -253,9 +252,11 @@ class Runner:
                    n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots],
                    prompt_cache=self.cache.notice or "on" if self.cache else "off")
 
-    @property
-    def batch_full(self) -> bool:
-        return self.batch is not None and self.batch.full
+    def _gather_wait(self, gather: Gather) -> float:
+        """Seconds to wait for the rest of a burst before the next step; 0 once the slots are full."""
+        if self.batch is not None and self.batch.full:
+            return 0.0
+        return gather.wait(time.monotonic())
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:

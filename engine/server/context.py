@@ -85,10 +85,12 @@ class ServerContext:
             raise ModelNotFound(f"no model named {name!r} (model ids are names, not paths)")
         if is_remote(name):
             return self.engine.resolve_remote(name)
-        model_id = self._remembered(name) or self.library.get(name).id
-        if len(self._resolved) >= RESOLVED_MAX:
-            self._resolved.clear()
-        self._resolved[name] = (model_id, time.monotonic())
+        model_id = self._remembered(name)
+        if model_id is None:
+            model_id = self.library.get(name).id
+            if len(self._resolved) >= RESOLVED_MAX:
+                self._resolved.clear()
+            self._resolved[name] = (model_id, time.monotonic())
         return model_id
 
     def _remembered(self, name: str) -> str | None:
@@ -102,7 +104,7 @@ class ServerContext:
     async def model_for(self, name: str) -> str:
         """``ready(name)`` from a route: on the event loop for a name answered in the last ``RESOLVED_S``,
         on a worker thread otherwise (the library reads the disk)."""
-        if isinstance(name, str) and not is_path_like(name) and self._remembered(name):
+        if isinstance(name, str) and self._remembered(name):  # a path-like name is never remembered
             return self.ready(name)
         return await run_in_threadpool(self.ready, name)
 

@@ -134,7 +134,6 @@ def test_logprobs_at_temperature_zero_name_the_sampled_token_first(runtime):
     assert all(c.logprobs is None for c in plain)  # only when asked
 
 
-
 def _first_token_times(client, prompts: list[str]) -> list[float]:
     """Send the prompts together, each from a thread of its own through the API server; seconds from
     the start to each first token."""
