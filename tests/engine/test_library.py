@@ -220,7 +220,7 @@ def test_import_from_other_apps_links_without_copying(settings, library, tmp_pat
     home = tmp_path / "userhome"
     original = make(home)
     before = original.stat()
-    found = imports.find(app, imports.default_locations(app, home=home))
+    found = imports.find(app, imports.default_locations(app, home=home, environ={}))
     assert len(found) == 1
     [(f, model)] = imports.import_found(library, found)
     assert not isinstance(model, str), model
