@@ -155,7 +155,7 @@ class Library:
         scan = self.scan()
         for match in (lambda m: m.id == ref, lambda m: ref in m.aliases,
                       lambda m: m.id.lower() == ref.lower() or ref.lower() in m.aliases,
-                      lambda m: ref in m.former or ref.lower() in m.former):
+                      lambda m: ref.lower() in (n.lower() for n in m.former)):
             hits = [m for m in scan.models if match(m)]
             if len(hits) == 1:
                 return hits[0]
