@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -32,16 +33,11 @@ def one_line(stderr: str) -> str:
     return lines[0]
 
 
-def test_search_offline_says_one_sentence(offline, capfd, monkeypatch):
-    import huggingface_hub.utils._http as hf_http
-
-    from fireside.engine.cli import main
-
-    # huggingface_hub retries a refused connection five times, 1+2+4+8+8 s apart, logging each retry;
-    # the waits are skipped here, the retries and their log lines are not
-    monkeypatch.setattr(hf_http.time, "sleep", lambda s: None)
-    assert main(["search", "qwen"]) == 1
-    assert one_line(capfd.readouterr().err).startswith("fireside: cannot reach the hub at http://127.0.0.1:")
+def test_search_offline_says_one_sentence_at_once(offline):
+    started = time.monotonic()
+    out = fireside("search", "qwen", env=offline, timeout=60)
+    assert out.returncode == 1 and one_line(out.stderr).startswith("fireside: cannot reach the hub at http://127.0.0.1:")
+    assert time.monotonic() - started < 20  # huggingface_hub's backoff took 25 s before the sentence came
 
 
 def test_pull_run_and_serve_offline_say_one_sentence(offline):
