@@ -1,9 +1,10 @@
 """The ``fireside`` command: drives the engine headless. Each command group lives in its own module
 and adds its subcommands through ``register(subparsers)``; handlers return an exit code.
 
-Standard error carries the command's own messages and nothing else: the engine's and the libraries'
-log lines (huggingface_hub's retries, the keyring notice, the server's startup steps) are shown only
-with ``--verbose`` (or ``FIRESIDE_LOG=info``; ``FIRESIDE_LOG=debug`` shows everything).
+Standard error carries the command's own messages: the engine's and the libraries' log lines
+(huggingface_hub's retries, the keyring notice, the server's startup steps) are shown only with
+``--verbose`` (or ``FIRESIDE_LOG=info``; ``FIRESIDE_LOG=debug`` shows everything). Errors logged
+inside the engine (a server request that failed unexpectedly) still show, as ``fireside: ...``.
 """
 
 from __future__ import annotations
@@ -42,14 +43,16 @@ def log_level(verbose: bool) -> int | None:
 
 @contextmanager
 def quiet_logs(level: int | None):
-    """Show log lines from ``level`` up, or none while the command runs. ``logging.disable`` silences
-    the libraries that print through handlers of their own (huggingface_hub, uvicorn) too; it is
-    lifted on the way out, for callers (tests) that run ``main`` in their own process."""
+    """Show log lines from ``level`` up; by default only errors (a request that failed inside a server
+    is the user's to see), without timestamps. ``logging.disable`` silences the warnings of libraries
+    that print through handlers of their own (huggingface_hub's retries) too; it is lifted on the way
+    out, for callers (tests) that run ``main`` in their own process."""
     if level is not None:
         logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
         yield
         return
-    logging.disable(logging.CRITICAL)
+    logging.basicConfig(level=logging.ERROR, format="fireside: %(message)s")
+    logging.disable(logging.WARNING)
     try:
         yield
     finally:
