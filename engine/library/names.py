@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from ..models.inspection import SPLIT_RE, ModelInfo
+from .starter import STARTER_ID
 
 QUANT_RE = re.compile(r"[-_.](?P<q>I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32)$", re.IGNORECASE)
 _SLUG_RE = re.compile(r"[^a-z0-9._-]+")
@@ -57,14 +58,18 @@ def model_id(relative: str) -> str:
 
 
 def short_id(full: str) -> str:
+    """``publisher/repo/file`` less a file name that repeats the repo's or says nothing (never shorter
+    than ``publisher/repo``)."""
     parts = full.split("/")
-    if len(parts) >= 2 and (parts[-1].lower() == parts[-2].lower() or parts[-1].lower() in GENERIC_STEMS):
+    if len(parts) >= 3 and (parts[-1].lower() == parts[-2].lower() or parts[-1].lower() in GENERIC_STEMS):
         return "/".join(parts[:-1])
     return full
 
 
 def quant_of(stem: str) -> str | None:
     """The quantization written in a file name (``Q4_K_M``, ``IQ3_XS``, ``F16``), upper-case."""
+    if _QUANT_ONLY_RE.fullmatch(stem):
+        return stem.upper()
     m = QUANT_RE.search(stem)
     return m["q"].upper() if m else None
 
@@ -105,8 +110,7 @@ def base_alias(model: Named) -> str:
 def assign_aliases(models: list[Named]) -> dict[str, list[str]]:
     """Each model's alias: its base alias, with ``-2``, ``-3`` for the second and later model (by the
     time it was added) that would share it. An alias never equals another model's id."""
-    ids = {m.id for m in models}
-    taken: set[str] = set(ids)
+    taken = {m.id for m in models} | {STARTER_ID}
     out: dict[str, list[str]] = {}
     for m in sorted(models, key=lambda m: (m.added_at, m.id)):
         base = base_alias(m)
