@@ -9,7 +9,8 @@ Each app keeps GGUF files its own way:
     gpt4all    a flat folder of .gguf files ($XDG_DATA_HOME/nomic.ai/GPT4All on Linux, default
                ~/.local/share; ~/Library/Application Support on macOS; %LOCALAPPDATA% on Windows)
     jan        ~/jan/models/ID/*.gguf, or Jan's data folder's llamacpp/models/ID/model.gguf (the data
-               folder is $XDG_DATA_HOME/Jan/data on Linux; %APPDATA%\\Jan\\data on Windows)
+               folder is the one Jan's settings.json names, by default $XDG_DATA_HOME/Jan/data on Linux,
+               %APPDATA%\\Jan\\data on Windows)
 
 ``find(app, locations)`` only reads; ``import_found(library, found)`` links each model in
 (``Library.add_file``: a hard link, else a symlink). The other app's files are never moved or deleted.
@@ -63,14 +64,31 @@ def default_locations(app: str, settings: Settings | None = None, home: Path | N
     local, roaming = _env_dir(env, "LOCALAPPDATA"), _env_dir(env, "APPDATA")
     data = [_env_dir(env, "XDG_DATA_HOME") or home / ".local/share", home / "Library/Application Support",
             local or home / "AppData/Local", roaming or home / "AppData/Roaming"]
+    if app == "jan":
+        return [home / "jan/models"] + [f / "llamacpp/models" for f in _jan_data_folders(data, env, home)]
     hf_home = _env_dir(env, "HF_HOME") or (_env_dir(env, "XDG_CACHE_HOME") or home / ".cache") / "huggingface"
     return {
         "lmstudio": [home / ".lmstudio/models", home / ".cache/lm-studio/models"],
         "ollama": [_env_dir(env, "OLLAMA_MODELS") or home / ".ollama/models"],
         "hf-cache": [_env_dir(env, "HF_HUB_CACHE") or hf_home / "hub"],
         "gpt4all": [d / "nomic.ai/GPT4All" for d in data],
-        "jan": [home / "jan/models"] + [d / "Jan/data/llamacpp/models" for d in data],
     }[app]
+
+
+def _jan_data_folders(data: list[Path], env: Mapping[str, str], home: Path) -> list[Path]:
+    """Jan's data folder: the one its ``settings.json`` names (Jan lets a user move it), else the
+    default ``Jan/data`` in the platform's data folder. The settings live in Tauri's app data folder
+    (``jan.ai.app``), or in ``~/.config/Jan`` on Linux for installs that started there."""
+    config = _env_dir(env, "XDG_CONFIG_HOME") or home / ".config"
+    named = []
+    for path in [d / "jan.ai.app/settings.json" for d in data] + [config / "Jan/settings.json"]:
+        try:
+            folder = json.loads(read_small(path, MAX_MANIFEST).decode("utf-8")).get("data_folder")
+        except (OSError, ValueError, AttributeError, FiresideError):
+            continue  # no settings (the usual case), or unreadable: the default folder will do
+        if isinstance(folder, str) and Path(folder).is_absolute():
+            named.append(Path(folder))
+    return list(dict.fromkeys(named + [d / "Jan/data" for d in data]))
 
 
 def _env_dir(env: Mapping[str, str], name: str) -> Path | None:

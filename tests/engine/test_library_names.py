@@ -155,6 +155,15 @@ def test_gpt4all_and_jan_are_found_under_xdg_data_home(settings, tmp_path, monke
     assert "Ignored" not in capsys.readouterr().out
 
 
+def test_jan_is_found_in_the_data_folder_its_settings_name(tmp_path):
+    home, data, moved = tmp_path / "home", tmp_path / "data", tmp_path / "big-disk/jan"
+    j = gguf(moved / "llamacpp/models/qwen3-0.6b/model.gguf", "Q8_0")
+    (data / "jan.ai.app").mkdir(parents=True)
+    (data / "jan.ai.app/settings.json").write_text(json.dumps({"data_folder": str(moved), "quick_ask": False}))
+    env = {"XDG_DATA_HOME": str(data)}
+    assert [f.path for f in imports.find("jan", imports.default_locations("jan", home=home, environ=env))] == [j]
+
+
 def _old_layout_imports(settings, tmp_path, smollm2_path=None):
     """Imports as an older Fireside left them in the models folder (the links are where they were)."""
     gpt = tmp_path / "gpt4all/SmolLM2-135M-Instruct-Q4_1.gguf"
