@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def log_level(verbose: bool) -> int | None:
-    """The level log lines are shown from, or None for none at all (the default)."""
+    """The level log lines are shown from, or None for the default (errors only, see ``quiet_logs``)."""
     wanted = os.environ.get("FIRESIDE_LOG", "").strip().upper()
     if wanted == "DEBUG":
         return logging.DEBUG
