@@ -1,11 +1,19 @@
 """The ``fireside`` command: drives the engine headless. Each command group lives in its own module
-and adds its subcommands through ``register(subparsers)``; handlers return an exit code."""
+and adds its subcommands through ``register(subparsers)``; handlers return an exit code.
+
+Standard error carries the command's own messages: the engine's and the libraries' log lines
+(huggingface_hub's retries, the keyring notice, the server's startup steps) are shown only with
+``--verbose`` (or ``FIRESIDE_LOG=info``; ``FIRESIDE_LOG=debug`` shows everything). Errors logged
+inside the engine (a server request that failed unexpectedly) still show, as ``fireside: ...``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from contextlib import contextmanager
 
 from ..deps import check_floors
 from ..errors import FiresideError
@@ -23,11 +31,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def log_level(verbose: bool) -> int | None:
+    """The level log lines are shown from, or None for the default (errors only, see ``quiet_logs``)."""
+    wanted = os.environ.get("FIRESIDE_LOG", "").strip().upper()
+    if wanted == "DEBUG":
+        return logging.DEBUG
+    if verbose or wanted in ("INFO", "VERBOSE", "1"):
+        return logging.INFO
+    return None
+
+
+@contextmanager
+def quiet_logs(level: int | None):
+    """Show log lines from ``level`` up; by default only errors (a request that failed inside a server
+    is the user's to see), without timestamps. ``logging.disable`` silences the warnings of libraries
+    that print through handlers of their own (huggingface_hub's retries) too; it is lifted on the way
+    out, for callers (tests) that run ``main`` in their own process."""
+    if level is not None:
+        logging.basicConfig(level=level, format="%(asctime)s %(name)s: %(message)s")
+        yield
+        return
+    logging.basicConfig(level=logging.ERROR, format="fireside: %(message)s")
+    logging.disable(logging.WARNING)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(name)s: %(message)s")
+    with quiet_logs(log_level(args.verbose)):
+        return _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "handler", None):
         parser.print_help()
         return 0

@@ -14,6 +14,7 @@ from ..hub.downloads import Progress
 from ..hub.hub import SORTS, Hub
 from ..library import imports
 from ..library.library import Library, LibraryModel
+from ..library.names import model_id
 from ..library.paths import check_repo_id
 from ..models import hardware
 from ..models.planner import verdict_text
@@ -172,7 +173,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"no {args.app} models found in {', '.join(map(str, dirs))}")
         return 0
     if args.dry_run:
-        print(table([[str(f.path), f"{f.publisher}/{f.repo}/{f.name}"] for f in found], ["found", "would be"]))
+        print(table([[str(f.path), model_id(f"{f.publisher}/{f.repo}/{f.name}")] for f in found], ["found", "would be"]))
         return 0
     _print_imported([(str(f.path), r) for f, r in imports.import_found(library, found)])
     return 0
@@ -181,7 +182,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _print_imported(results: list[tuple[str, LibraryModel | str]]) -> None:
     for src, result in results:
         if isinstance(result, LibraryModel):
-            print(f"imported {result.id}  <- {src}  ({result.info.architecture}, {result.quant}, "
+            alias = f"  (alias {result.aliases[0]})" if result.aliases else ""
+            print(f"imported {result.id}{alias}  <- {src}  ({result.info.architecture}, {result.quant}, "
                   f"{human_bytes(result.size)})")
         else:
             print(f"skipped {src}: {result}", file=sys.stderr)

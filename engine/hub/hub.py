@@ -20,6 +20,8 @@ from urllib.parse import quote
 import httpx
 from huggingface_hub import HfApi
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.hf_api import ModelInfo as ModelSummary
+from huggingface_hub.utils import get_session, hf_raise_for_status
 
 from ..errors import (
     GatedRepo,
@@ -45,6 +47,7 @@ from .header import CAP, PROBE, fetch_info
 log = logging.getLogger(__name__)
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified", "trending": "trending_score"}
+API_SORTS = {"downloads": "downloads", "likes": "likes", "recent": "lastModified", "trending": "trendingScore"}
 MIN_USEFUL_CONTEXT = 2048  # a model that fits only below this is refused by the pull's fit gate
 PREFERRED = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q4_1", "Q5_K_M", "Q8_0")
 _KEYRING = object()
@@ -133,9 +136,18 @@ class Hub:
     def search(self, query: str = "", author: str | None = None, sort: str = "downloads",
                limit: int = 20) -> list[RepoSummary]:
         """GGUF repos matching ``query``, most downloaded (or liked, or recent) first."""
-        items = self._call("search", lambda: list(self.api.list_models(
-            search=query or None, author=author, filter="gguf", sort=SORTS.get(sort, sort), limit=limit,
-            token=self.token or False)))
+        params = {"filter": "gguf", "sort": API_SORTS.get(sort, sort), "limit": limit}
+        params |= {k: v for k, v in (("search", query), ("author", author)) if v}
+
+        def fetch() -> list[ModelSummary]:
+            # One request, as ``HfApi.list_models`` makes for one page, without its backoff: that retries a
+            # refused connection five times over 25 s, and a search with no network should say so at once.
+            r = get_session().get(f"{self.endpoint}/api/models", params=params,
+                                  headers=self.api._build_hf_headers(token=self.token or False))
+            hf_raise_for_status(r)
+            return [ModelSummary(**{"siblings": None, **item}) for item in r.json()[:limit]]
+
+        items = self._call("search", fetch)
         return [RepoSummary(m.id, m.author, m.downloads or 0, m.likes or 0,
                             m.last_modified.isoformat() if m.last_modified else None, m.gated or False,
                             list(m.tags or [])) for m in items]

@@ -6,8 +6,11 @@ Each app keeps GGUF files its own way:
     ollama     ~/.ollama/models/manifests/HOST/NAMESPACE/NAME/TAG (JSON) naming a layer of media type
                application/vnd.ollama.image.model, stored as ~/.ollama/models/blobs/sha256-HEX
     hf-cache   ~/.cache/huggingface/hub/models--PUBLISHER--REPO/snapshots/REVISION/FILE.gguf
-    gpt4all    a flat folder of .gguf files (~/.local/share/nomic.ai/GPT4All on Linux)
-    jan        ~/jan/models/ID/*.gguf, or Jan's data folder's llamacpp/models/ID/*.gguf
+    gpt4all    a flat folder of .gguf files ($XDG_DATA_HOME/nomic.ai/GPT4All on Linux, default
+               ~/.local/share; ~/Library/Application Support on macOS; %LOCALAPPDATA% on Windows)
+    jan        ~/jan/models/ID/*.gguf, or Jan's data folder's llamacpp/models/ID/model.gguf (the data
+               folder is the one Jan's settings.json names, by default $XDG_DATA_HOME/Jan/data on Linux,
+               %APPDATA%\\Jan\\data on Windows)
 
 ``find(app, locations)`` only reads; ``import_found(library, found)`` links each model in
 (``Library.add_file``: a hard link, else a symlink). The other app's files are never moved or deleted.
@@ -19,7 +22,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,20 +51,50 @@ class FoundModel:
     name: str
 
 
-def default_locations(app: str, settings: Settings | None = None, home: Path | None = None) -> list[Path]:
-    """The folders ``app`` usually keeps models in on this machine."""
+def default_locations(app: str, settings: Settings | None = None, home: Path | None = None,
+                      environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The folders ``app`` usually keeps models in on this machine, found the way the app finds them:
+    GPT4All's is Qt's app-local data folder and Jan's data folder sits in the platform's data folder,
+    so on Linux both follow ``XDG_DATA_HOME`` (on Windows ``LOCALAPPDATA`` and ``APPDATA``); Ollama
+    follows ``OLLAMA_MODELS``, the Hugging Face cache ``HF_HUB_CACHE``, ``HF_HOME`` and ``XDG_CACHE_HOME``."""
     if settings and settings.extra.get(f"{app}_dir"):
         return [Path(settings.extra[f"{app}_dir"]).expanduser()]
     home = home or Path.home()
-    data = [home / ".local/share", home / "Library/Application Support", home / "AppData/Local",
-            home / "AppData/Roaming"]
+    env = os.environ if environ is None else environ
+    local, roaming = _env_dir(env, "LOCALAPPDATA"), _env_dir(env, "APPDATA")
+    data = [_env_dir(env, "XDG_DATA_HOME") or home / ".local/share", home / "Library/Application Support",
+            local or home / "AppData/Local", roaming or home / "AppData/Roaming"]
+    if app == "jan":
+        return [home / "jan/models"] + [f / "llamacpp/models" for f in _jan_data_folders(data, env, home)]
+    hf_home = _env_dir(env, "HF_HOME") or (_env_dir(env, "XDG_CACHE_HOME") or home / ".cache") / "huggingface"
     return {
         "lmstudio": [home / ".lmstudio/models", home / ".cache/lm-studio/models"],
-        "ollama": [home / ".ollama/models"],
-        "hf-cache": [home / ".cache/huggingface/hub"],
+        "ollama": [_env_dir(env, "OLLAMA_MODELS") or home / ".ollama/models"],
+        "hf-cache": [_env_dir(env, "HF_HUB_CACHE") or hf_home / "hub"],
         "gpt4all": [d / "nomic.ai/GPT4All" for d in data],
-        "jan": [home / "jan/models"] + [d / "Jan/data/llamacpp/models" for d in data],
     }[app]
+
+
+def _jan_data_folders(data: list[Path], env: Mapping[str, str], home: Path) -> list[Path]:
+    """Jan's data folder: the one its ``settings.json`` names (Jan lets a user move it), else the
+    default ``Jan/data`` in the platform's data folder. The settings live in Tauri's app data folder
+    (``jan.ai.app``), or in ``~/.config/Jan`` on Linux for installs that started there."""
+    config = _env_dir(env, "XDG_CONFIG_HOME") or home / ".config"
+    named = []
+    for path in [d / "jan.ai.app/settings.json" for d in data] + [config / "Jan/settings.json"]:
+        try:
+            folder = json.loads(read_small(path, MAX_MANIFEST).decode("utf-8")).get("data_folder")
+        except (OSError, ValueError, AttributeError, FiresideError):
+            continue  # no settings (the usual case), or unreadable: the default folder will do
+        if isinstance(folder, str) and Path(folder).is_absolute():
+            named.append(Path(folder))
+    return list(dict.fromkeys(named + [d / "Jan/data" for d in data]))
+
+
+def _env_dir(env: Mapping[str, str], name: str) -> Path | None:
+    """An absolute folder named by the environment (the XDG spec ignores a relative one)."""
+    value = env.get(name, "")
+    return Path(value) if value and Path(value).is_absolute() else None
 
 
 def _ggufs(folder: Path) -> Iterator[Path]:

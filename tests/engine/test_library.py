@@ -54,14 +54,16 @@ def test_changed_file_is_reinspected_and_deleted_file_leaves_the_index(settings,
     assert str(path) not in library.index.rows()
 
 
-def test_colliding_aliases_get_the_publisher(settings, library):
+def test_colliding_aliases_get_a_suffix_and_the_first_keeps_its_alias(settings, library):
     build_gguf(settings.models_dir / "alice/x-GGUF/Foo-Q4_0.gguf")
+    assert library.get("foo:q4_0").id == "alice/x-GGUF/Foo-Q4_0"
     build_gguf(settings.models_dir / "bob/x-GGUF/Foo-Q4_0.gguf", seed=1)
     aliases = {m.id: m.aliases for m in library.list()}
-    assert aliases["alice/x-GGUF/Foo-Q4_0"] == ["alice/foo:q4_0"]
-    assert aliases["bob/x-GGUF/Foo-Q4_0"] == ["bob/foo:q4_0"]
-    with pytest.raises(ModelNotFound):
-        library.get("foo:q4_0")
+    assert aliases["alice/x-GGUF/Foo-Q4_0"] == ["foo:q4_0"]  # adding bob's did not take it away
+    assert aliases["bob/x-GGUF/Foo-Q4_0"] == ["foo:q4_0-2"]
+    assert library.get("foo:q4_0").id == "alice/x-GGUF/Foo-Q4_0"
+    # the publisher-prefixed aliases an older Fireside gave the pair still find each
+    assert library.get("bob/foo:q4_0").id == "bob/x-GGUF/Foo-Q4_0"
 
 
 def test_split_set_is_one_model_and_projector_is_tied(settings, library):
@@ -218,7 +220,7 @@ def test_import_from_other_apps_links_without_copying(settings, library, tmp_pat
     home = tmp_path / "userhome"
     original = make(home)
     before = original.stat()
-    found = imports.find(app, imports.default_locations(app, home=home))
+    found = imports.find(app, imports.default_locations(app, home=home, environ={}))
     assert len(found) == 1
     [(f, model)] = imports.import_found(library, found)
     assert not isinstance(model, str), model
