@@ -26,7 +26,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from ..errors import ContextOverflow, TemplateError
+from ..errors import ContextOverflow, QueueFull, TemplateError
 from .protocol import FramedPipe, PipeClosed
 from .sandbox import MAX_SECONDS
 
@@ -134,7 +134,7 @@ class _Pool:
     def _take(self) -> _Worker:
         with self._cond:
             if not self._cond.wait_for(lambda: self._idle or self._count < MAX_WORKERS, timeout=2 * JOB_SECONDS):
-                raise TemplateError("every chat template worker is busy; try again")
+                raise QueueFull(f"all {MAX_WORKERS} chat template workers stayed busy for {2 * JOB_SECONDS:g} s; try again")
             if self._idle:
                 return self._idle.pop()
             self._count += 1
