@@ -200,6 +200,8 @@ def _serve(pipe: FramedPipe) -> None:
             answer = {"error": str(exc), "kind": "context"}
         except TemplateError as exc:
             answer = {"error": str(exc), "retire": "memory budget" in str(exc)}
+        except Exception as exc:  # a worker answers every job; a failure of its own is the template's error
+            answer = {"error": f"the model's chat template failed: {type(exc).__name__}: {exc}", "retire": True}
         while len(compiled) > CACHE_SIZE:
             compiled.popitem(last=False)
         pipe.send(answer)

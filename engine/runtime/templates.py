@@ -132,10 +132,12 @@ def _compile(source: str) -> jinja2.Template:
             return _ENV.from_string(source)
     except JinjaTemplateError as exc:
         raise TemplateError(f"the model's chat template does not compile: {exc}") from exc
-    except RecursionError:
+    except (RecursionError, IndentationError):  # Python's parser allows 100 levels of blocks
         raise TemplateError("the model's chat template does not compile: it nests too deeply") from None
     except MemoryError:
         raise over("memory", "the memory its worker process may use") from None
+    except Exception as exc:  # what Jinja's code generation let through to Python's compile()
+        raise TemplateError(f"the model's chat template does not compile: {type(exc).__name__}: {exc}") from exc
 
 
 class _Renderer:
