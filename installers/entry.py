@@ -4,6 +4,7 @@ runners all start from the same executable, chosen by the first argument or the 
 - ``--fireside-runner``: a runner process (``fireside.engine.runtime.client.runner_command()`` starts
   runners this way when ``sys.frozen`` is set).
 - ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.runtime.grammarcheck``).
+- ``--fireside-template-worker``: a chat template worker (``fireside.engine.runtime.renderer``).
 - ``--cli ARGS...``, or called as ``fireside`` (the ``/usr/bin/fireside`` link on Linux): the
   ``fireside`` command line.
 - ``--app``, or anything else (double-click, ``fireside-app``, ``Fireside.exe``): the desktop app.
@@ -19,6 +20,7 @@ import sys
 
 RUNNER_FLAG = "--fireside-runner"
 GRAMMAR_FLAG = "--fireside-check-grammar"
+TEMPLATE_FLAG = "--fireside-template-worker"
 CLI_FLAG = "--cli"
 APP_FLAG = "--app"
 CLI_NAME = "fireside"
@@ -31,6 +33,8 @@ def choose(argv: list[str]) -> tuple[str, list[str]]:
         return "runner", argv[2:]
     if first == GRAMMAR_FLAG:
         return "grammar", argv[2:]
+    if first == TEMPLATE_FLAG:
+        return "template", argv[2:]
     if first == CLI_FLAG:
         return "cli", argv[2:]
     if first == APP_FLAG:
@@ -52,6 +56,11 @@ def main() -> int:
         from fireside.engine.runtime import grammarcheck
 
         return grammarcheck.main()
+    if mode == "template":
+        from fireside.engine.runtime import renderer
+
+        renderer.main()
+        return 0
     if mode == "cli":
         from fireside.engine.cli import main as cli_main
 

@@ -104,6 +104,13 @@ def test_frozen_runners_start_through_the_entry_script(entry, monkeypatch):
     assert entry.choose(command) == ("runner", [])
 
 
+def test_frozen_template_workers_start_through_the_entry_script(entry, monkeypatch):
+    from fireside.engine.runtime.renderer import worker_command
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert entry.choose(worker_command()) == ("template", [])
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["/usr/bin/fireside", "run", "starter", "Hi"], ("cli", ["run", "starter", "Hi"])),
     (["C:\\Fireside\\fireside.exe", "ls"], ("cli", ["ls"])),

@@ -35,6 +35,9 @@ MAX_STEPS = 2_000_000                # loop iterations, calls and lookups in one
 MAX_SECONDS = 5.0                    # wall time of one render
 MAX_INT_BITS = 4_096                 # integers a template computes (2 ** 10 ** 9 is a CPU bomb)
 MAX_ITEMS = 100_000                  # batch/slice counts (Jinja caps range() at the same)
+STEPS_PER_ITEM = 100                 # more steps for each message and tool a render is given
+ITEM_CHARS = 8                       # what one item of a list a filter builds counts as (a pointer's bytes)
+MAX_STRFTIME_CHARS = 256             # strftime_now's format ('%c' grows 12-fold, in one C call)
 _PERCENT_SPEC = re.compile(r"%[-+ #0]*(\d*)(?:\.(\d+))?")   # '%10.3f': width and precision
 _FORMAT_SPEC = re.compile(r"\{[^{}]*?:([^{}]*)\}")          # '{:>10.3}': the spec after the colon
 _NUMBER = re.compile(r"\d+")
@@ -44,15 +47,16 @@ _NESTED_FIELD = re.compile(r"\{[^{}]*\{")
 class Budget:
     """What one render may still spend."""
 
-    def __init__(self) -> None:
+    def __init__(self, items: int = 0) -> None:
         self.deadline = time.monotonic() + MAX_SECONDS
         self.steps = 0
         self.built = 0
+        self.max_steps = MAX_STEPS + STEPS_PER_ITEM * items
 
     def step(self, n: int = 1) -> None:
         self.steps += n
-        if self.steps > MAX_STEPS:
-            raise over("steps", f"{MAX_STEPS:,} loop iterations, calls and lookups")
+        if self.steps > self.max_steps:
+            raise over("steps", f"{self.max_steps:,} loop iterations, calls and lookups")
         if self.steps & 0xFF == 0 and time.monotonic() > self.deadline:
             raise over("time", f"{MAX_SECONDS:g} seconds")
 
@@ -79,9 +83,10 @@ def budget() -> Budget:
 
 
 @contextlib.contextmanager
-def rendering() -> Iterator[Budget]:
-    """Give the renders on this thread (context) a fresh budget for the duration."""
-    token = _BUDGET.set(Budget())
+def rendering(items: int = 0) -> Iterator[Budget]:
+    """Give the renders on this thread (context) a fresh budget for the duration; ``items`` (messages
+    and tools) raise its step budget, so a long conversation is not taken for a looping template."""
+    token = _BUDGET.set(Budget(items))
     try:
         yield _BUDGET.get()  # type: ignore[misc]
     finally:
@@ -255,21 +260,49 @@ def _estimate_filter(name: str, value: Any, args: tuple, kwargs: dict) -> tuple[
         return value, _grown("%", str(value), tuple(args)) or 0
     if name == "replace" and len(args) >= 2:
         return value, _replaced_size(value, args[0], args[1])
-    if name in ("batch", "slice"):
-        count = _width_of(args, kwargs, "linecount" if name == "batch" else "slices")
-        if count > MAX_ITEMS:
-            raise over("items", f"{name} into {MAX_ITEMS:,} at most")
-        return value, 0
+    if name in _LISTING:
+        return _listed(name, value, args, kwargs)
+    if name == "sum" and not isinstance(value, (str, dict)):
+        return _summed(value, kwargs.get("start", args[1] if len(args) > 1 else 0))
     if name == "tojson":
         indent = kwargs.get("indent", args[0] if args else None)
         if _size(indent) > 16 or (isinstance(indent, int) and indent > 16):
             raise over("value size", "an indent of at most 16")
         return value, 0
-    if name in ("join", "sum") and not isinstance(value, (str, dict)):
+    if name == "join" and not isinstance(value, (str, dict)):
         items = list(value)
-        sep = kwargs.get("d", args[0] if args else "") if name == "join" else kwargs.get("start", 0)
-        return items, _joined_size(items, sep)[1]
+        return items, _joined_size(items, kwargs.get("d", args[0] if args else ""))[1]
     return value, 0
+
+
+_LISTING = frozenset({"batch", "slice", "list", "sort", "reverse", "unique", "dictsort", "groupby"})
+
+
+def _listed(name: str, value: Any, args: tuple, kwargs: dict) -> tuple[Any, int]:
+    """A filter that makes a list of ``value``'s items (a string's characters): one pointer per item."""
+    if name in ("batch", "slice"):
+        count = _width_of(args, kwargs, "linecount" if name == "batch" else "slices")
+        if count > MAX_ITEMS:
+            raise over("items", f"{name} into {MAX_ITEMS:,} at most")
+    if not isinstance(value, (str, list, tuple, dict)):
+        value = list(value)
+    budget().step(len(value))
+    return value, len(value) * ITEM_CHARS
+
+
+def _summed(value: Any, start: Any) -> tuple[list, int]:
+    """``sum`` of sequences copies the growing total once per item (quadratic, in one C call): each
+    copy is charged to the build budget before any runs."""
+    items = list(value)
+    spend = budget()
+    spend.step(len(items))
+    if isinstance(start, (str, list, tuple)):
+        weight = 1 if isinstance(start, str) else ITEM_CHARS
+        total = _size(start) * weight
+        for item in items:
+            total += _size(item) * weight
+            spend.build(total)
+    return items, 0
 
 
 def _guarded_filter(name: str, original: Any) -> Any:

@@ -23,8 +23,9 @@ import jinja2
 from jinja2.exceptions import SecurityError
 from jinja2.exceptions import TemplateError as JinjaTemplateError
 
-from ..errors import TemplateError
-from .sandbox import MAX_VALUE_CHARS, BoundedEnvironment, over, rendering
+from ..errors import ContextOverflow, TemplateError
+from . import renderer
+from .sandbox import MAX_STRFTIME_CHARS, MAX_VALUE_CHARS, BoundedEnvironment, over, rendering
 
 CHATML = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
@@ -36,6 +37,8 @@ TOOL_PROMPT = (
     "Tools:\n{tools}"
 )
 MAX_PROMPT_CHARS = MAX_VALUE_CHARS
+MAX_TEMPLATE_CHARS = 256 * 1024  # a template's source (real ones: 1 to 20 KB)
+MAX_MESSAGES = 50_000  # messages in one conversation (each renders to a few tokens at least)
 PLAIN_ROLES = ("user", "assistant", "tool")  # their content is text, never control tokens
 # the names the renderer gives every template itself: a request's variables cannot replace them
 TEMPLATE_NAMES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token",
@@ -47,6 +50,8 @@ def _raise(message: str) -> None:
 
 
 def _strftime_now(fmt: str) -> str:
+    if len(str(fmt)) > MAX_STRFTIME_CHARS:  # '%c' grows twelve-fold inside one C call
+        raise over("value size", f"a strftime_now format of {MAX_STRFTIME_CHARS} characters")
     return datetime.now().strftime(fmt)
 
 
@@ -63,7 +68,12 @@ _ENV = _environment()
 
 
 class ChatTemplate:
-    """A compiled chat template. ``render`` runs on any thread; compile once per model."""
+    """A model's chat template. ``render`` runs on any thread; construct once per model.
+
+    Compiling and rendering happen in a template worker process (``renderer.py``); this object holds
+    the source and asks. Construction compiles the template once there, so a template that does not
+    compile fails the load that reads it.
+    """
 
     def __init__(self, source: str | None, bos_token: str | None = None, eos_token: str | None = None):
         self.fallback = not source
@@ -71,10 +81,10 @@ class ChatTemplate:
         self.source = source or CHATML
         self.bos_token, self.eos_token = bos_token or "", eos_token or ""
         self.mentions_tools = "tools" in self.source
-        try:
-            self._template = _ENV.from_string(self.source)
-        except JinjaTemplateError as exc:
-            raise TemplateError(f"the model's chat template does not compile: {exc}") from exc
+        if len(self.source) > MAX_TEMPLATE_CHARS:
+            raise TemplateError(f"the model's chat template is refused: it is {len(self.source):,} characters long, "
+                                f"over the {MAX_TEMPLATE_CHARS:,}-character limit (real ones are a few thousand)")
+        renderer.ask({"op": "compile", "source": self.source})
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                add_generation_prompt: bool = True, variables: dict[str, Any] | None = None) -> str:
@@ -91,15 +101,62 @@ class ChatTemplate:
         keeps its own default) and a client's ``chat_template_kwargs``; none may be one of
         ``TEMPLATE_NAMES``, which the renderer sets.
 
-        The text is always exactly what the template renders. To find the contents in it, the
-        template is also rendered with each content replaced by a unique marker; when that render,
-        with the contents put back, is the same text, the markers say exactly where each content is.
-        A template that transforms contents (trims them, strips reasoning from old turns) makes
-        the two differ; then each content is looked for verbatim (or trimmed), in order, and one
-        that the template changed otherwise stays in the markup.
+        A conversation of more than ``MAX_MESSAGES`` messages, or one that renders past
+        ``MAX_PROMPT_CHARS``, is a ``ContextOverflow``: no model's context holds it.
+        """
+        if len(messages) > MAX_MESSAGES:
+            raise ContextOverflow(f"the conversation has {len(messages):,} messages, over the {MAX_MESSAGES:,} "
+                                  "that Fireside renders into one prompt; shorten it")
+        extra = {k: v for k, v in (variables or {}).items() if k not in TEMPLATE_NAMES}  # the server refuses those
+        return renderer.ask({"op": "render", "source": self.source, "bos_token": self.bos_token,
+                             "eos_token": self.eos_token, "messages": messages, "tools": tools,
+                             "add_generation_prompt": add_generation_prompt, "variables": extra,
+                             "mentions_tools": self.mentions_tools})
+
+
+def run_job(job: dict[str, Any], compiled: dict[str, jinja2.Template]) -> Any:
+    """A job from ``ChatTemplate``, done in a template worker: compile (cached in ``compiled``) or render."""
+    source = job["source"]
+    template = compiled.get(source)
+    if template is None:
+        template = compiled[source] = _compile(source)
+    if job["op"] == "compile":
+        return None
+    return _Renderer(template, job["bos_token"], job["eos_token"]).segments(
+        job["messages"], job["tools"], job["add_generation_prompt"], job["variables"], job["mentions_tools"])
+
+
+def _compile(source: str) -> jinja2.Template:
+    try:
+        with rendering():
+            return _ENV.from_string(source)
+    except JinjaTemplateError as exc:
+        raise TemplateError(f"the model's chat template does not compile: {exc}") from exc
+    except (RecursionError, IndentationError):  # Python's parser allows 100 levels of blocks
+        raise TemplateError("the model's chat template does not compile: it nests too deeply") from None
+    except MemoryError:
+        raise over("memory", "the memory its worker process may use") from None
+    except Exception as exc:  # what Jinja's code generation let through to Python's compile()
+        raise TemplateError(f"the model's chat template does not compile: {type(exc).__name__}: {exc}") from exc
+
+
+class _Renderer:
+    """One compiled template with its special tokens, rendering in a template worker."""
+
+    def __init__(self, template: jinja2.Template, bos_token: str, eos_token: str):
+        self._template, self.bos_token, self.eos_token = template, bos_token, eos_token
+
+    def segments(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 add_generation_prompt: bool, extra: dict[str, Any], mentions_tools: bool) -> list[tuple[str, bool]]:
+        """See ``ChatTemplate.render_segments``. The text is always exactly what the template renders.
+        To find the contents in it, the template is also rendered with each content replaced by a
+        unique marker; when that render, with the contents put back, is the same text, the markers
+        say exactly where each content is. A template that transforms contents (trims them, strips
+        reasoning from old turns) makes the two differ; then each content is looked for verbatim (or
+        trimmed), in order, and one that the template changed otherwise stays in the markup.
         """
         messages = [_normalize(m) for m in messages]
-        if tools and not self.mentions_tools:
+        if tools and not mentions_tools:
             messages = _tools_in_system(messages, tools)
         nonce = secrets.token_hex(8)
         contents: dict[str, str] = {}
@@ -110,11 +167,13 @@ class ChatTemplate:
                 contents[key] = m["content"]
                 m = {**m, "content": key}
             marked.append(m)
-        extra = {k: v for k, v in (variables or {}).items() if k not in TEMPLATE_NAMES}  # the server refuses those
         prompt = self._checked_render(messages, tools, add_generation_prompt, extra)
         if not contents:
             return [(prompt, True)]
-        segments = _split(self._checked_render(marked, tools, add_generation_prompt, extra), nonce, contents)
+        try:  # the markers are longer than short contents: this render may pass the budget the first did not
+            segments = _split(self._checked_render(marked, tools, add_generation_prompt, extra), nonce, contents)
+        except ContextOverflow:
+            segments = None
         if segments is None or "".join(t for t, _ in segments) != prompt:
             segments = _find_in_order(prompt, list(contents.values()))
         return segments
@@ -126,10 +185,12 @@ class ChatTemplate:
         except SecurityError as exc:
             raise TemplateError(f"the model's chat template tried something unsafe and was stopped ({exc}); "
                                 "this model file may be hostile") from exc
-        except TemplateError:
+        except (TemplateError, ContextOverflow):
             raise
         except MemoryError:
-            raise over("memory", "the memory this process could give it") from None
+            raise over("memory", "the memory its worker process may use") from None
+        except RecursionError:
+            raise TemplateError("the model's chat template failed to render: it recursed too deeply") from None
         except Exception as exc:  # a template is code: any failure inside it is the template's
             raise TemplateError(f"the model's chat template failed to render: {type(exc).__name__}: {exc}") from exc
 
@@ -137,30 +198,38 @@ class ChatTemplate:
                 add_generation_prompt: bool, extra: dict[str, Any]) -> str:
         """Render as a stream under a fresh budget, counting the prompt as it grows. ``extra``: more
         variables for the template (``enable_thinking``)."""
-        with rendering() as spend:
+        with rendering(len(messages) + len(tools or ())) as spend:
             pieces, size = [], 0
             for piece in self._template.generate(messages=messages, tools=tools or None,
                                                  add_generation_prompt=add_generation_prompt,
                                                  bos_token=self.bos_token, eos_token=self.eos_token, **extra):
                 size += len(piece)
                 if size > MAX_PROMPT_CHARS:
-                    raise over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")
+                    raise _too_long(messages)
                 spend.step()
                 pieces.append(piece)
             return "".join(pieces)
 
 
+def _too_long(messages: list[dict[str, Any]]) -> Exception:
+    """The prompt passed ``MAX_PROMPT_CHARS``: the conversation's fault when it is itself that long (a 400
+    for the client), else the template's (it built the text itself)."""
+    own = sum(len(m["content"]) if isinstance(m.get("content"), str) else 0 for m in messages) + 16 * len(messages)
+    if own > MAX_PROMPT_CHARS // 4:
+        return ContextOverflow(f"the conversation renders to more than {MAX_PROMPT_CHARS:,} characters, "
+                               "more than any model's context holds; shorten it")
+    return over("output", f"a prompt of {MAX_PROMPT_CHARS:,} characters")
+
+
 def _split(prompt: str, nonce: str, contents: dict[str, str]) -> list[tuple[str, bool]] | None:
-    """Cut the rendered prompt at the markers; None unless each marker is there exactly once."""
-    found = re.findall(f"FiresideContent{nonce}N\\d+X", prompt)
-    if sorted(found) != sorted(contents):
+    """Cut the rendered prompt at the markers, in one pass; None unless each marker is there exactly once."""
+    parts = re.split(f"(FiresideContent{nonce}N\\d+X)", prompt)  # text, marker, text, ..., text
+    found = parts[1::2]
+    if len(found) != len(contents) or set(found) != contents.keys():
         return None
-    segments: list[tuple[str, bool]] = []
-    rest = prompt
-    for key in found:
-        before, rest = rest.split(key, 1)
-        segments += [(before, True), (contents[key], False)]
-    segments.append((rest, True))
+    segments: list[tuple[str, bool]] = [(parts[0], True)]
+    for key, after in zip(found, parts[2::2]):
+        segments += [(contents[key], False), (after, True)]
     return [(t, special) for t, special in segments if t]
 
 

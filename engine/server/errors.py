@@ -71,7 +71,8 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (ReplyCut, 503, "server_error", "reply_cut"),
     (LoadCancelled, 503, "server_error", "load_cancelled"),
     (ModelTooLarge, 507, "server_error", "model_too_large"),
-    (TemplateError, 500, "server_error", "template_error"),
+    # a template fails the same way every time: a 5xx would only make SDKs send it three more times
+    (TemplateError, 400, "invalid_request_error", "template_error"),
     (RemoteUnsupported, 400, "invalid_request_error", "unsupported_by_remote"),
     (RemoteError, 502, "server_error", "remote_error"),
     (GatedRepo, 403, "permission_error", "gated_repo"),

@@ -13,8 +13,9 @@ import tracemalloc
 import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from fireside.engine.errors import TemplateError
+from fireside.engine.errors import ContextOverflow, TemplateError
 from fireside.engine.models.inspection import inspect_file
+from fireside.engine.runtime import templates
 from fireside.engine.runtime.templates import ChatTemplate
 from tests.helpers.models import with_chat_template
 
@@ -117,3 +118,28 @@ def test_the_real_smollm2_template_renders_as_the_plain_sandbox_renders_it(smoll
 def test_a_prompt_near_the_output_budget_still_renders():
     big = "y" * (4 * 2**20)
     assert big in ChatTemplate(None).render([{"role": "user", "content": big}])
+
+
+def test_splitting_a_long_conversation_into_segments_is_linear():
+    # 100,000 messages took 9 s in the server process when each cut copied the rest of the prompt
+    n, nonce = 100_000, "0123456789abcdef"
+    contents = {f"FiresideContent{nonce}N{i}X": "a" for i in range(n)}
+    prompt = "".join(f"<|im_start|>user\n{key}<|im_end|>\n" for key in contents)
+    started = time.perf_counter()
+    segments = templates._split(prompt, nonce, contents)
+    assert time.perf_counter() - started < 5.0
+    assert len(segments) == 2 * n + 1 and segments[1] == ("a", False)
+
+
+def test_a_conversation_longer_than_any_context_is_a_context_overflow():
+    with pytest.raises(ContextOverflow):
+        ChatTemplate(None).render([{"role": "user", "content": "a"}] * (templates.MAX_MESSAGES + 1))
+    with pytest.raises(ContextOverflow):  # rendered past the prompt budget by the conversation itself
+        ChatTemplate(None).render([{"role": "user", "content": "a" * 3_000_000}] * 3)
+
+
+def test_a_huge_template_source_is_refused_before_it_compiles():
+    started = time.perf_counter()
+    with pytest.raises(TemplateError, match="character limit"):
+        ChatTemplate("{{a}}" * 1_000_000)
+    assert time.perf_counter() - started < 1.0

@@ -57,3 +57,62 @@ def with_thinking_switch(src: Path, dst: Path) -> Path:
     if switched == source:
         raise ValueError(f"{src.name}'s chat template has no ChatML generation prompt to switch thinking in")
     return with_chat_template(src, dst, switched)
+
+
+_SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}  # GGUF value type -> bytes
+
+
+def retemplated(src: Path, dst: Path, template: str) -> Path:
+    """``with_chat_template`` in a second, not a minute: the header is rewritten byte by byte (the chat
+    template's value replaced, the tensor data moved to its new aligned start) and the tensor bytes copied
+    as they are. For tests that need several copies; the source must carry a chat template already."""
+    import shutil
+    import struct
+
+    with src.open("rb") as f:
+        head = f.read(16 * 2**20)
+    pos = 24
+    n_tensors, n_kv = struct.unpack_from("<QQ", head, 8)
+    span, alignment = None, 32
+
+    def string(at: int) -> tuple[bytes, int]:
+        (n,) = struct.unpack_from("<Q", head, at)
+        return head[at + 8:at + 8 + n], at + 8 + n
+
+    def skip(vtype: int, at: int) -> int:
+        if vtype == 8:
+            return string(at)[1]
+        if vtype == 9:
+            inner, count = struct.unpack_from("<IQ", head, at)
+            at += 12
+            if inner in _SCALAR:
+                return at + _SCALAR[inner] * count
+            for _ in range(count):
+                at = skip(inner, at)
+            return at
+        return at + _SCALAR[vtype]
+
+    for _ in range(n_kv):
+        start = pos
+        key, pos = string(pos)
+        (vtype,) = struct.unpack_from("<I", head, pos)
+        end = skip(vtype, pos + 4)
+        if key == b"tokenizer.chat_template":
+            span = (start, end)
+        elif key == b"general.alignment":
+            (alignment,) = struct.unpack_from("<I", head, pos + 4)
+        pos = end
+    for _ in range(n_tensors):
+        _, pos = string(pos)
+        (dims,) = struct.unpack_from("<I", head, pos)
+        pos += 4 + 8 * dims + 4 + 8
+    old_data = -(-pos // alignment) * alignment
+    body = template.encode("utf-8")
+    kv = struct.pack("<Q", 23) + b"tokenizer.chat_template" + struct.pack("<IQ", 8, len(body)) + body
+    header = head[:span[0]] + kv + head[span[1]:pos]
+    header += b"\0" * (-len(header) % alignment)
+    with src.open("rb") as f, dst.open("wb") as out:
+        out.write(header)
+        f.seek(old_data)
+        shutil.copyfileobj(f, out, 8 * 2**20)
+    return dst

@@ -1,0 +1,221 @@
+"""Chat templates compile and render in worker processes of their own, so no template can stall the server.
+
+The sandbox (``sandbox.py``) sizes what a template builds and ticks a clock, but only between Python
+operations: one C call (a quadratic ``sum`` of lists, ``strftime`` of a huge format, Jinja's parser and
+Python's ``compile`` on a huge template) holds the GIL until it returns, and every other client of the
+process waits. So the work happens in a small pool of worker processes (``MAX_WORKERS``), each started
+with the same interpreter (``python -m fireside.engine.runtime.renderer``, or the frozen executable with
+``--fireside-template-worker``), each under an address-space limit (``WORKER_MEMORY_BYTES``) and a CPU-time
+limit per job, and each killed by the caller when a job runs past ``JOB_SECONDS`` of wall time. A killed
+or dead worker is replaced on the next job. A worker keeps the templates it compiled (``CACHE_SIZE``,
+keyed by source), so a chat pays the compile once per worker, not once per request.
+
+``ask`` runs on the caller's thread (a server worker or the chat window's generation thread); it
+waits on the pipe without the GIL. Jobs and answers are pickles over the worker's stdin and stdout
+(``protocol.FramedPipe``): both ends are Fireside's own code.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from ..errors import ContextOverflow, QueueFull, TemplateError
+from .protocol import FramedPipe, PipeClosed
+from .sandbox import MAX_SECONDS
+
+MAX_WORKERS = 4                        # template jobs at once, over every model
+WORKER_MEMORY_BYTES = 1024**3          # address space of one worker (RLIMIT_AS, Linux)
+JOB_SECONDS = 2 * MAX_SECONDS + 1.0    # wall time of one job (two renders under MAX_SECONDS each), then killed
+START_SECONDS = 60.0                   # a worker's start-up (an interpreter and Jinja) on a loaded machine
+CACHE_SIZE = 16                        # compiled templates one worker keeps
+FLAG = "--fireside-template-worker"    # see installers/entry.py
+
+
+def worker_command() -> list[str]:
+    if getattr(sys, "frozen", False):
+        return [sys.executable, FLAG]
+    return [sys.executable, "-m", "fireside.engine.runtime.renderer"]
+
+
+class _Worker:
+    """One worker process and the pipe to it; used by one caller at a time (the pool sees to that)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.pipe = FramedPipe(self.proc.stdout, self.proc.stdin)
+        if self._receive(START_SECONDS).get("type") != "hello":
+            self.close()
+            raise TemplateError("the chat template worker did not start properly")
+
+    def ask(self, job: dict, timeout: float) -> dict:
+        try:
+            self.pipe.send(job)
+        except PipeClosed:
+            pass  # it died: _receive says how
+        return self._receive(timeout)
+
+    def _receive(self, timeout: float) -> dict:
+        timer = None
+        if os.name == "posix":
+            ready = select.select([self.proc.stdout], [], [], timeout)[0]
+            if not ready:
+                self.close()
+                raise _overrun()
+        else:  # no select on pipes: a timer kills the worker, which ends the read below
+            timer = threading.Timer(timeout, self.proc.kill)
+            timer.start()
+        try:
+            return self.pipe.recv()
+        except PipeClosed:
+            code = self.proc.wait()
+            if timer is not None and not timer.is_alive():
+                raise _overrun() from None
+            raise _died(code) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+def _overrun() -> TemplateError:
+    return TemplateError(f"the model's chat template was stopped: it went over its time budget "
+                         f"({JOB_SECONDS:g} seconds in its worker process)")
+
+
+def _died(code: int) -> TemplateError:
+    if code == -getattr(signal, "SIGXCPU", -1000):
+        return _overrun()
+    how = f"signal {-code}" if code < 0 else f"exit code {code}"
+    return TemplateError(f"the model's chat template was stopped: its worker process ended ({how}), "
+                         "most likely over its memory budget")
+
+
+class _Pool:
+    """Up to ``MAX_WORKERS`` workers, started when first needed, each lent to one job at a time."""
+
+    def __init__(self) -> None:
+        self._idle: list[_Worker] = []
+        self._count = 0
+        self._cond = threading.Condition()
+
+    def ask(self, job: dict) -> dict:
+        worker = self._take()
+        try:
+            answer = worker.ask(job, JOB_SECONDS)
+        except BaseException:
+            worker.close()
+            self._gone()
+            raise
+        if answer.get("retire"):  # it ran out of memory once: its heap is not to be trusted
+            worker.close()
+            self._gone()
+        else:
+            with self._cond:
+                self._idle.append(worker)
+                self._cond.notify()
+        return answer
+
+    def _take(self) -> _Worker:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._idle or self._count < MAX_WORKERS, timeout=2 * JOB_SECONDS):
+                raise QueueFull(f"all {MAX_WORKERS} chat template workers stayed busy for {2 * JOB_SECONDS:g} s; try again")
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+        try:
+            return _Worker()
+        except BaseException:
+            self._gone()
+            raise
+
+    def _gone(self) -> None:
+        with self._cond:
+            self._count -= 1
+            self._cond.notify()
+
+
+_POOL = _Pool()
+
+
+def ask(job: dict) -> Any:
+    """Run ``job`` in a worker and return its result; a refusal raises the engine's error for it."""
+    answer = _POOL.ask(job)
+    if "error" in answer:
+        kind = ContextOverflow if answer.get("kind") == "context" else TemplateError
+        raise kind(answer["error"])
+    return answer["result"]
+
+
+# --- the worker's side ----------------------------------------------------------------------------------
+def _limit(cpu_seconds: float) -> None:
+    """Cap this worker's memory once, and its CPU time for the next job (the CPU limit counts from start)."""
+    try:
+        import resource
+    except ImportError:  # Windows: the caller's wall clock is the only limit
+        return
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(used.ru_utime + used.ru_stime + cpu_seconds) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _limit_memory() -> None:
+    if not sys.platform.startswith("linux"):  # macOS does not enforce RLIMIT_AS; Windows has no rlimits
+        return
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+
+
+def _serve(pipe: FramedPipe) -> None:
+    from . import templates  # the worker renders; the server process only asks
+
+    compiled: OrderedDict[str, Any] = OrderedDict()
+    while True:
+        try:
+            job = pipe.recv()
+        except PipeClosed:
+            return
+        _limit(JOB_SECONDS)
+        try:
+            answer = {"result": templates.run_job(job, compiled)}
+        except ContextOverflow as exc:
+            answer = {"error": str(exc), "kind": "context"}
+        except TemplateError as exc:
+            answer = {"error": str(exc), "retire": "memory budget" in str(exc)}
+        except Exception as exc:  # a worker answers every job; a failure of its own is the template's error
+            answer = {"error": f"the model's chat template failed: {type(exc).__name__}: {exc}", "retire": True}
+        while len(compiled) > CACHE_SIZE:
+            compiled.popitem(last=False)
+        pipe.send(answer)
+
+
+def main() -> None:
+    """The worker process: answer jobs on stdin until it closes."""
+    _limit_memory()
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # nothing printed by accident can corrupt a frame
+    pipe = FramedPipe(sys.stdin.buffer, out)
+    pipe.send({"type": "hello"})
+    _serve(pipe)
+
+
+if __name__ == "__main__":
+    main()
