@@ -27,7 +27,7 @@ from .remote import RemoteEndpoint, RemoteEngine, RemoteModel, is_remote
 from .remote.engine import RemoteStatus
 from .runtime.healing import Workarounds
 from .runtime.runtime import ProgressFn, Runtime
-from .runtime.tokens import Segments
+from .runtime.runner.tokens import Segments
 from .settings import Settings
 from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel
 

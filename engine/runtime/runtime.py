@@ -32,7 +32,7 @@ from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
 from .templates import ChatTemplate
-from .tokens import Segments
+from .runner.tokens import Segments
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]

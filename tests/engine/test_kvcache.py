@@ -213,7 +213,7 @@ def test_turning_the_cache_off_and_on_reaches_a_loaded_model_at_once(tmp_path):
 
 # The runner with its file size limited: every file it writes past 1 MiB fails (EFBIG), as on a full disk.
 FULL_DISK_RUNNER = [sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, "
-                    "(1 << 20, 1 << 20)); from fireside.engine.runtime.runner import main; main()"]
+                    "(1 << 20, 1 << 20)); from fireside.engine.runtime.runner.process import main; main()"]
 
 
 @pytest.mark.model

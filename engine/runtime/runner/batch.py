@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import kvcache
+from .. import kvcache
 from .decode import Reply, common_prefix
 from .sampler import Chain, token_logprob
 from .tokens import prompt_tokens

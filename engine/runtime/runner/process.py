@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from .batch import BatchEngine, Gather, sequences, slot_context
-from .protocol import FramedPipe, PipeClosed
+from ..protocol import FramedPipe, PipeClosed
 
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
 
@@ -200,7 +200,7 @@ class Runner:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
 
     def _open_cache(self, config: dict) -> Any:
-        from . import kvcache
+        from .. import kvcache
 
         path, kwargs = self._cache_from
         config = kvcache.CacheConfig(**config)

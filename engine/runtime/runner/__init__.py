@@ -1,0 +1,10 @@
+"""The runner's side of the process boundary: the code that runs inside a runner process, one per
+loaded model, and owns its llama.cpp context.
+
+``process.py`` is the process (the pipe reader and the one worker thread that owns the ``Llama``);
+``batch.py`` decodes the requests of every slot together, step by step; ``sampler.py`` samples each
+sequence; ``decode.py`` turns tokens into text and a reply's usage; ``tokens.py`` tokenizes prompts.
+Nothing here is imported by the server's side: the runtime starts a runner with
+``python -m fireside.engine.runtime.runner`` (``__main__.py``) and talks to it through
+``runtime/protocol.py``, the one module both sides import.
+"""
