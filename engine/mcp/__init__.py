@@ -5,7 +5,7 @@ Built on the official ``mcp`` SDK; never imports Qt."""
 
 from .config import McpConfig, McpServer
 from .connection import Timeouts
-from .toolhub import McpHub, ServerStatus
 from .results import McpTool, ToolResult
+from .toolhub import McpHub, ServerStatus
 
 __all__ = ["McpConfig", "McpHub", "McpServer", "McpTool", "ServerStatus", "Timeouts", "ToolResult"]

@@ -31,8 +31,8 @@ from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
-from .templates import ChatTemplate
 from .runner.tokens import Segments
+from .templates import ChatTemplate
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]

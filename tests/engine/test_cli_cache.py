@@ -6,12 +6,13 @@ import os
 import time
 
 from fireside.engine.runtime import kvcache
+from fireside.engine.runtime.runner import kvstate
 from fireside.engine.settings import Settings
 from tests.helpers.cli import fireside
 
 
 def _fill(folder) -> None:
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "id-1", "model-a.gguf")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "id-1", "model-a.gguf")
     try:
         for tag, first in (("chat-1", 1), ("chat-2", 2)):
             assert cache.save([first] * 1234, bytearray(300_000), tag)

@@ -15,6 +15,7 @@ import pytest
 
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime import kvcache
+from fireside.engine.runtime.runner import kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
@@ -265,7 +266,7 @@ def test_a_read_only_cache_folder_never_fails_a_reply(tmp_path):
 
 
 # --- the folder, without a model -------------------------------------------------------------------
-def _saved(cache: kvcache.PromptCache, tokens: list[int], size: int) -> None:
+def _saved(cache: kvstate.PromptCache, tokens: list[int], size: int) -> None:
     assert cache.save(tokens, bytearray(size))
     deadline = time.monotonic() + 10
     while not cache._queue.empty() and time.monotonic() < deadline:
@@ -275,7 +276,7 @@ def _saved(cache: kvcache.PromptCache, tokens: list[int], size: int) -> None:
 
 def test_the_size_cap_evicts_the_least_recently_used(tmp_path):
     cap = 3 * 10_000
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), cap, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), cap, min_tokens=1), "model-a")
     try:
         for first in (1, 2, 3):
             _saved(cache, [first] * 8, 9_000)
@@ -293,8 +294,8 @@ def test_the_size_cap_evicts_the_least_recently_used(tmp_path):
 
 
 def test_a_longer_turn_replaces_the_shorter_and_another_identity_is_never_offered(tmp_path):
-    a = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
-    b = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-b")
+    a = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    b = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-b")
     try:
         _saved(a, [7, 8, 9], 100)
         _saved(a, [7, 8, 9, 10, 11], 120)  # the same conversation a turn later
@@ -308,7 +309,7 @@ def test_a_longer_turn_replaces_the_shorter_and_another_identity_is_never_offere
 
 
 def test_a_truncated_file_is_refused_and_deleted(tmp_path):
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:
         _saved(cache, [1, 2, 3, 4], 5_000)
         entry, _ = cache.lookup([1, 2, 3, 4, 5])
@@ -326,7 +327,7 @@ def test_an_unreadable_index_starts_afresh_and_clear_always_empties_the_folder(t
     stale = tmp_path / ".kv-torn.bin.abc.tmp"
     stale.write_bytes(b"half a write")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:
         assert cache.saving
         assert not stale.exists() and not (tmp_path / "kv-orphan.bin").exists()
@@ -340,7 +341,7 @@ def test_an_unreadable_index_starts_afresh_and_clear_always_empties_the_folder(t
 
 
 def test_a_state_still_being_written_when_its_chat_is_deleted_is_dropped(tmp_path):
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:
         _saved(cache, [1, 2, 3], 1_000)  # makes the index
         taken_at = time.time()
