@@ -31,7 +31,7 @@ from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
-from .runner.tokens import Segments
+from .protocol import Segments
 from .templates import ChatTemplate
 
 log = logging.getLogger(__name__)
