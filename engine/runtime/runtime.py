@@ -215,7 +215,7 @@ class Runtime:
             raise
 
     def _cache_config(self) -> dict | None:
-        """What a runner is told about the prompt cache on disk (``kvcache.py``); None when it is off."""
+        """What a runner is told about the prompt cache on disk (``kvcache.py``, ``runner/kvstate.py``); None when it is off."""
         s = self.settings
         if not s.prompt_cache:
             return None

@@ -1,4 +1,4 @@
-"""The prompt cache on disk (engine/runtime/kvcache.py): a conversation resumes after the runtime
+"""The prompt cache on disk (engine/runtime/kvcache.py, runner/kvstate.py): a conversation resumes after the runtime
 restarts, on the real SmolLM2; a corrupted file is refused; another model file of the same name never
 reuses a state; the size cap evicts the least recently used; an unwritable or full folder never fails
 a reply."""
