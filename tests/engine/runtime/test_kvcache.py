@@ -19,6 +19,7 @@ from fireside.engine.runtime.runner import kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.waiting import holds_for, wait_until
 
 SYSTEM = ("You are the guide of a small railway museum in a mountain valley. The museum keeps three steam "
           "engines, a signal box from 1911 that visitors may operate under supervision, and a reading room "
@@ -91,7 +92,6 @@ def test_a_reply_that_ends_while_another_streams_is_written_once_the_runner_is_i
         turn(rt, [{"role": "user", "content": "Hi"}])  # warm, and its own (short) state below min_tokens
         started = threading.Event()
         long_done = threading.Event()
-        seen_while_streaming = []
 
         def long_reply():
             story = [{"role": "user", "content": "Tell me a very long story about a lighthouse keeper."}]
@@ -105,16 +105,13 @@ def test_a_reply_that_ends_while_another_streams_is_written_once_the_runner_is_i
         assert started.wait(60)
         _, short = turn(rt, FIRST)  # ends while the story still streams
         assert not long_done.is_set(), "the story ended first: nothing to show"
-        time.sleep(0.5)
-        seen_while_streaming = kvcache.entries(settings.prompt_cache_dir)
+        quiet = holds_for(lambda: kvcache.entries(settings.prompt_cache_dir) == [], 0.5)
         assert not long_done.is_set(), "the story ended while we looked: nothing to show"
         streaming.join(120)
-        deadline = time.monotonic() + 10
-        while len(kvcache.entries(settings.prompt_cache_dir)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: len(kvcache.entries(settings.prompt_cache_dir)) >= 2, 10)
     finally:
         rt.close()
-    assert seen_while_streaming == []  # nothing written while the story was decoded
+    assert quiet  # nothing written while the story was decoded
     sizes = sorted(e.n_tokens for e in kvcache.entries(settings.prompt_cache_dir))
     assert len(sizes) == 2 and sizes[0] >= short.prompt_tokens  # both written once it ended
 
@@ -268,10 +265,7 @@ def test_a_read_only_cache_folder_never_fails_a_reply(tmp_path):
 # --- the folder, without a model -------------------------------------------------------------------
 def _saved(cache: kvstate.PromptCache, tokens: list[int], size: int) -> None:
     assert cache.save(tokens, bytearray(size))
-    deadline = time.monotonic() + 10
-    while not cache._queue.empty() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)  # the writer is past the queue; let it finish the index
+    wait_until(lambda: (hit := cache.lookup(tokens)) is not None and hit[1] == len(tokens), 10)  # in the index
 
 
 def test_the_size_cap_evicts_the_least_recently_used(tmp_path):
@@ -280,7 +274,8 @@ def test_the_size_cap_evicts_the_least_recently_used(tmp_path):
     try:
         for first in (1, 2, 3):
             _saved(cache, [first] * 8, 9_000)
-            time.sleep(0.01)  # distinct last-used times
+            # distinct last-used times: the clock has passed the newest entry's
+            wait_until(lambda: time.time() > max(e.last_used for e in kvcache.entries(tmp_path)), 1)
         hit = cache.lookup([1] * 8 + [5])
         assert hit is not None and hit[1] == 8
         assert cache.read(hit[0]) is not None  # reading [1]*8 makes it the most recently used
