@@ -19,7 +19,7 @@ any slot has that state loaded instead of evaluated; ``restored_tokens`` in usag
 
 Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
 stay in position order, so with flash attention (the default) a seeded request gives the same text
-alone or beside other requests (tests/engine/test_batching.py checks it). What still breaks it is
+alone or beside other requests (tests/engine/runtime/test_batching.py checks it). What still breaks it is
 llama.cpp's numerics changing under the same request: flash attention off (attention then sums
 over every cell of the stream and its rounding depends on how many there are), a prompt evaluated
 in different chunks (all of it cold, or only its tail after a cached prefix), another thread count
