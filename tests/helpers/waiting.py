@@ -23,14 +23,3 @@ def wait_until(predicate, timeout: float) -> float:
         assert time.monotonic() - started < timeout, "timed out waiting"
         time.sleep(0.01)
     return time.monotonic() - started
-
-
-def holds_for(predicate, seconds: float) -> bool:
-    """Whether ``predicate`` stays true, polled for ``seconds``: for "nothing happens while ..." checks,
-    which no condition can end early; False as soon as it fails."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not predicate():
-            return False
-        time.sleep(0.01)
-    return bool(predicate())

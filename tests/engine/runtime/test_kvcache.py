@@ -19,7 +19,7 @@ from fireside.engine.runtime.runner import kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
-from tests.helpers.waiting import holds_for, wait_until
+from tests.helpers.waiting import wait_until
 
 SYSTEM = ("You are the guide of a small railway museum in a mountain valley. The museum keeps three steam "
           "engines, a signal box from 1911 that visitors may operate under supervision, and a reading room "
@@ -92,6 +92,7 @@ def test_a_reply_that_ends_while_another_streams_is_written_once_the_runner_is_i
         turn(rt, [{"role": "user", "content": "Hi"}])  # warm, and its own (short) state below min_tokens
         started = threading.Event()
         long_done = threading.Event()
+        seen_while_streaming = []
 
         def long_reply():
             story = [{"role": "user", "content": "Tell me a very long story about a lighthouse keeper."}]
@@ -105,13 +106,16 @@ def test_a_reply_that_ends_while_another_streams_is_written_once_the_runner_is_i
         assert started.wait(60)
         _, short = turn(rt, FIRST)  # ends while the story still streams
         assert not long_done.is_set(), "the story ended first: nothing to show"
-        quiet = holds_for(lambda: kvcache.entries(settings.prompt_cache_dir) == [], 0.5)
+        time.sleep(0.5)
+        seen_while_streaming = kvcache.entries(settings.prompt_cache_dir)
         assert not long_done.is_set(), "the story ended while we looked: nothing to show"
         streaming.join(120)
-        wait_until(lambda: len(kvcache.entries(settings.prompt_cache_dir)) >= 2, 10)
+        deadline = time.monotonic() + 10
+        while len(kvcache.entries(settings.prompt_cache_dir)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         rt.close()
-    assert quiet  # nothing written while the story was decoded
+    assert seen_while_streaming == []  # nothing written while the story was decoded
     sizes = sorted(e.n_tokens for e in kvcache.entries(settings.prompt_cache_dir))
     assert len(sizes) == 2 and sizes[0] >= short.prompt_tokens  # both written once it ended
 
