@@ -26,8 +26,8 @@ from .models.planner import LoadOptions
 from .remote import RemoteEndpoint, RemoteEngine, RemoteModel, is_remote
 from .remote.engine import RemoteStatus
 from .runtime.healing import Workarounds
+from .runtime.protocol import Segments
 from .runtime.runtime import ProgressFn, Runtime
-from .runtime.tokens import Segments
 from .settings import Settings
 from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel
 

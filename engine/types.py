@@ -84,7 +84,7 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
-    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runtime/kvcache.py)
+    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runtime/runner/kvstate.py)
     reasoning_tokens: int = 0  # of completion_tokens, the ones decoded inside the reply's reasoning
     ttft_s: float = 0.0
     decode_tokens_per_s: float = 0.0

@@ -48,9 +48,9 @@ def choose(argv: list[str]) -> tuple[str, list[str]]:
 def main() -> int:
     mode, rest = choose(sys.argv)
     if mode == "runner":
-        from fireside.engine.runtime import runner
+        from fireside.engine.runtime.runner import process
 
-        runner.main()  # ends the process itself
+        process.main()  # ends the process itself
         return 0
     if mode == "grammar":
         from fireside.engine.runtime import grammarcheck

@@ -68,7 +68,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def engine_package(name: str, _modules: dict) -> str | None:
-    """``fireside.engine.runtime.batch`` -> ``runtime``; a top-level module (``types``) is its own node."""
+    """``fireside.engine.runtime.runner.batch`` -> ``runtime``; a top-level module (``types``) is its own node."""
     parts = name.split(".")
     return parts[2] if parts[:2] == ["fireside", "engine"] and len(parts) > 2 else None
 
@@ -94,6 +94,43 @@ def test_no_cycle_between_engine_packages():
 
 def test_no_cycle_between_app_modules():
     assert _cycles(_graph(app_module)) == []
+
+
+RUNNER = "fireside.engine.runtime.runner"
+# what both sides of the process boundary import: the pipe, and the prompt cache folder's format
+SHARED = {"fireside.engine.runtime.protocol", "fireside.engine.runtime.kvcache"}
+
+
+def _crossings(modules: dict[str, Path]) -> list[tuple[str, str]]:
+    """Imports across the process boundary: into ``runtime/runner/`` from outside it, or out of it into the
+    rest of ``runtime/`` other than ``SHARED`` (the engine's leaf modules are anyone's)."""
+    def in_runner(name: str) -> bool:
+        return name == RUNNER or name.startswith(RUNNER + ".")
+
+    found = []
+    for name, path in modules.items():
+        for target in _imported(name, path):
+            if target not in modules or target in SHARED or in_runner(name) == in_runner(target):
+                continue
+            if in_runner(target) or target.startswith("fireside.engine.runtime."):
+                found.append((name, target))
+    return sorted(found)
+
+
+def test_the_runner_process_and_the_server_process_share_only_the_pipe():
+    """A runner is started by name (``python -m fireside.engine.runtime.runner``), never imported: what runs in
+    the runner process lives in ``runtime/runner/`` and reaches the server's side only through ``SHARED``."""
+    modules = _modules()
+    assert {f"{RUNNER}.process", f"{RUNNER}.batch", "fireside.engine.runtime.runtime"} <= set(modules)
+    assert _crossings(modules) == []
+
+
+def test_the_boundary_check_sees_a_crossing(tmp_path):
+    (tmp_path / "out.py").write_text("from ..grammar import checked\nfrom ..protocol import FramedPipe\n")
+    (tmp_path / "into.py").write_text("from .runner import batch\nfrom . import kvcache\n")
+    modules = {**_modules(), f"{RUNNER}.out": tmp_path / "out.py", "fireside.engine.runtime.into": tmp_path / "into.py"}
+    assert _crossings(modules) == [("fireside.engine.runtime.into", RUNNER), ("fireside.engine.runtime.into", f"{RUNNER}.batch"),
+                                   (f"{RUNNER}.out", "fireside.engine.runtime.grammar")]
 
 
 def test_the_walk_finds_a_cycle_when_there_is_one():

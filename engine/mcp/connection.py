@@ -1,5 +1,5 @@
 """One MCP server's connection: its transport (a stdio process or Streamable HTTP) and SDK session,
-living on the hub's event loop (``hub.py``), started on demand and stopped when it misbehaves.
+living on the hub's event loop (``toolhub.py``), started on demand and stopped when it misbehaves.
 
 Every await is bounded: a server that does not start, list or answer in time raises ``McpTimeout`` and
 is stopped (a hung server is restarted on its next use rather than trusted again); one that crashes

@@ -24,8 +24,8 @@ from typing import Any
 
 from ..errors import McpServerError
 from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
-from .hub import McpHub
 from .results import McpTool, ToolResult, openai_tools
+from .toolhub import McpHub
 
 DENIED = "The user denied this call to {tool}; it was not run. Do not call it again unless the user asks."
 

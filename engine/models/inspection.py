@@ -7,7 +7,7 @@ more bytes are needed. The header is parsed by ``header.parse``, whose every cou
 it is used; the summary here then checks each number it builds on (layers, context, widths, heads)
 against a cap before allocating by it, so a crafted header cannot make Fireside allocate gigabytes or
 loop for minutes, here or in the fit planner. Anything wrong raises ``InvalidModelFile`` and nothing
-else: ``tests/engine/test_gguf_fuzz.py`` holds the reader to that.
+else: ``tests/engine/models/test_gguf_fuzz.py`` holds the reader to that.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def verdict_text(verdict: str) -> str:
 
 # Each slot (a request decoded alongside others) gets a KV cache of ``context`` tokens of its own, as
 # Ollama's OLLAMA_NUM_PARALLEL does: every conversation can use the whole context it was loaded with,
-# and its numerics do not depend on the other slots (see runtime/batch.py), which keeps seeds honest.
+# and its numerics do not depend on the other slots (see runtime/runner/batch.py), which keeps seeds honest.
 # The cost is KV memory for N contexts, so the automatic choice is the most slots, up to
 # DEFAULT_PARALLEL (llama-server's and LM Studio's four), that keep the verdict and GPU layers of one.
 DEFAULT_PARALLEL = 4

@@ -1,6 +1,8 @@
 """The prompt cache on disk: a slot's KV state saved after a reply, restored for a later prompt that
 starts with the same tokens, so a conversation reopened after a restart resumes without evaluating
-its history again.
+its history again. This module is the folder and its format, which both sides of the process boundary
+use: the runner writes and reads entries (``runner/kvstate.py``), the CLI, the app and the runtime list,
+clear and size them, in any process.
 
 Layout: one folder (``Settings.prompt_cache_dir``) holds ``index.sqlite3`` and one ``kv-*.bin`` file
 per entry. An entry is one token sequence of one model *identity*: the model file (path, size, mtime
@@ -8,55 +10,26 @@ and a hash of its header and last bytes, so another file of the same name never 
 options that shape the KV cache (K/V types, flash attention, a slot's context, GPU layers) and the
 llama.cpp build (version and system info). A file is ``MAGIC``, the CRC-32 and length of the state,
 then the state as ``llama_state_seq_get_data`` wrote it; the CRC is checked before llama.cpp sees a
-byte, since llama.cpp accepts a state with a flipped byte without complaint.
+byte, since llama.cpp accepts a state with a flipped byte without complaint. Several runner processes
+may share the folder: sqlite serializes the index.
 
-The runner (``batch.py``) takes a snapshot of a slot when a reply ends (a memcpy on the worker
-thread) and hands it to ``PromptCache.save``; a writer thread of its own writes the file (temp file,
-fsync, rename), updates the index, drops entries the new one covers (the same conversation a turn
-earlier) and evicts the least recently used beyond the size cap. It writes only while the runner has
-nothing to decode (``decoding``): on a 2-core machine, writing a 2 MiB state (about 3 ms of CPU) during
-a batched step took that time from every stream being decoded (measured: 4 streams at 0.97x of
-llama-server's speed with the cache on, 0.99x with it off). A snapshot waits in memory meanwhile; while
-two wait, no more are taken (a reply's state then stays only in its slot), so a busy runner spends
-nothing on the cache. A write that fails (a full disk, a
-read-only folder) turns saving off for the runner's life with one logged notice; a reply never fails
-or waits for it. Several runner processes may share the folder: sqlite serializes the index.
-
-Threading: ``lookup`` and ``read`` run on the runner's worker thread, the writer on its own; the
-folder functions at the end (``entries``, ``clear``, ...) run anywhere, in any process.
+Threading: every function here runs anywhere, in any process; each opens the index for its own call.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import hashlib
-import json
 import logging
-import os
-import queue
 import sqlite3
 import struct
-import sys
-import threading
 import time
-import zlib
-from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from ..fsutil import atomic_write
 
 log = logging.getLogger(__name__)
 MAGIC = b"FSKV\x00\x01"
-_HEADER = struct.Struct("<6sIQ")  # magic, crc32 of the state, its length
-_HASHED = 1 << 20  # bytes hashed at each end of the model file: its header, and its last tensors
-# llama() options that change what a KV state means or how it was computed; the rest (threads, batch
-# size, mmap, slot count: each slot has a stream of its own) leave a saved state valid
-_SHAPING = ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn", "type_k", "type_v",
-            "use_extra_bufts", "embedding", "pooling_type", "rope_freq_base", "rope_freq_scale")
+HEADER = struct.Struct("<6sIQ")  # magic, crc32 of the state, its length
 INDEX = "index.sqlite3"
 SCHEMA_VERSION = 2  # an index of another version is a cache of another Fireside: started afresh
 _SCHEMA = """CREATE TABLE IF NOT EXISTS entries (
@@ -83,15 +56,6 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
-class Entry:
-    id: int
-    tokens: list[int]
-    file: str
-    size: int
-    crc: int
-
-
-@dataclass(frozen=True)
 class EntryInfo:
     """One entry as ``fireside cache ls`` shows it."""
 
@@ -104,45 +68,8 @@ class EntryInfo:
     model: str | None = None  # the model file's name, for people (the identity decides reuse)
 
 
-def identity(path: str, kwargs: dict, n_ctx_seq: int) -> str:
-    """The key every entry of this loaded model carries: a state is only ever used by the same
-    model file, loaded the same way, by the same llama.cpp build."""
-    import llama_cpp
-
-    st = os.stat(path)
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        digest.update(fh.read(_HASHED))
-        fh.seek(max(0, st.st_size - _HASHED))
-        digest.update(fh.read(_HASHED))
-    parts = {
-        "path": str(Path(path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-        "content": digest.hexdigest(), "n_ctx_seq": n_ctx_seq,
-        "options": {k: kwargs.get(k) for k in _SHAPING if k in kwargs},
-        "llama_cpp": getattr(llama_cpp, "__version__", ""),
-        "system": llama_cpp.llama_print_system_info().decode("utf-8", "replace"),
-    }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _token_bytes(tokens: list[int]) -> bytes:
-    return array("i", tokens).tobytes()
-
-
-def _common_bytes(a: bytes, b: bytes) -> int:
-    """Length of the common prefix of ``a`` and ``b``, by bisection over slice compares (memcmp)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
 @contextlib.contextmanager
-def _index(folder: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
+def open_index(folder: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
     if not create and not (folder / INDEX).exists():
         raise FileNotFoundError(folder / INDEX)
     if create:
@@ -159,215 +86,11 @@ def _index(folder: Path, create: bool = False) -> Iterator[sqlite3.Connection]:
         db.close()
 
 
-class PromptCache:
-    """One runner's view of the cache folder, for one model identity."""
-
-    def __init__(self, config: CacheConfig, ident: str, model: str = ""):
-        self.folder, self.cap, self.min_tokens = Path(config.folder), config.cap_bytes, config.min_tokens
-        self.identity, self.model = ident, model
-        self.saving = True
-        self.notice = ""  # why saving is off, once it is
-        self._queue: queue.Queue = queue.Queue(maxsize=2)  # snapshots waiting; more are dropped, not waited for
-        self._idle = threading.Event()  # set while the runner decodes nothing: the writer may write
-        self._idle.set()
-        try:
-            self._open_index()
-        except (OSError, sqlite3.Error) as exc:
-            self._stop_saving(f"the prompt cache folder {self.folder} cannot be written ({exc})")
-        self._writer = threading.Thread(target=self._write_loop, name="fireside-kvcache-writer", daemon=True)
-        self._writer.start()
-
-    def _open_index(self) -> None:
-        """Create the index if need be; a corrupted one is a lost cache, started afresh."""
-        try:
-            with _index(self.folder, create=True):
-                pass
-        except sqlite3.DatabaseError as exc:
-            if type(exc) is not sqlite3.DatabaseError:  # locked, read-only, full: not the file's fault
-                raise
-            print(f"fireside: the prompt cache index was unreadable ({exc}); starting it afresh",
-                  file=sys.stderr, flush=True)
-            _remove_all(self.folder)
-            with _index(self.folder, create=True):
-                pass
-        _remove_stale_temp_files(self.folder)
-
-    # --- worker thread -------------------------------------------------------------------------
-    def lookup(self, prompt: list[int]) -> tuple[Entry, int] | None:
-        """The entry sharing the longest prefix with ``prompt``, and that prefix's length in tokens."""
-        want = _token_bytes(prompt)
-        try:
-            with _index(self.folder) as db:
-                rows = db.execute("SELECT id, tokens, file, size, crc FROM entries WHERE identity = ?",
-                                  (self.identity,)).fetchall()
-        except (OSError, sqlite3.Error):
-            return None  # no index (never saved, cleared, unreadable): a miss
-        best, best_n = None, 0
-        for row in rows:
-            n = _common_bytes(row[1], want) // 4
-            if n > best_n:
-                best, best_n = row, n
-        if best is None:
-            return None
-        tokens = array("i")
-        tokens.frombytes(best[1])
-        return Entry(best[0], tokens.tolist(), best[2], best[3], best[4]), best_n
-
-    def read(self, entry: Entry) -> Any:
-        """The entry's state, checked; a missing, truncated or corrupted file is deleted and None returned."""
-        path = self.folder / entry.file
-        try:
-            with path.open("rb") as fh:
-                magic, crc, size = _HEADER.unpack(fh.read(_HEADER.size))
-                if size + _HEADER.size != entry.size:
-                    raise struct.error("its length does not match the index")
-                data = _buffer(size)
-                got = fh.readinto(data)
-        except FileNotFoundError:
-            self.forget(entry, delete_file=False)
-            return None
-        except (OSError, struct.error) as exc:
-            self._refuse(entry, f"unreadable ({exc})")
-            return None
-        if magic != MAGIC or got != size or size + _HEADER.size != entry.size or crc != entry.crc \
-                or zlib.crc32(data) != crc:
-            self._refuse(entry, "its checksum does not match (a truncated or corrupted file)")
-            return None
-        self._touch(entry.id)
-        return data
-
-    def _refuse(self, entry: Entry, why: str) -> None:
-        print(f"fireside: prompt cache entry {entry.file} refused: {why}; the prompt is evaluated instead",
-              file=sys.stderr, flush=True)
-        self.forget(entry)
-
-    def forget(self, entry: Entry, delete_file: bool = True) -> None:
-        try:
-            if delete_file:
-                (self.folder / entry.file).unlink(missing_ok=True)
-            with _index(self.folder) as db:
-                db.execute("DELETE FROM entries WHERE id = ?", (entry.id,))
-        except (OSError, sqlite3.Error):
-            pass  # a read-only folder: the entry stays refused by its checksum next time too
-
-    def _touch(self, entry_id: int) -> None:
-        with contextlib.suppress(OSError, sqlite3.Error), _index(self.folder) as db:
-            db.execute("UPDATE entries SET last_used = ? WHERE id = ?", (time.time(), entry_id))
-
-    def wants(self, n_tokens: int) -> bool:
-        """Whether a state of ``n_tokens`` would be saved now (so a snapshot is worth taking)."""
-        return self.saving and n_tokens >= self.min_tokens and not self._queue.full()
-
-    def save(self, tokens: list[int], state: Any, tag: str | None = None) -> bool:
-        """Queue a snapshot (``state``: a buffer ``llama_state_seq_get_data`` filled) to be written.
-        Never blocks: with the writer busy the snapshot is dropped. Returns whether it was queued."""
-        if not self.wants(len(tokens)):
-            return False
-        try:
-            self._queue.put_nowait((list(tokens), state, tag, time.time()))
-        except queue.Full:
-            return False
-        return True
-
-    def decoding(self, busy: bool) -> None:
-        """The runner says whether it is decoding: queued writes wait while it is."""
-        if busy == self._idle.is_set():
-            (self._idle.clear if busy else self._idle.set)()
-
-    def close(self, timeout: float = 10.0) -> None:
-        """Let queued writes finish (up to ``timeout``), then stop the writer."""
-        self._idle.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put(None, timeout=timeout)
-        self._writer.join(timeout)
-
-    # --- writer thread -------------------------------------------------------------------------
-    def _write_loop(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            self._idle.wait()
-            if not self.saving:
-                continue
-            try:
-                self._write(*item)
-            except (OSError, sqlite3.Error) as exc:
-                self._stop_saving(f"the prompt cache could not be written ({exc})")
-            except Exception as exc:  # a bug here must not take the runner down with it
-                self._stop_saving(f"the prompt cache failed ({type(exc).__name__}: {exc})")
-
-    def _write(self, tokens: list[int], state: Any, tag: str | None, taken_at: float) -> None:
-        raw = _token_bytes(tokens)
-        data = memoryview(state).cast("B")
-        size = _HEADER.size + len(data)
-        if size > self.cap:
-            return
-        with _index(self.folder) as db:
-            rows = db.execute("SELECT id, tokens, file, tag FROM entries WHERE identity = ?",
-                              (self.identity,)).fetchall()
-        covered = [r for r in rows if len(r[1]) <= len(raw) and raw.startswith(r[1])]
-        tag = tag or next((r[3] for r in covered if r[3]), None)  # a turn saved without a tag keeps its chat's
-        if any(len(r[1]) >= len(raw) and r[1].startswith(raw) for r in rows):
-            return  # this sequence (or a longer one starting with it) is saved already
-        name = f"kv-{hashlib.sha256(self.identity.encode() + raw).hexdigest()[:32]}.bin"
-        crc = zlib.crc32(data)
-        atomic_write(self.folder / name, [_HEADER.pack(MAGIC, crc, len(data)), data])
-        now = time.time()
-        with _index(self.folder) as db:
-            forgotten = db.execute("SELECT at FROM forgotten WHERE tag = ?", (tag,)).fetchone() if tag else None
-            if forgotten and forgotten[0] >= taken_at:  # its chat was deleted while this was being written
-                (self.folder / name).unlink(missing_ok=True)
-                return
-            db.execute("INSERT OR REPLACE INTO entries (identity, n_tokens, tokens, file, size, crc, tag, model,"
-                       " created, last_used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (self.identity, len(tokens), raw, name, size, crc, tag, self.model, now, now))
-            for row in covered:  # the same conversation a turn earlier: the new entry serves its prompts too
-                if row[2] != name:
-                    db.execute("DELETE FROM entries WHERE id = ?", (row[0],))
-        for row in covered:
-            if row[2] != name:
-                (self.folder / row[2]).unlink(missing_ok=True)
-        evict(self.folder, self.cap)
-
-    def _stop_saving(self, why: str) -> None:
-        if self.saving:
-            self.saving, self.notice = False, f"{why}; prompt cache saving is off until the model is loaded again"
-            print(f"fireside: {self.notice}", file=sys.stderr, flush=True)  # the runner's log
-
-
-def snapshot(ctx: Any, seq_id: int) -> Any:
-    """A copy of sequence ``seq_id``'s KV state (a memcpy: cheap enough for the worker thread). The
-    buffer is numpy's uninitialized one: a ctypes array would first be zero-filled, touching every
-    page twice (measured: 90 MiB of state in about 75 ms that way)."""
-    import llama_cpp as lc
-
-    size = lc.llama_state_seq_get_size(ctx, seq_id)
-    buf = _buffer(size)
-    written = lc.llama_state_seq_get_data(ctx, buf.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), size, seq_id)
-    return buf if written == size else None
-
-
-def _buffer(size: int) -> Any:
-    """``size`` writable bytes, not zero-filled first (every byte is written next)."""
-    import numpy as np  # a dependency of llama-cpp-python
-
-    return np.empty(size, dtype=np.uint8)
-
-
-def restore(ctx: Any, seq_id: int, data: Any) -> bool:
-    """Load a checked state into sequence ``seq_id``; False if llama.cpp refused it."""
-    import llama_cpp as lc
-
-    buf = (ctypes.c_uint8 * len(data)).from_buffer(data)
-    return lc.llama_state_seq_set_data(ctx, buf, len(data), seq_id) == len(data)
-
-
 # --- the folder, from anywhere (CLI, app, runtime) -------------------------------------------------
 def evict(folder: Path, cap_bytes: int) -> int:
     """Delete the least recently used entries until the folder's entries fit in ``cap_bytes``."""
     removed = 0
-    with _index(folder) as db:
+    with open_index(folder) as db:
         rows = db.execute("SELECT id, file, size FROM entries ORDER BY last_used DESC").fetchall()
         total = 0
         for entry_id, name, size in rows:
@@ -382,7 +105,7 @@ def evict(folder: Path, cap_bytes: int) -> int:
 def entries(folder: Path) -> list[EntryInfo]:
     """Every entry, most recently used first (none when the folder has no index yet)."""
     try:
-        with _index(folder) as db:
+        with open_index(folder) as db:
             rows = db.execute("SELECT identity, n_tokens, size, tag, last_used, file, model FROM entries"
                               " ORDER BY last_used DESC").fetchall()
     except (FileNotFoundError, sqlite3.Error):
@@ -401,7 +124,7 @@ def total_size(folder: Path) -> int:
 def clear(folder: Path, tag: str | None = None) -> int:
     """Delete every entry, or only those saved for ``tag`` (a conversation); returns how many."""
     try:
-        with _index(folder) as db:
+        with open_index(folder) as db:
             if tag is None:
                 rows = db.execute("SELECT id, file FROM entries").fetchall()
             else:
@@ -414,7 +137,7 @@ def clear(folder: Path, tag: str | None = None) -> int:
         return 0
     except sqlite3.DatabaseError:
         if tag is None:  # an unreadable index: clearing still empties the folder
-            return _remove_all(folder)
+            return remove_all(folder)
         return 0
     for _, name in rows:
         (folder / name).unlink(missing_ok=True)
@@ -424,7 +147,7 @@ def clear(folder: Path, tag: str | None = None) -> int:
     return len(rows)
 
 
-def _remove_all(folder: Path) -> int:
+def remove_all(folder: Path) -> int:
     """Delete the index and every state file (the cache is lost, nothing else); returns the files removed."""
     n = 0
     for path in [*folder.glob(f"{INDEX}*"), *folder.glob("*kv-*.bin*")]:
@@ -434,7 +157,7 @@ def _remove_all(folder: Path) -> int:
     return n
 
 
-def _remove_stale_temp_files(folder: Path, age_s: float = 3600) -> None:
+def remove_stale_temp_files(folder: Path, age_s: float = 3600) -> None:
     """Temp files a crashed writer left (a live writer's are newer than ``age_s``: another process may
     be writing one now)."""
     now = time.time()

@@ -1,4 +1,7 @@
-"""The runner pipe's framing: length-prefixed pickles over a child's stdin and stdout.
+"""The runner pipe's framing: length-prefixed pickles over a child's stdin and stdout. The pipe is the
+runtime's one line to a runner: its ``client.py`` and the runner's ``process.py`` both import this module
+(besides it, the runner's side takes from the server's side only the prompt cache folder's format,
+``kvcache.py``; ``tests/test_import_graph.py`` holds the line).
 
 Both ends are Fireside's own code in processes Fireside started, so pickle is safe here and keeps
 the engine's dataclasses intact. The runner moves its real stdout out of the way at start-up (onto
@@ -14,6 +17,9 @@ from typing import BinaryIO
 
 _LEN = struct.Struct("<I")
 MAX_FRAME = 256 * 1024 * 1024
+# A rendered chat as a ``generate`` or ``tokenize`` frame carries it: ``[(text, parse_special), ...]``
+# (``ChatTemplate.render_segments`` makes it; ``runner/tokens.py`` tokenizes it)
+Segments = list[tuple[str, bool]]
 
 
 class PipeClosed(Exception):

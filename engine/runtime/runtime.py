@@ -31,8 +31,8 @@ from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
+from .protocol import Segments
 from .templates import ChatTemplate
-from .tokens import Segments
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]
@@ -215,7 +215,7 @@ class Runtime:
             raise
 
     def _cache_config(self) -> dict | None:
-        """What a runner is told about the prompt cache on disk (``kvcache.py``); None when it is off."""
+        """What a runner is told about the prompt cache on disk (``kvcache.py``, ``runner/kvstate.py``); None when it is off."""
         s = self.settings
         if not s.prompt_cache:
             return None

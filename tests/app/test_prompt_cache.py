@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fireside.engine.runtime import kvcache
+from fireside.engine.runtime.runner import kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from tests.app.conftest import SMALL
@@ -66,7 +67,7 @@ def test_the_settings_group_saves_its_choices_and_clears_the_folder(qtbot, make_
     app = make_app(shared_runtime, settings)
     box = app.window.pages["Settings"].prompt_cache
     folder = settings.prompt_cache_dir
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "some-model")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "some-model")
     cache.save([1, 2, 3], bytearray(200_000))
     cache.close()
     box.refresh()

@@ -1,6 +1,6 @@
 """A scripted stand-in for ``Runtime.chat``, for the tool loop's own logic (approval memory, the step
 limit, calls that cannot run) where what the model says must be exact; the real model is exercised in
-tests/engine/test_mcp_loop.py."""
+tests/engine/mcp/test_mcp_loop.py."""
 
 from __future__ import annotations
 

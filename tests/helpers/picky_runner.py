@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fireside.engine.runtime import runner
+from fireside.engine.runtime.runner import process as runner
 
 
 def picky_runner_command() -> list[str]:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import anthropic
 import httpx
 import ollama
 import openai
 import pytest
+
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.model
 LONG = [{"role": "user", "content": "Count from one to two hundred, one number per line."}]
@@ -105,16 +106,16 @@ def test_whole_reply_cut_by_an_unload_is_503(loaded):
     warm = httpx.post(f"{server.url}/v1/completions", json={**body, "max_tokens": 1}, timeout=120)
     assert warm.status_code == 200  # a fresh runner's first decode is slow; the prompt is cached after
     answer = []
-    waiter = threading.Thread(target=lambda: answer.append(
-        httpx.post(f"{server.url}/v1/completions", json=body, timeout=120)))
-    waiter.start()
     # Unload once the request is in the runner's hands (peeking at the runtime's slot: nothing public
     # says so). Sent after the runner was told to shut down, it would never be read: a runner_crashed.
     client = rt._slots["starter"].client
-    deadline = time.monotonic() + 60
-    while client.in_flight == 0 and waiter.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(1.5)  # decoding by now, so it stops within a token once told to
+    held = max(client.request("stats")["slots"])  # the warm-up's tokens, still in its slot
+    waiter = threading.Thread(target=lambda: answer.append(
+        httpx.post(f"{server.url}/v1/completions", json=body, timeout=120)))
+    waiter.start()
+    wait_until(lambda: client.in_flight or not waiter.is_alive(), 60)
+    # decoding by now (a slot holds tokens past the warm-up's), so it stops within a token once told to
+    wait_until(lambda: not waiter.is_alive() or max(client.request("stats")["slots"]) >= held + 3, 60)
     rt.unload("starter")
     waiter.join()
     r = answer[0]

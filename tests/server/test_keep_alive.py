@@ -14,7 +14,7 @@ import pytest
 from fireside.engine.cli import main
 from fireside.engine.cli import server as cli_server
 from fireside.engine.settings import Settings
-from tests.helpers.waiting import free_port
+from tests.helpers.waiting import free_port, wait_until
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10m", 600), ("90", 90), ("1.5h", 5400), ("30s", 30),
@@ -40,6 +40,14 @@ def expires_in(base_url: str, model: str = "starter") -> float:
     return None
 
 
+def answers(base_url: str) -> bool:
+    try:
+        httpx.get(f"{base_url}/api/version", timeout=1)
+    except httpx.TransportError:
+        return False
+    return True
+
+
 def load(base_url: str, **keep) -> dict:
     r = httpx.post(f"{base_url}/api/generate", json={"model": "starter", **keep}, timeout=120)
     assert r.status_code == 200, r.text
@@ -50,7 +58,8 @@ def load(base_url: str, **keep) -> dict:
 def test_ps_expires_at_follows_the_requests_keep_alive(base_url, runtime):
     load(base_url, keep_alive="1h")
     assert 3590 < expires_in(base_url) <= 3600
-    time.sleep(4)  # a load request is a use: the clock starts again from it, not from the last reply
+    # a load request is a use: the clock starts again from it, not from the last reply (4 s ago by then)
+    wait_until(lambda: expires_in(base_url) <= 3596, 10)
     load(base_url, keep_alive=120)
     assert 117 < expires_in(base_url) <= 120
     load(base_url, keep_alive=-1)
@@ -70,13 +79,7 @@ def test_serve_keep_alive_and_management_reach_the_server(fireside_home):
     worker.start()
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{url}/api/version", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        wait_until(lambda: answers(url), 30)
         load(url)
         assert 42 * 60 - 60 < expires_in(url) <= 42 * 60
         refused = httpx.request("DELETE", f"{url}/api/delete", json={"model": "starter"}, timeout=30)

@@ -10,7 +10,7 @@ import pytest
 from fireside.engine.library import Library
 from fireside.engine.models import hardware
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
-from tests.engine.test_downloads import tiny_machine
+from tests.engine.hub.test_downloads import tiny_machine
 from tests.helpers.hubfixtures import Q4, REPO, hub_settings, run_fakehub
 
 fakehub = pytest.fixture(run_fakehub)

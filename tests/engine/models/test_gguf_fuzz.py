@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers.gguf_fuzz import REGRESSIONS, TIME_BOUND_S
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = 150  # of each kind (built headers, mutated files): about 10 s on a loaded two-core machine
 
 

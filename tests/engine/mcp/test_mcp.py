@@ -16,7 +16,7 @@ from fireside.engine.settings import Settings
 from tests.helpers.mcp_fixtures import http_server, stdio_server
 from tests.helpers.mcp_server import BIG_CHARS
 
-MALFORMED = Path(__file__).parents[1] / "helpers" / "mcp_malformed.py"
+MALFORMED = Path(__file__).parents[2] / "helpers" / "mcp_malformed.py"
 
 CALL_S = 3.0
 

@@ -3,14 +3,14 @@
 llama.cpp ends its process on some failures (GPU out of memory, failed asserts), which no Python
 ``try`` can catch, so each loaded model lives here, away from the app. The parent sends frames
 (``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``shutdown``;
-see ``protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
+see ``runtime/protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
 
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; one worker
 thread owns the ``Llama``. It takes requests off a queue in order and hands ``generate`` requests to
 the batch engine (``batch.py``), which decodes every request in a slot together, one step at a time;
 between steps the worker takes the next requests, so a new one joins the running batch (and
 requests sent together share their first step: ``Gather`` in ``batch.py``). With the
-prompt cache on (``kvcache.py``), a writer thread saves the slots' KV states after their replies.
+prompt cache on (``kvstate.py``), a writer thread saves the slots' KV states after their replies.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import threading
 import time
 from typing import Any
 
+from ..protocol import FramedPipe, PipeClosed
 from .batch import BatchEngine, Gather, sequences, slot_context
-from .protocol import FramedPipe, PipeClosed
 
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
 
@@ -42,7 +42,7 @@ class Runner:
         self._log_cb = None
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
-        self.cache: Any = None  # the PromptCache (kvcache.py), when the load asked for one
+        self.cache: Any = None  # the PromptCache (kvstate.py), when the load asked for one
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
 
     # --- pipe side -------------------------------------------------------------------------------
@@ -200,13 +200,14 @@ class Runner:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
 
     def _open_cache(self, config: dict) -> Any:
-        from . import kvcache
+        from .. import kvcache
+        from . import kvstate
 
         path, kwargs = self._cache_from
         config = kvcache.CacheConfig(**config)
-        ident = kvcache.identity(path, kwargs, slot_context(self.llama))
+        ident = kvstate.identity(path, kwargs, slot_context(self.llama))
         print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)
-        return kvcache.PromptCache(config, ident, os.path.basename(path))
+        return kvstate.PromptCache(config, ident, os.path.basename(path))
 
     def prompt_cache(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         """Turn the prompt cache on (with ``msg["kvcache"]``'s folder and cap) or off (None), now."""

@@ -20,6 +20,7 @@ from fireside.engine.models import hardware
 from fireside.engine.models.hardware import Hardware
 from tests.helpers.fakehub import Fault
 from tests.helpers.hubfixtures import Q4, Q8, REPO, SPLIT, hub_settings, make_hub, run_fakehub
+from tests.helpers.waiting import wait_until
 
 fakehub = pytest.fixture(run_fakehub)
 settings = pytest.fixture(hub_settings)
@@ -60,10 +61,14 @@ def test_progress_is_sampled_not_sent_per_chunk(settings, fakehub):
 
 def wait_for_size(path, size: int, timeout: float = 30) -> None:
     """The client's writes show only on disk, so poll briefly for them."""
-    deadline = time.monotonic() + timeout
-    while not (path.is_file() and path.stat().st_size >= size) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: path.is_file() and path.stat().st_size >= size, timeout)
     assert path.stat().st_size == size
+
+
+def blocked_reading(thread: threading.Thread) -> bool:
+    """Whether ``thread`` waits in a socket read: its innermost Python frame is httpcore's ``read``."""
+    frame = sys._current_frames().get(thread.ident)
+    return frame is not None and frame.f_code.co_name == "read" and "httpcore" in frame.f_code.co_filename
 
 
 def test_sigkilled_pull_resumes_from_its_offset(settings, fakehub):
@@ -244,10 +249,10 @@ def test_two_threads_pulling_one_file_share_one_download(settings, fakehub):
     assert fault.reached.wait(10)
     second = threading.Thread(target=pull, args=(second_hub, waits.append))
     second.start()
-    deadline = time.monotonic() + 10
-    while not any(p.state == "waiting" for p in waits) and time.monotonic() < deadline and not errors:
-        time.sleep(0.01)
-    fault.release.set()
+    try:
+        wait_until(lambda: errors or any(p.state == "waiting" for p in waits), 10)
+    finally:
+        fault.release.set()  # the threads end either way
     first.join(30)
     second.join(30)
     assert not errors, errors
@@ -266,13 +271,16 @@ def test_two_pull_processes_share_one_download(settings, fakehub):
     try:
         assert fault.reached.wait(60), "the first download never started"
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        api = f"/api/models/{REPO}"
-        deadline = time.monotonic() + 60  # the second process has asked the hub, then reached the lock
-        while sum(s.path == api for s in fakehub.seen) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.5)
+        said: list[str] = []  # the second process's stderr, a line at a time as it says it
+        reader = threading.Thread(target=lambda: said.extend(procs[1].stderr), daemon=True)
+        reader.start()
+        # the second process has asked the hub, then reached the lock and said so
+        wait_until(lambda: any("another pull of this file is running" in line for line in said), 60)
         fault.release.set()
-        outs = [p.communicate(timeout=120) for p in procs]
+        outs = [procs[0].communicate(timeout=120), (procs[1].stdout.read(), "")]
+        procs[1].wait(timeout=120)
+        reader.join(10)
+        outs[1] = (outs[1][0], "".join(said))
     finally:
         for p in procs:
             p.kill()
@@ -297,7 +305,7 @@ def test_cancel_during_a_stall_returns_within_a_second_or_two(settings, fakehub)
     worker = threading.Thread(target=pull, daemon=True)
     worker.start()
     wait_for_size(dest_of(settings).with_name(Q4 + ".part"), 256 * KiB)
-    time.sleep(0.3)  # the read is now blocked on a server that sends nothing
+    wait_until(lambda: blocked_reading(worker), 10)  # on a server that sends nothing
     t0 = time.monotonic()
     cancel.set()
     worker.join(5)

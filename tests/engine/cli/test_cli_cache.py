@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import os
-import time
 
 from fireside.engine.runtime import kvcache
+from fireside.engine.runtime.runner import kvstate
 from fireside.engine.settings import Settings
 from tests.helpers.cli import fireside
+from tests.helpers.waiting import wait_until
 
 
 def _fill(folder) -> None:
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "id-1", "model-a.gguf")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "id-1", "model-a.gguf")
     try:
         for tag, first in (("chat-1", 1), ("chat-2", 2)):
             assert cache.save([first] * 1234, bytearray(300_000), tag)
-            while not cache._queue.empty():
-                time.sleep(0.01)
+            wait_until(cache._queue.empty, 30)
     finally:
         cache.close()
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import psutil
 import pytest
@@ -13,6 +12,7 @@ from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime, _fallback
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.model
 
@@ -67,9 +67,7 @@ def test_idle_model_unloads_after_its_time_to_live(make_runtime):
     rt = make_runtime(idle_ttl_s=1)
     list(rt.chat("a", hello()))  # loaded just in time
     assert rt.is_loaded("a")
-    deadline = time.monotonic() + 10
-    while rt.is_loaded("a") and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not rt.is_loaded("a"), 10)
     assert not rt.is_loaded("a")
 
 

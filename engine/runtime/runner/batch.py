@@ -13,13 +13,13 @@ cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
 tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the
 slots wait in arrival order. ``cached_tokens`` in usage says how many prompt tokens were reused.
 
-With a prompt cache on disk (``kvcache.py``), a slot's state is saved when its reply ends (after the
+With a prompt cache on disk (``kvstate.py``), a slot's state is saved when its reply ends (after the
 reply's last event is sent), and a prompt that shares a longer prefix with a saved state than with
 any slot has that state loaded instead of evaluated; ``restored_tokens`` in usage counts those.
 
 Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
 stay in position order, so with flash attention (the default) a seeded request gives the same text
-alone or beside other requests (tests/engine/test_batching.py checks it). What still breaks it is
+alone or beside other requests (tests/engine/runtime/test_batching.py checks it). What still breaks it is
 llama.cpp's numerics changing under the same request: flash attention off (attention then sums
 over every cell of the stream and its rounding depends on how many there are), a prompt evaluated
 in different chunks (all of it cold, or only its tail after a cached prefix), another thread count
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import kvcache
+from . import kvstate
 from .decode import Reply, common_prefix
 from .sampler import Chain, token_logprob
 from .tokens import prompt_tokens
@@ -155,7 +155,7 @@ def slot_context(llama: Any) -> int:
 
 class BatchEngine:
     def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
-                 cache: kvcache.PromptCache | None = None):
+                 cache: kvstate.PromptCache | None = None):
         import llama_cpp as lc
 
         self.llama, self.send, self.on_finished, self.cache = llama, send, on_finished, cache
@@ -274,7 +274,7 @@ class BatchEngine:
             return 0
         read_s = time.perf_counter() - started
         lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)
-        if not kvcache.restore(self.ctx, slot.seq_id, data):
+        if not kvstate.restore(self.ctx, slot.seq_id, data):
             lc.llama_memory_seq_rm(self.mem, slot.seq_id, -1, -1)  # whatever half of it went in
             slot.tokens = []
             self.cache.forget(entry)
@@ -373,7 +373,7 @@ class BatchEngine:
         """Hand the prompt cache a copy of the slot's state; its writer thread does the rest."""
         if self.cache is None or not self.cache.wants(len(slot.tokens)):
             return
-        state = kvcache.snapshot(self.ctx, slot.seq_id)
+        state = kvstate.snapshot(self.ctx, slot.seq_id)
         if state is not None:
             self.cache.save(slot.tokens, state, tag)
 

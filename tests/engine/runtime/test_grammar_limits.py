@@ -17,7 +17,7 @@ from fireside.engine.runtime.grammar import checked, schema_grammar
 from fireside.engine.runtime.limits import LIMITS
 from tests.helpers import schemafuzz
 
-REGRESSIONS = Path(__file__).parent / "regressions" / "schemas"
+REGRESSIONS = Path(__file__).parents[1] / "regressions" / "schemas"
 
 ARRAY = {"type": "array", "items": {"type": "integer"}}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fireside.engine.runtime.batch import GATHER_MAX_S, GATHER_MEMORY_S, GATHER_QUIET_S, Gather
+from fireside.engine.runtime.runner.batch import GATHER_MAX_S, GATHER_MEMORY_S, GATHER_QUIET_S, Gather
 
 
 def test_a_lone_user_never_waits():

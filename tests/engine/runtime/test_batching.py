@@ -15,6 +15,7 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.model
 
@@ -74,9 +75,7 @@ def test_a_second_client_is_answered_while_the_first_still_streams(client):
     times: dict = {}
     first = threading.Thread(target=stream, args=(client, story, 60, 7, times, "story"))
     first.start()
-    deadline = time.monotonic() + 120
-    while "story_first" not in times and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: "story_first" in times, 120)
     stream(client, question, 8, 3, times, "question")
     first.join()
     assert times["question_first"] < times["story_end"]  # one request no longer waits for the other's reply
@@ -102,7 +101,7 @@ def test_turn_two_reuses_turn_one_and_two_conversations_keep_their_slots(runtime
 
 
 def test_a_prefix_held_by_a_busy_slot_is_copied_not_evaluated_again(runtime):
-    from fireside.engine.runtime.decode import common_prefix
+    from fireside.engine.runtime.runner.decode import common_prefix
 
     first = [{"role": "system", "content": SYSTEM}, *user("Tell me everything about lenses, at length.")]
     second = [{"role": "system", "content": SYSTEM}, *user("Is the museum open on Sundays?")]

@@ -24,7 +24,7 @@ import random
 from collections import deque
 from typing import Any
 
-from ..types import Sampling, TokenLogprob
+from ...types import Sampling, TokenLogprob
 
 MIROSTAT_M = 100  # the tokens Mirostat v1 estimates its s_hat from (llama.cpp's and llama-cpp-python's value)
 MAX_TOP_LOGPROBS = 20

@@ -1,4 +1,4 @@
-"""The prompt cache on disk (engine/runtime/kvcache.py): a conversation resumes after the runtime
+"""The prompt cache on disk (engine/runtime/kvcache.py, runner/kvstate.py): a conversation resumes after the runtime
 restarts, on the real SmolLM2; a corrupted file is refused; another model file of the same name never
 reuses a state; the size cap evicts the least recently used; an unwritable or full folder never fails
 a reply."""
@@ -15,9 +15,11 @@ import pytest
 
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime import kvcache
+from fireside.engine.runtime.runner import kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.waiting import wait_until
 
 SYSTEM = ("You are the guide of a small railway museum in a mountain valley. The museum keeps three steam "
           "engines, a signal box from 1911 that visitors may operate under supervision, and a reading room "
@@ -213,7 +215,7 @@ def test_turning_the_cache_off_and_on_reaches_a_loaded_model_at_once(tmp_path):
 
 # The runner with its file size limited: every file it writes past 1 MiB fails (EFBIG), as on a full disk.
 FULL_DISK_RUNNER = [sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, "
-                    "(1 << 20, 1 << 20)); from fireside.engine.runtime.runner import main; main()"]
+                    "(1 << 20, 1 << 20)); from fireside.engine.runtime.runner.process import main; main()"]
 
 
 @pytest.mark.model
@@ -265,21 +267,19 @@ def test_a_read_only_cache_folder_never_fails_a_reply(tmp_path):
 
 
 # --- the folder, without a model -------------------------------------------------------------------
-def _saved(cache: kvcache.PromptCache, tokens: list[int], size: int) -> None:
+def _saved(cache: kvstate.PromptCache, tokens: list[int], size: int) -> None:
     assert cache.save(tokens, bytearray(size))
-    deadline = time.monotonic() + 10
-    while not cache._queue.empty() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)  # the writer is past the queue; let it finish the index
+    wait_until(lambda: (hit := cache.lookup(tokens)) is not None and hit[1] == len(tokens), 10)  # in the index
 
 
 def test_the_size_cap_evicts_the_least_recently_used(tmp_path):
     cap = 3 * 10_000
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), cap, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), cap, min_tokens=1), "model-a")
     try:
         for first in (1, 2, 3):
             _saved(cache, [first] * 8, 9_000)
-            time.sleep(0.01)  # distinct last-used times
+            # distinct last-used times: the clock has passed the newest entry's
+            wait_until(lambda: time.time() > max(e.last_used for e in kvcache.entries(tmp_path)), 1)
         hit = cache.lookup([1] * 8 + [5])
         assert hit is not None and hit[1] == 8
         assert cache.read(hit[0]) is not None  # reading [1]*8 makes it the most recently used
@@ -293,8 +293,8 @@ def test_the_size_cap_evicts_the_least_recently_used(tmp_path):
 
 
 def test_a_longer_turn_replaces_the_shorter_and_another_identity_is_never_offered(tmp_path):
-    a = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
-    b = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-b")
+    a = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    b = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-b")
     try:
         _saved(a, [7, 8, 9], 100)
         _saved(a, [7, 8, 9, 10, 11], 120)  # the same conversation a turn later
@@ -308,7 +308,7 @@ def test_a_longer_turn_replaces_the_shorter_and_another_identity_is_never_offere
 
 
 def test_a_truncated_file_is_refused_and_deleted(tmp_path):
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:
         _saved(cache, [1, 2, 3, 4], 5_000)
         entry, _ = cache.lookup([1, 2, 3, 4, 5])
@@ -326,7 +326,7 @@ def test_an_unreadable_index_starts_afresh_and_clear_always_empties_the_folder(t
     stale = tmp_path / ".kv-torn.bin.abc.tmp"
     stale.write_bytes(b"half a write")
     os.utime(stale, (time.time() - 7200, time.time() - 7200))
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:
         assert cache.saving
         assert not stale.exists() and not (tmp_path / "kv-orphan.bin").exists()
@@ -340,7 +340,7 @@ def test_an_unreadable_index_starts_afresh_and_clear_always_empties_the_folder(t
 
 
 def test_a_state_still_being_written_when_its_chat_is_deleted_is_dropped(tmp_path):
-    cache = kvcache.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:
         _saved(cache, [1, 2, 3], 1_000)  # makes the index
         taken_at = time.time()

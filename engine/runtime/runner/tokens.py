@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-Segments = list[tuple[str, bool]]
+from ..protocol import Segments
 
 
 def prompt_tokens(llama: Any, prompt: str | Segments, add_bos: bool) -> list[int]:

@@ -7,9 +7,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
+
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.model
 
@@ -31,13 +32,9 @@ def test_ctrl_c_stops_the_reply_and_the_next_prompt_works():
     try:
         proc.stdin.write("Write a very long essay about the history of the ocean.\n")
         proc.stdin.flush()
-        deadline = time.monotonic() + 60
-        while len("".join(out)) < 40 and time.monotonic() < deadline:  # the reply is streaming
-            time.sleep(0.05)
+        wait_until(lambda: len("".join(out)) >= 40, 60)  # the reply is streaming
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group, the runner too
-        deadline = time.monotonic() + 30
-        while "[stopped]" not in "".join(out) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "[stopped]" in "".join(out), 30)
         assert "[stopped]" in "".join(out)
         stopped_at = len("".join(out))
         proc.stdin.write("Now say hi.\n/bye\n")
