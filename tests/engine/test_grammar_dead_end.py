@@ -45,7 +45,7 @@ def test_a_dead_end_mid_reply_ends_that_request_and_the_runner_lives(runtime, te
 def test_another_stream_on_the_runner_runs_to_its_end(runtime):
     pid = runtime.loaded()[0].pid
     request = ChatRequest([{"role": "user", "content": "Count from one to twenty."}],
-                          Sampling(max_tokens=80, temperature=0.0))
+                          Sampling(max_tokens=24, temperature=0.0))
     other: dict = {"text": "", "chunks": 0}
     started = threading.Event()
 
