@@ -208,3 +208,22 @@ def test_the_cap_reads_every_quantifier_the_converter_expands(monkeypatch):
         assert built == reader.quantifiers, pattern
 
     agree()
+
+
+# --- the child's walk: a grammar that can get stuck never reaches a runner --------------------------------
+@pytest.mark.parametrize("grammar", ['root ::= "a" [^\\x00-\\U0010FFFF]',
+                                     'root ::= x\nx ::= "a" []',
+                                     'root ::= ("a" [^\\x00-\\U0010FFFF])* "b"',
+                                     'root ::= "{" item "}"\nitem ::= "x" item  # no way out'],
+                         ids=["empty-negated-class", "empty-class", "stuck-inside-a-star", "endless-recursion"])
+def test_a_grammar_llama_cpp_compiles_but_that_can_get_stuck_is_refused(grammar):
+    with pytest.raises(GrammarRejected, match="can get stuck") as refused:
+        checked(grammar)
+    assert refused.value.limit == "llama.cpp"
+
+
+def test_the_walk_passes_deep_and_recursive_grammars_that_can_complete():
+    nested = schema_grammar({"type": "array", "items": {"type": "integer"}, "maxItems": LIMITS.repeat})  # 500 groups deep
+    assert checked(nested) == nested
+    tree = 'root ::= node\nnode ::= "(" (node ("," node)*)? ")" | [a-z]+'
+    assert checked(tree) == tree
