@@ -415,4 +415,3 @@ def dead_end(reply: Reply, why: str) -> dict:
     return {"type": "error", "error": "GrammarDeadEnd", "position": position, "chars": reply.chars,
             "message": f"grammar_dead_end: the grammar allows no next token at position {position} of the reply "
                        f"(after {reply.chars:,} characters): {why}"}
-
