@@ -25,8 +25,9 @@ def test_the_grammar_passes_the_checks_before_the_runner():
     assert checked(DEAD_AFTER_HELLO) == DEAD_AFTER_HELLO
 
 
-def _complete(runtime, grammar, temperature):
-    request = CompletionRequest("Say hello.", Sampling(max_tokens=20, temperature=temperature, seed=1), grammar=grammar)
+def _complete(runtime, grammar, temperature, max_tokens=20):
+    request = CompletionRequest("Say hello.", Sampling(max_tokens=max_tokens, temperature=temperature, seed=1),
+                                grammar=grammar)
     return list(runtime.complete("starter", request))
 
 
@@ -38,14 +39,14 @@ def test_a_dead_end_mid_reply_ends_that_request_and_the_runner_lives(runtime, te
     assert "after 5 characters" in str(ended.value), str(ended.value)  # "Hello", then nothing could follow
     assert ended.value.position >= 1
     assert runtime.loaded()[0].pid == pid
-    chunks = _complete(runtime, None, 0.0)  # the same runner answers the next request
+    chunks = _complete(runtime, None, 0.0, max_tokens=4)  # the same runner answers the next request
     assert chunks[-1].kind == "done" and "".join(c.text for c in chunks if c.kind == "text")
 
 
 def test_another_stream_on_the_runner_runs_to_its_end(runtime):
     pid = runtime.loaded()[0].pid
     request = ChatRequest([{"role": "user", "content": "Count from one to twenty."}],
-                          Sampling(max_tokens=24, temperature=0.0))
+                          Sampling(max_tokens=16, temperature=0.0))
     other: dict = {"text": "", "chunks": 0}
     started = threading.Event()
 
