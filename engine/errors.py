@@ -15,6 +15,7 @@
     │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
     │   │   └── RemoteUnsupported  it cannot honour a field the request set (a 400 naming the field)
     │   ├── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
+    │   ├── GrammarDeadEnd      mid-reply, the grammar allowed no next token (that request ends, a 400)
     │   └── ReplyCut            a reply stopped because its model was unloaded, not because it ended
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
@@ -155,6 +156,15 @@ class GrammarRejected(RuntimeFailure):
     def __init__(self, message: str, limit: str = ""):
         super().__init__(message)
         self.limit = limit
+
+
+class GrammarDeadEnd(RuntimeFailure):
+    """Mid-reply, the request's grammar allowed no token at all (``grammar_dead_end``); ``position`` is the
+    count of tokens the reply had produced. Only that request ends: the runner and its other slots go on."""
+
+    def __init__(self, message: str, position: int = 0):
+        super().__init__(message)
+        self.position = position
 
 
 class McpServerError(FiresideError):

@@ -45,7 +45,6 @@ REPEAT_KEYS = ("minItems", "maxItems", "minLength", "maxLength", "minProperties"
                "minContains", "maxContains")
 NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 ALTERNATIVE_KEYS = ("enum", "anyOf", "oneOf", "type")
-_QUANTIFIER = re.compile(r"\{(\d*)(?:,(\d*))?\}")
 
 
 def refuse(limit: str, message: str) -> GrammarRejected:
@@ -131,48 +130,145 @@ def _small_number(value: float, digits: int) -> bool:
 
 
 def check_pattern(pattern: str, where: str, limits: GrammarLimits) -> None:
-    """Refuse a pattern that is long, or whose quantifiers multiply out past the expansion limit."""
+    """Refuse a pattern that is long, that the converter would misread or loop on, whose quantifiers
+    multiply out past the expansion limit, or that holds a class that matches nothing in a JSON string."""
     if len(pattern) > limits.pattern_chars:
         raise refuse("pattern_chars", f"{where} is {len(pattern):,} characters; at most "
                                       f"{limits.pattern_chars:,} are allowed")
-    groups = [0]   # expanded size of each open group
-    last = 0       # expanded size of the last atom, which a quantifier multiplies
-    i = 0
-    while i < len(pattern):
-        if max(groups) > limits.pattern_expansion:
-            raise refuse("pattern_expansion", f"{where} multiplies out to more than "
-                                              f"{limits.pattern_expansion:,} characters")
-        c = pattern[i]
-        if c == "\\":
-            last, i = 1, i + 2
-            groups[-1] += 1
-            continue
-        if c == "(":
-            groups.append(0)
-            last = 0
-        elif c == ")" and len(groups) > 1:
-            last = groups.pop()
-            groups[-1] += last
-        elif c == "[":
-            end = pattern.find("]", i + 1)
-            i = len(pattern) if end < 0 else end
-            last = 1
-            groups[-1] += 1
-        elif c == "{" and (m := _QUANTIFIER.match(pattern, i)):
-            low, high = m.group(1) or "0", m.group(2)
-            count = max(int(low), int(high) if high else int(low) + 1)
-            _check_count(count, where, limits.repeat, "repeat")
-            groups[-1] += last * (count - 1)
-            last *= count
-            i = m.end()
-            continue
-        elif c not in "|*+?^$":
-            last = 1
-            groups[-1] += 1
-        i += 1
-    if sum(groups) > limits.pattern_expansion:
-        raise refuse("pattern_expansion", f"{where} multiplies out to more than "
-                                          f"{limits.pattern_expansion:,} characters")
+    reader = PatternReader(pattern, where, limits)
+    reader.read()
+    if reader.classes:
+        from .strictjson import class_matches_nothing  # the converter's own reading of a class
+
+        for token in reader.classes:
+            if class_matches_nothing(token):
+                raise GrammarRejected(f"the JSON schema cannot be enforced: {where} has the class {token}, which "
+                                      "matches no character a JSON string may hold (quotes, backslashes and "
+                                      "control characters are taken out of every class)", "empty_class")
+
+
+_COUNT = re.compile(r"([0-9]+)|([0-9]*),([0-9]*)")  # ASCII digits only: re's \d also takes "٦"
+_NON_LITERAL = frozenset("()*+.?[]{}|")  # llama-cpp-python's NON_LITERAL_SET
+
+
+def read_quantifier(body: str) -> tuple[int, int | None] | None:
+    """The (min, max) of a pattern quantifier's inside (``3``, ``3,``, ``3,5``, ``,5``; max None: no
+    bound), or None for any other spelling. The converter reads its inside with ``int()`` after
+    ``strip()``, which also takes `` 600``, ``6_00``, ``+600``, ``-1`` and other scripts' digits; every
+    spelling this does not read is refused, so the cap and the converter never read one differently."""
+    m = _COUNT.fullmatch(body)
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        return int(m.group(1)), int(m.group(1))
+    return int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None
+
+
+class PatternReader:
+    """A pattern read the way llama-cpp-python's converter reads it (``SchemaConverter._visit_pattern``:
+    the same units, the same class and quantifier boundaries, the same escapes), so the caps see every
+    quantifier the converter will expand. Collects the classes (``classes``) and refuses, naming
+    ``where``: a quantifier it cannot read, one over ``repeat``, a total over ``pattern_expansion``,
+    and the spellings the converter would fail on or loop on forever (a lone ``]`` or ``}``)."""
+
+    def __init__(self, pattern: str, where: str, limits: GrammarLimits):
+        anchored = len(pattern) >= 2 and pattern.startswith("^") and pattern.endswith("$")
+        self.text = pattern[1:-1] if anchored else pattern  # unanchored: the converter refuses it
+        self.where, self.limits = where, limits
+        self.i = 0
+        self.classes: list[str] = []
+        self.quantifiers: list[tuple[int, int | None]] = []  # each {...}, in order, as (min, max)
+
+    def read(self) -> int:
+        """The pattern's size with its quantifiers multiplied out (refused past the limit)."""
+        return self._unit_sequence()
+
+    def _bad(self, what: str) -> GrammarRejected:
+        return GrammarRejected(f"the JSON schema cannot be enforced: {self.where} {what} (at character "
+                               f"{self.i + 1} of the pattern's body)", "pattern_syntax")
+
+    def _unit_sequence(self) -> int:
+        text, start = self.text, self.i
+        seq: list[int] = []  # each unit's expanded size; a quantifier multiplies the last
+        while self.i < len(text):
+            c = text[self.i]
+            if c == "(":
+                self.i += 1
+                if self.i < len(text) and text[self.i] == "?":
+                    raise self._bad("uses a (?...) group, which the converter does not support")
+                seq.append(self._unit_sequence())
+            elif c == ")":
+                self.i += 1
+                if start == 0 or text[start - 1] != "(":
+                    raise self._bad("closes a group it never opened")
+                return self._within(sum(seq))
+            elif c == "[":
+                seq.append(self._class())
+            elif c in ".|":
+                seq.append(1 if c == "." else 0)
+                self.i += 1
+            elif c in "*+?{":
+                if not seq:
+                    raise self._bad(f"has a quantifier {c!r} with nothing before it")
+                if c == "{":  # each product is checked, so the sizes stay small numbers
+                    seq[-1] = self._within(seq[-1] * self._quantifier())
+                else:
+                    self.i += 1
+            else:
+                seq.append(self._literal())
+        return self._within(sum(seq))
+
+    def _within(self, size: int) -> int:
+        if size > self.limits.pattern_expansion:
+            raise refuse("pattern_expansion", f"{self.where} multiplies out to more than "
+                                              f"{self.limits.pattern_expansion:,} characters")
+        return size
+
+    def _class(self) -> int:
+        text, i = self.text, self.i + 1
+        while i < len(text) and text[i] != "]":
+            i += 2 if text[i] == "\\" else 1
+        if i >= len(text):
+            raise self._bad("opens a class [ it never closes")
+        self.classes.append(text[self.i:i + 1])
+        self.i = i + 1
+        return 1
+
+    def _quantifier(self) -> int:
+        """Read ``{...}`` at ``self.i``; the count it multiplies its unit by (its max, or min + 1)."""
+        end = self.text.find("}", self.i)
+        if end < 0:
+            raise self._bad("opens a quantifier { it never closes")
+        body = self.text[self.i + 1:end]
+        counts = read_quantifier(body)
+        if counts is None:
+            raise self._bad(f"has the quantifier {{{body}}}; only {{n}}, {{n,}}, {{,m}} and {{n,m}} with the digits "
+                            "0-9 and no spaces are allowed")
+        low, high = counts
+        if high is not None and high < low:
+            raise self._bad(f"has the quantifier {{{body}}}, whose maximum is below its minimum")
+        count = max(low, high if high is not None else low + 1)
+        _check_count(count, self.where, self.limits.repeat, "repeat")
+        self.quantifiers.append(counts)
+        self.i = end + 1
+        return count
+
+    def _literal(self) -> int:
+        """Consume one literal run exactly as the converter does; its length in characters."""
+        text, n, taken = self.text, len(self.text), 0
+        while self.i < n:
+            c = text[self.i]
+            if c == "\\" and self.i < n - 1:
+                self.i += 2
+            elif c == '"' or (c not in _NON_LITERAL and (self.i == n - 1 or not taken or text[self.i + 1] == "."
+                                                           or text[self.i + 1] not in _NON_LITERAL)):
+                self.i += 1
+            else:
+                break
+            taken += 1
+        if not taken:  # a lone "]" or "}": the converter would take nothing here, and loop forever
+            raise self._bad(f"has a {text[self.i]!r} that closes nothing (write it as \\{text[self.i]})")
+        return taken
 
 
 def check_schema(schema: Any, limits: GrammarLimits = LIMITS) -> None:

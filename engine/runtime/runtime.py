@@ -20,7 +20,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import ContextOverflow, LoadCancelled, ModelTooLarge, RunnerCrashed, RuntimeFailure
+from ..errors import (
+    ContextOverflow,
+    GrammarDeadEnd,
+    LoadCancelled,
+    ModelTooLarge,
+    RunnerCrashed,
+    RuntimeFailure,
+)
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit
@@ -434,6 +441,8 @@ def _carry_logprobs(chunks, pending: list) -> Iterator[Chunk]:
 def _runner_error(slot: _Slot, msg: dict) -> Exception:
     if msg.get("error") == "ContextOverflow":
         return ContextOverflow(f"{slot.model_id}: {msg['message']}", msg.get("prompt_tokens", 0), msg.get("context", 0))
+    if msg.get("error") == "GrammarDeadEnd":
+        return GrammarDeadEnd(f"{slot.model_id}: {msg['message']}", msg.get("position", 0))
     return RuntimeFailure(f"{slot.model_id}: {msg.get('message', 'generation failed')}")
 
 

@@ -24,6 +24,7 @@ from ..errors import GrammarRejected
 
 SAFE_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
 FORBIDDEN = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]  # what a JSON string must escape
+MAX_CODE_POINT = 0x10FFFF
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\]|[^"\[]+', re.DOTALL)
 _CLASS = re.compile(r'\[(?:[^\]\\]|\\.)*\]', re.DOTALL)
 _SIMPLE_ESCAPES = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\", '"': '"', "[": "[", "]": "]", "-": "-"}
@@ -188,6 +189,18 @@ def _emit_class(ranges: list[tuple[int, int]], negated: bool) -> str:
     return f"[{'^' if negated else ''}{inner}]"
 
 
+def class_matches_nothing(token: str) -> bool:
+    """Whether the class ``token`` (``[...]`` or ``[^...]``, as a pattern holds it) matches no character
+    once ``_strict_class`` has made it strict: a dead end wherever a grammar requires it."""
+    negated = token.startswith("[^")
+    ranges = _parse_class(token[2 if negated else 1:-1])
+    if ranges is None:
+        return False  # an escape llama.cpp's parser refuses anyway
+    if not negated:
+        return not _subtract(ranges, FORBIDDEN)
+    return not _subtract([(0, MAX_CODE_POINT)], ranges + FORBIDDEN)
+
+
 def _strict_class(token: str, negated_only: bool) -> str:
     """A class that matches no character a JSON string must escape: a negated class gets them added to
     its exclusions; a positive one (only with ``negated_only`` off) has them taken out."""
@@ -198,6 +211,9 @@ def _strict_class(token: str, negated_only: bool) -> str:
     if ranges is None:
         return token  # an escape llama.cpp's parser will refuse anyway
     if negated:
+        if not _subtract([(0, MAX_CODE_POINT)], ranges + FORBIDDEN):  # limits.py refuses it first, by place
+            raise GrammarRejected(f"the pattern's class {token} matches no character a JSON string may hold",
+                                  "empty_class")
         return _emit_class(sorted(set(ranges) | set(FORBIDDEN)), negated=True)
     kept = _subtract(ranges, FORBIDDEN)
     if not kept:

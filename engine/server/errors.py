@@ -22,6 +22,7 @@ from ..errors import (
     ContextOverflow,
     FiresideError,
     GatedRepo,
+    GrammarDeadEnd,
     GrammarRejected,
     HubError,
     LibraryError,
@@ -66,6 +67,9 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
     (ContextOverflow, 400, "invalid_request_error", "context_length_exceeded"),
     (GrammarRejected, 400, "invalid_request_error", "grammar_rejected"),
+    # the request's own grammar cannot go on with this model: a retry would end the same way, so a 4xx
+    # before the first token; once a stream has started, the same code in its error event
+    (GrammarDeadEnd, 400, "invalid_request_error", "grammar_dead_end"),
     (QueueFull, 503, "server_error", "queue_full"),
     (RunnerCrashed, 500, "server_error", "runner_crashed"),
     (ReplyCut, 503, "server_error", "reply_cut"),

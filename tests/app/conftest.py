@@ -65,8 +65,11 @@ def app(make_app, loaded_runtime):
 
 
 def pytest_collection_modifyitems(items):
-    # The offscreen platform warns that it cannot propagate size hints whenever a window is shown;
-    # that is the test platform talking, not the app.
+    # A test that uses qtbot (itself or through a fixture) drives real widgets: it is a ``gui`` test,
+    # marked here rather than by hand. The offscreen platform warns that it cannot propagate size hints
+    # whenever a window is shown; that is the test platform talking, not the app.
     for item in items:
+        if "qtbot" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.gui)
         if "tests/app/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.qt_log_ignore("propagateSizeHints"))

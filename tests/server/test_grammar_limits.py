@@ -20,6 +20,8 @@ ASK = [{"role": "user", "content": "List some numbers."}]
 SEGFAULT = {"type": "array", "items": {"type": "integer"}, "maxItems": 3000}  # 80 bytes; SIGSEGV before
 HUGE = {"type": "array", "items": {"type": "integer"}, "maxItems": 10**7}     # a 210 MB grammar before
 WIDE = {"enum": [f"v{i}" for i in range(100_000)]}                           # 106 s for 3 tokens before
+DEAD_END = {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[^ -\\U0010FFFF]$"}},
+            "required": ["c"]}  # 150 bytes: a class strictjson empties; SIGABRT in the runner before
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +122,28 @@ def test_a_const_with_a_control_character_comes_back_as_that_string(client):
                                        response_format=_schema_format(schema))
     assert r.choices[0].finish_reason == "stop", r.choices[0].message.content
     assert json.loads(r.choices[0].message.content) == {"mark": "\b"}
+
+
+def test_the_dead_end_schema_is_a_400_naming_its_place_and_another_stream_survives(client, runtime):
+    client.chat.completions.create(model="starter", messages=ASK, max_tokens=1)  # loaded
+    pid = runtime.loaded()[0].pid
+    other = _Stream(client)
+    other.start()
+    assert other.started.wait(120)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="starter", messages=ASK, max_tokens=20, stream=True,
+                                       response_format=_schema_format(DEAD_END))
+    assert refused.value.status_code == 400
+    assert "#/properties/c/pattern" in str(refused.value) and "matches no character" in str(refused.value)
+    other.join(180)
+    assert other.error is None, f"the other client's stream broke: {other.error}"
+    assert other.finish in ("length", "stop") and other.text
+    assert runtime.loaded()[0].pid == pid
+
+
+@pytest.mark.parametrize("pattern", ["^a{6_00}$", "^a{ 600}$", "^a{600 }$", "^(a{1_000}){1_000}$"])
+def test_every_spelling_of_a_repetition_is_capped_or_a_400(client, pattern):
+    with pytest.raises(openai.BadRequestError, match="quantifier") as refused:
+        client.chat.completions.create(model="starter", messages=ASK, max_tokens=3,
+                                       response_format=_schema_format({"type": "string", "pattern": pattern}))
+    assert refused.value.status_code == 400 and "#/pattern" in str(refused.value)

@@ -7,6 +7,7 @@ import pytest
 from fireside.engine.errors import (
     ContextOverflow,
     FiresideError,
+    GrammarDeadEnd,
     ModelNotFound,
     QueueFull,
     RunnerCrashed,
@@ -22,6 +23,7 @@ from fireside.engine.server.ollama import keep_alive_s, runtime_ttl
     (ContextOverflow("x"), 400, "context_length_exceeded"), (QueueFull("x"), 503, "queue_full"),
     (RunnerCrashed("the runner was killed by SIGKILL"), 500, "runner_crashed"),
     (FiresideError("x"), 500, "runtime_error"), (ApiError("bad", 400, param="p"), 400, None),
+    (GrammarDeadEnd("grammar_dead_end: ... at position 3", 3), 400, "grammar_dead_end"),  # not retried as a 5xx
 ])
 def test_engine_errors_map_to_statuses(exc, status, code):
     problem = describe(exc)

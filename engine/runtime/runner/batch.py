@@ -43,7 +43,7 @@ from typing import Any
 
 from . import kvstate
 from .decode import Reply, common_prefix
-from .sampler import Chain, token_logprob
+from .sampler import Chain, DeadEnd, token_logprob
 from .tokens import prompt_tokens
 
 Send = Callable[..., None]  # send(req_id, kind, **data)
@@ -347,7 +347,11 @@ class BatchEngine:
         import llama_cpp as lc
 
         slot = next(s for s in self.slots if s.seq is seq)
-        token = seq.chain.sample(self.ctx, idx)
+        try:
+            token = seq.chain.sample(self.ctx, idx)
+        except DeadEnd as exc:  # this request ends; the step goes on for the others
+            self._release(slot, [dead_end(seq.reply, str(exc))])
+            return
         logprob = None
         if seq.n_logprobs is not None:
             logprob = token_logprob(self.llama, self.ctx, idx, token, seq.n_logprobs)
@@ -402,3 +406,12 @@ class BatchEngine:
         import llama_cpp as lc
 
         lc.llama_batch_free(self.batch)
+
+
+def dead_end(reply: Reply, why: str) -> dict:
+    """The error event for a request whose grammar allows no next token (``grammar_dead_end``): where
+    in the reply it stopped, in tokens and in characters of text produced."""
+    position = reply.n_out
+    return {"type": "error", "error": "GrammarDeadEnd", "position": position, "chars": reply.chars,
+            "message": f"grammar_dead_end: the grammar allows no next token at position {position} of the reply "
+                       f"(after {reply.chars:,} characters): {why}"}

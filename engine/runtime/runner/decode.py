@@ -43,6 +43,7 @@ class Reply:
         self.stops = [x for x in sampling.stop if x]
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.held, self.n_out, self.cached, self.restored = "", 0, 0, 0
+        self.chars = 0  # characters of text produced so far (where a grammar dead end is reported)
         self.unsent = 0  # tokens whose text has not gone out in a text event yet
         self.first_at: float | None = None
         self.finish: str | None = None
@@ -58,7 +59,9 @@ class Reply:
         self.unsent += 1
         if logprob is not None:
             self.logprobs.append(logprob)
-        self.held += self.decoder.decode(self.llama._model.detokenize([token]))
+        piece = self.decoder.decode(self.llama._model.detokenize([token]))
+        self.chars += len(piece)
+        self.held += piece
         hits = [(self.held.find(x), x) for x in self.stops if x in self.held]
         if hits:
             at, matched = min(hits)

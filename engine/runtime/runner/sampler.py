@@ -14,6 +14,12 @@ table, about 100 µs a token for SmolLM2's 49,152 (measured; the whole greedy sa
 time in which every other sequence of a batched step waits. The row is put back after sampling, so
 log-probabilities stay those of the model. Greedy sampling with no grammar is the row's argmax
 (5 µs, against 30 for llama.cpp's greedy sampler, which first copies the row into candidates).
+
+With a grammar the chain is run in two halves (the penalties and the grammar, then the rest) on a
+candidate array of our own, so a row the grammar masks completely (every candidate -inf: no token can
+continue) is seen before anything is accepted: llama.cpp would pick a masked token anyway and abort
+the whole runner in ``llama_grammar_accept_impl``. That request ends with ``DeadEnd`` instead, and
+the other slots go on.
 """
 
 from __future__ import annotations
@@ -31,13 +37,23 @@ MAX_TOP_LOGPROBS = 20
 OWN_PENALTY_WINDOW = 256  # past this many tokens llama.cpp's penalty sampler (one pass over the vocabulary) is cheaper
 
 
+class DeadEnd(Exception):
+    """The grammar allows no token at this step: nothing can be accepted without aborting the runner."""
+
+
 class Chain:
-    """A llama.cpp sampler chain; ``free`` it when the request ends."""
+    """A llama.cpp sampler chain; ``free`` it when the request ends.
+
+    With a grammar, ``mask`` is the first half of the chain (llama.cpp's penalties, if used, and the
+    grammar) and ``ptr`` the second (the samplers that pick), so the masked row can be checked in
+    between; together they apply and accept in the order one chain would."""
 
     def __init__(self, llama: Any, s: Sampling, grammar: str | None):
         import llama_cpp as lc
 
         self.ptr = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+        self.mask: Any = None
+        self.candidates: Any = None  # the candidate array a grammar chain samples from, made once
         self.penalties: Penalties | None = None
         add = self._add
         self.n_vocab = llama.n_vocab()
@@ -58,6 +74,7 @@ class Chain:
                 self.free()
                 raise ValueError("the grammar could not be parsed")
             add(g)
+            self.mask, self.ptr = self.ptr, lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
         if s.temperature == 0:
             add(lc.llama_sampler_init_greedy())
             return
@@ -85,17 +102,49 @@ class Chain:
         """Sample (and accept) the next token from output row ``idx`` of the last decode."""
         import llama_cpp as lc
 
-        if self.penalties is None and not self.argmax:
+        if self.penalties is None and not self.argmax and self.mask is None:
             return lc.llama_sampler_sample(self.ptr, ctx, idx)
         row = lc.llama_get_logits_ith(ctx, idx)
         saved = self.penalties.apply(row) if self.penalties else []
         try:
-            token = self._top(row) if self.argmax else lc.llama_sampler_sample(self.ptr, ctx, idx)
+            if self.argmax:
+                token = self._top(row)
+            elif self.mask is not None:
+                token = self._guided(row)
+            else:
+                token = lc.llama_sampler_sample(self.ptr, ctx, idx)
         finally:
             for tok, value in saved:
                 row[tok] = value
         if self.penalties:
             self.penalties.accept(token)
+        return token
+
+    def _guided(self, row: Any) -> int:
+        """What ``llama_sampler_sample`` does (candidates from the row, apply, accept), with a check
+        between the grammar and the samplers that pick: raises ``DeadEnd`` if the grammar masked every
+        candidate (or the pick is a masked one), before anything is accepted."""
+        import llama_cpp as lc
+        import numpy as np
+
+        if self.candidates is None:
+            self.candidates = (lc.llama_token_data * self.n_vocab)()
+            self.ids = np.arange(self.n_vocab, dtype=np.int32)
+        view = np.ctypeslib.as_array(self.candidates)
+        view["id"] = self.ids  # the samplers sort and cut the array: every step starts from the whole row
+        view["logit"] = np.ctypeslib.as_array(row, shape=(self.n_vocab,))
+        view["p"] = 0.0
+        cur = lc.llama_token_data_array(data=self.candidates, size=self.n_vocab, selected=-1, sorted=False)
+        lc.llama_sampler_apply(self.mask, ctypes.byref(cur))
+        alive = np.ctypeslib.as_array(cur.data, shape=(cur.size,))["logit"] if cur.size else None
+        if alive is None or not (alive > -np.inf).any():
+            raise DeadEnd("every token is masked by the grammar")
+        lc.llama_sampler_apply(self.ptr, ctypes.byref(cur))
+        if not 0 <= cur.selected < cur.size or cur.data[cur.selected].logit == -math.inf:
+            raise DeadEnd("the samplers picked a token the grammar masks")
+        token = int(cur.data[cur.selected].id)
+        lc.llama_sampler_accept(self.mask, token)
+        lc.llama_sampler_accept(self.ptr, token)
         return token
 
     def _top(self, row: Any) -> int:
@@ -109,6 +158,9 @@ class Chain:
         if self.ptr:
             lc.llama_sampler_free(self.ptr)
             self.ptr = None
+        if self.mask:
+            lc.llama_sampler_free(self.mask)
+            self.mask = None
 
 
 def _f32(x: float) -> float:

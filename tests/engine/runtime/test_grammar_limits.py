@@ -14,7 +14,7 @@ import pytest
 from fireside.engine.errors import GrammarRejected
 from fireside.engine.runtime import grammarcheck
 from fireside.engine.runtime.grammar import checked, schema_grammar
-from fireside.engine.runtime.limits import LIMITS
+from fireside.engine.runtime.limits import LIMITS, PatternReader
 from tests.helpers import schemafuzz
 
 REGRESSIONS = Path(__file__).parents[1] / "regressions" / "schemas"
@@ -130,3 +130,100 @@ def test_a_const_with_a_control_character_compiles_as_its_json_escape():
     """It once reached llama.cpp as an unknown escape (``\\b`` unescaped); now it is the JSON text."""
     grammar = checked(schema_grammar(json.loads((REGRESSIONS / "const-control-char-null-sampler.json").read_text())))
     assert r'cb ::= "\"\\u00ca\\u00d0\\b\""' in grammar, grammar  # JSON's escapes, written out
+
+
+# --- patterns: one reading for the caps and the converter (issue 25) -------------------------------------
+DEAD_END_SCHEMA = {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[^ -\\U0010FFFF]$"}},
+                   "required": ["c"]}  # the audit's 150 bytes: SIGABRT in the shared runner
+
+
+@pytest.mark.parametrize("pattern", ["^[^ -\\U0010FFFF]$", "^[^\\x00-\\U0010FFFF]$", "^a[]$", "^[z-a]$",
+                                     '^[\\"\\\\]$', "^x(y[^ -\\U0010FFFF])?$"])
+def test_a_class_that_matches_nothing_is_refused_naming_its_place(pattern):
+    schema = {**DEAD_END_SCHEMA, "properties": {"c": {"type": "string", "pattern": pattern}}}
+    error = _refused(schema, "empty_class")
+    assert "#/properties/c/pattern" in str(error), str(error)
+
+
+@pytest.mark.parametrize("pattern", ["^a{6_00}$", "^a{ 600}$", "^a{600 }$", "^(a{1_000}){1_000}$", "^a{+600}$",
+                                     "^a{-1}$", "^a{\u0666\u0660\u0660}$", "^a{5,2}$", "^a{1,2,3}$", "^a{}$"])
+def test_every_quantifier_spelling_the_cap_cannot_read_is_refused(pattern):
+    error = _refused({"type": "string", "pattern": pattern}, "pattern_syntax")
+    assert "#/pattern" in str(error)
+
+
+@pytest.mark.parametrize("pattern", ["^a]$", "^}$", "^(a)]$"])
+def test_a_stray_closing_bracket_is_refused_not_looped_on(pattern):
+    """llama-cpp-python's converter takes nothing at a lone ``]`` or ``}`` and loops forever (a thread of
+    the server at 100% CPU for good); the reader refuses it first."""
+    started = time.perf_counter()
+    _refused({"type": "string", "pattern": pattern}, "pattern_syntax")
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize(("pattern", "counts"), [("^a{3}b{,4}c{2,}$", [(3, 3), (0, 4), (2, None)]),
+                                                  ("^(ab{2}){3}[{]{4}\\{5\\}$", [(2, 2), (3, 3), (4, 4)]),
+                                                  ("^\\d{3}-[^x]{2}$", [(3, 3), (2, 2)])])
+def test_well_formed_quantifiers_still_convert(pattern, counts):
+    reader = PatternReader(pattern, "#/pattern", LIMITS)
+    reader.read()
+    assert reader.quantifiers == counts
+    assert "::=" in checked(schema_grammar({"type": "string", "pattern": pattern}))
+
+
+def test_the_cap_reads_every_quantifier_the_converter_expands(monkeypatch):
+    """Differential: random patterns over the characters that matter; whenever the reader accepts one,
+    the converter calls ``_build_repetition`` with exactly the (min, max) pairs the reader capped."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from llama_cpp import llama_grammar
+
+    from fireside.engine.runtime.strictjson import StrictConverter
+
+    built: list = []
+    original = llama_grammar._build_repetition
+
+    def record(item, low, high, *args, **kwargs):
+        built.append((low, high))
+        return original(item, low, high, *args, **kwargs)
+
+    monkeypatch.setattr(llama_grammar, "_build_repetition", record)
+    alphabet = st.sampled_from(list("ab.|()[]{}^-,*+?\\\" 0123_") + ["{2}", "{1,3}", "{2,}", "{,2}", "\\{", "\\]"])
+
+    @settings(max_examples=400, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(alphabet, max_size=14).map("".join))
+    def agree(body):
+        pattern = f"^{body}$"
+        reader = PatternReader(pattern, "#/pattern", LIMITS)
+        try:
+            reader.read()
+        except GrammarRejected:
+            return
+        built.clear()
+        converter = StrictConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+        try:
+            converter._visit_pattern(pattern, "root")
+        except (AssertionError, ValueError, IndexError, GrammarRejected):
+            return  # the converter refuses it: a 400 either way
+        assert built == reader.quantifiers, pattern
+
+    agree()
+
+
+# --- the child's walk: a grammar that can get stuck never reaches a runner --------------------------------
+@pytest.mark.parametrize("grammar", ['root ::= "a" [^\\x00-\\U0010FFFF]',
+                                     'root ::= x\nx ::= "a" []',
+                                     'root ::= ("a" [^\\x00-\\U0010FFFF])* "b"',
+                                     'root ::= "{" item "}"\nitem ::= "x" item  # no way out'],
+                         ids=["empty-negated-class", "empty-class", "stuck-inside-a-star", "endless-recursion"])
+def test_a_grammar_llama_cpp_compiles_but_that_can_get_stuck_is_refused(grammar):
+    with pytest.raises(GrammarRejected, match="can get stuck") as refused:
+        checked(grammar)
+    assert refused.value.limit == "llama.cpp"
+
+
+def test_the_walk_passes_deep_and_recursive_grammars_that_can_complete():
+    nested = schema_grammar({"type": "array", "items": {"type": "integer"}, "maxItems": LIMITS.repeat})  # 500 groups deep
+    assert checked(nested) == nested
+    tree = 'root ::= node\nnode ::= "(" (node ("," node)*)? ")" | [a-z]+'
+    assert checked(tree) == tree
