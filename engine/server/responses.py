@@ -27,6 +27,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from ..errors import ContextOverflow
 from ..remote import is_remote
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
@@ -211,7 +212,10 @@ def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) ->
         return replace(req, messages=kept)
 
     def fits(k: int) -> bool:
-        return ctx.engine.count_chat_tokens(model_id, without(k)) <= limit
+        try:  # a prompt past the size cap is refused before it is tokenized (runtime/tokens.py)
+            return ctx.engine.count_chat_tokens(model_id, without(k)) <= limit
+        except ContextOverflow:
+            return False
 
     lo, hi = 0, len(dropped)  # the fewest items to drop: fits(hi) is assumed, the runner has the last word
     while lo < hi:
