@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import (
     ContextOverflow,
+    InvalidModelFile,
     LoadCancelled,
     ModelNotFound,
     ModelTooLarge,
@@ -133,7 +134,10 @@ class Runtime:
         path = self.resolver(model_id)
         try:
             info = inspect_file(path)
-        except FileNotFoundError:  # removed since the library named it: gone, as an unknown name is
+        except (OSError, InvalidModelFile):
+            if Path(path).exists():
+                raise
+            # removed since the library named it: gone (a 404), as an unknown name is
             raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
         plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included

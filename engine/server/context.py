@@ -12,8 +12,9 @@ model costs one folder scan per two seconds rather than one per request, and ``m
 those on the event loop, with no hop to a worker thread on the way to the runner (a hop and a scan
 were 1-6 ms of each request when four arrived together). An unknown name is always looked up again,
 so a model that has just arrived answers at once; a model deleted by hand from the folder keeps
-resolving for up to ``RESOLVED_S`` (its load then fails with the file's error). The server's own
-delete and pull forget every remembered name.
+resolving for up to ``RESOLVED_S``; whatever then uses it finds it gone and answers 404, as for an
+unknown name (``entry``; the runtime's load, ``ModelNotFound``). The server's own delete and pull forget
+every remembered name.
 """
 
 from __future__ import annotations
@@ -116,6 +117,17 @@ class ServerContext:
             raise ModelNotFound(f"{model_id} is not loaded, and this server does not load models on request "
                                 "(just-in-time loading is off): load it in Fireside first")
         return model_id
+
+    def entry(self, name: str) -> Any:
+        """The listed model ``name`` resolves to (for routes that describe a model rather than run it);
+        ``ModelNotFound`` when it is not listed, as when its file went from the folder after its name
+        was remembered: a model that vanishes between resolve and use is gone (404), never a 500."""
+        model_id = self.resolve(name)
+        found = [m for m in self.models() if m.id == model_id]
+        if not found:
+            self.forget_names()
+            raise ModelNotFound(f"{model_id} is no longer in the library")
+        return found[0]
 
     def models(self) -> list[Any]:
         """Library models, then those of every remote engine that answers (a dead one lists nothing)."""

@@ -79,10 +79,9 @@ def _overflow_while_streaming(base_url: str, content: str) -> tuple[openai.BadRe
 def test_a_4_mb_prompt_is_a_400_and_stalls_no_other_stream(base_url):
     content = (WORDS * (4_000_000 // len(WORDS) + 1))[:4_000_000]
     err, stream, start, end = _overflow_while_streaming(base_url, content)
-    assert err.body["code"] == "context_length_exceeded"
-    assert re.search(r"the prompt is 4,000,\d{3} characters", err.body["message"])
-    assert end - start < 5.0
     assert stream.gap_during(start, end) < stream.allowed_gap(start)
+    assert err.body["code"] == "context_length_exceeded"
+    assert re.search(r"the prompt is 4,000,\d{3} characters", err.body["message"])  # refused untokenized
 
 
 def test_a_long_prompt_under_the_cap_is_tokenized_without_stalling_other_streams(base_url, runtime):
