@@ -6,7 +6,7 @@ model's ``reasoning`` first (streamed as ``response.reasoning_text.delta`` event
 ``message``, then ``function_call`` items (streamed: each call's arguments as
 ``response.function_call_arguments.delta`` events while the model writes them). ``reasoning.effort``
 ``"none"`` turns a template's thinking off, any other level asks for it. Each finished response's
-conversation is kept in the context's ``ResponseStore`` (the last few hundred, in memory), so a
+conversation is kept in the context's ``ResponseStore`` (the last few hundred, 64 MiB at most, in memory), so a
 request naming ``previous_response_id`` continues it without resending the history. The previous
 response's ``instructions`` are not carried over, as in OpenAI's API.
 
