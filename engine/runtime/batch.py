@@ -179,7 +179,7 @@ class BatchEngine:
 
     def submit(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         """Queue a ``generate`` request; its replies go out through ``send`` as steps run."""
-        started = time.perf_counter()
+        started = time.perf_counter() - msg.get("tokenize_s", 0.0)
         tokens = msg.get("tokens")  # the runner's tokenizer thread tokenized it, off this thread
         if tokens is None:
             tokens = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))

@@ -89,7 +89,9 @@ class Runner:
                     self.cancels.pop(req_id, None)
                     continue
                 if op == "generate":
+                    started = time.perf_counter()
                     msg["tokens"] = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+                    msg["tokenize_s"] = time.perf_counter() - started  # part of the time to first token
                 else:  # embed: each input's length, checked against the context before any is embedded
                     msg["counts"] = [len(prompt_tokens(self.llama, text, True)) for text in msg["inputs"]]
             except Exception as exc:
