@@ -32,6 +32,7 @@ class ServerConfig:
     origins: list[str] = field(default_factory=list)
     jit: bool = True
     idle_ttl_s: float = 600.0
+    management: bool = False  # pull and delete through the API (``fireside serve --allow-management``)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class ServerController(QObject):
 
         problem = self._keep_key(config.saved_key)
         policy = SecurityPolicy(api_key=config.api_key, bind_host=config.host, port=config.port,
-                                allowed_origins=config.origins)
+                                allowed_origins=config.origins, allow_management=config.management)
         app = create_app(self.engine, self.settings, policy=policy, jit=config.jit)
         thread = ServerThread(app, config.host, config.port, access_log=True, log_level="info")
         thread.start()

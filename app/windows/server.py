@@ -1,7 +1,8 @@
 """The Server page: start and stop the local API server (OpenAI, Ollama and Anthropic dialects over the
 same runtime the chat uses), its port, loopback or network (network forces an API key), the key itself
-(generated, copied, kept in the OS keyring), allowed origins, idle unload, a live request log and
-ready-to-copy snippets that show the real address.
+(generated, copied, kept in the OS keyring), allowed origins, idle unload, model management through
+the API (pull and delete: off unless switched on), a live request log and ready-to-copy snippets that
+show the real address.
 
 The page holds widgets; the bridge's ``ServerController`` (``app/serving.py``) runs the server: the page
 reads its widgets here, on the GUI thread, into a ``ServerConfig`` and hands it over, and the binding,
@@ -131,6 +132,10 @@ class ServerPage(QWidget):
         self.jit = QCheckBox("Load a model when a request names it (just in time)",
                              checked=bool(prefs.get("jit", True)))
         self.jit.setToolTip("Off: only models you loaded here answer; requests for others get a 404")
+        self.management = QCheckBox("Allow model management: API clients may download and delete models",
+                                    checked=bool(prefs.get("management", False)))
+        self.management.setToolTip("Ollama's /api/pull and /api/delete (and the API key, when one is set); "
+                                   "off: they answer 403. As `fireside serve --allow-management`.")
         key_row = QHBoxLayout()
         key_row.addWidget(self.key, 1)
         key_row.addWidget(generate)
@@ -143,6 +148,7 @@ class ServerPage(QWidget):
         form.addRow("Allowed origins", self.origins)
         form.addRow("Unload idle models after", self.idle)
         form.addRow("", self.jit)
+        form.addRow("", self.management)
         for signal in (self.port.valueChanged, self.reach.currentIndexChanged, self.key.textChanged):
             signal.connect(self._on_options_changed)
         return box
@@ -166,7 +172,7 @@ class ServerPage(QWidget):
         self.toggle.setObjectName("danger" if running else "primary")
         self.toggle.style().unpolish(self.toggle)
         self.toggle.style().polish(self.toggle)
-        for w in (self.port, self.reach, self.key, self.origins, self.require_key, self.jit):
+        for w in (self.port, self.reach, self.key, self.origins, self.require_key, self.jit, self.management):
             w.setEnabled(not running)
         key = self.key.text() if (self.require_key.isChecked() or self.reach.currentIndex()) else ""
         for name, view in self.snippet_views.items():
@@ -194,7 +200,7 @@ class ServerPage(QWidget):
             host="0.0.0.0" if network else "127.0.0.1", port=self.port.value(),
             api_key=key if (network or self.require_key.isChecked()) else None, saved_key=self.key.text(),
             origins=[o.strip() for o in self.origins.text().split(",") if o.strip()], jit=self.jit.isChecked(),
-            idle_ttl_s=self.idle.value() * 60.0))
+            idle_ttl_s=self.idle.value() * 60.0, management=self.management.isChecked()))
 
     @Slot(str)
     def _on_server_started(self, url: str) -> None:
@@ -241,7 +247,7 @@ class ServerPage(QWidget):
     def _save_prefs(self) -> None:
         self.ctx.prefs.set("server", {"port": self.port.value(), "network": self.reach.currentIndex() == 1,
                                       "origins": self.origins.text(), "idle_min": self.idle.value(),
-                                      "jit": self.jit.isChecked()})
+                                      "jit": self.jit.isChecked(), "management": self.management.isChecked()})
 
     @Slot(str)
     def _on_request_log_line_logged(self, line: str) -> None:

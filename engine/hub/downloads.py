@@ -11,7 +11,9 @@ hash; only a verified file is renamed, atomically, into the library. A mismatch 
 raises ``IntegrityError``. Progress goes to ``on_progress`` about ten times a second; ``cancel`` (a
 ``threading.Event``) stops the download within a fraction of a second, even while the server sends
 nothing, and keeps the part for a later resume (that is "pause"). The speed shown counts only bytes
-transferred in this session, never the ones resumed from disk.
+transferred in this session, never the ones resumed from disk. The part is only ever opened as a
+regular file, without blocking and without following a link (``_open_part``): a FIFO planted at
+``NAME.part`` is a clear ``DownloadError``, not a pull that hangs.
 
 Threading: ``download`` blocks; call it from a worker thread, one per download (several may run at
 once: each writes only its own part file). Two pulls of one file, in one process or two, never write
@@ -27,21 +29,26 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
 from ..errors import DiskFull, DownloadCancelled, DownloadError, GatedRepo, HubError, IntegrityError
 from ..fsutil import atomic_write, fsync_dir
+from ..models.files import kind
 from .partlock import PartLock
 
 log = logging.getLogger(__name__)
 
 DISK_MARGIN = 64 * 1024 * 1024  # leave the disk with room for the index, logs and the OS
+_PART_FLAGS = (getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NOCTTY", 0)
+               | getattr(os, "O_BINARY", 0))
 
 
 @dataclass(frozen=True)
@@ -167,7 +174,7 @@ class Downloader:
         if not _sidecar_matches(spec):
             part.unlink(missing_ok=True)
             atomic_write(sidecar, json.dumps(_sidecar(spec)))
-        part.touch()
+        _open_part(part, "r+b", create=True).close()  # only a regular file of ours, never a FIFO left there
         state = _State(*_hash_file(part))
         meter = _Meter(spec, on_progress, self.clock, start=state.done)  # speed counts this session's bytes
         try:
@@ -179,7 +186,7 @@ class Downloader:
             raise DownloadError(f"{spec.filename}: cannot write {part}: {exc.strerror or exc}") from exc
         meter.update(state.done, "verifying", force=True)
         self._verify(spec, part, state)
-        with part.open("r+b") as fh:  # the bytes reach the disk before the name does (r+: Windows)
+        with _open_part(part, "r+b") as fh:  # the bytes reach the disk before the name does (r+: Windows)
             os.fsync(fh.fileno())
         os.replace(part, spec.dest)
         fsync_dir(spec.dest.parent)
@@ -219,7 +226,7 @@ class Downloader:
             if r.status_code == 200 and state.done:
                 log.info("%s: the server ignored Range; writing the file again from zero", spec.filename)
                 state.reset()
-            with part.open("r+b") as fh, _HangUpOnCancel(r, cancel):
+            with _open_part(part, "r+b") as fh, _HangUpOnCancel(r, cancel):
                 fh.seek(state.done)
                 fh.truncate()
                 for chunk in r.iter_bytes():  # as received: a drop loses no buffered bytes
@@ -342,9 +349,42 @@ def _part_size(spec: DownloadSpec) -> int:
     return part.stat().st_size if part.is_file() and _sidecar_matches(spec) else 0
 
 
+def _open_part(path: Path, mode: str, create: bool = False) -> BinaryIO:
+    """``NAME.part`` opened as model files are (``models/files.py``): a regular file only, opened without
+    blocking and without following a link, so a FIFO, a device or a link planted at that name is a
+    clear ``DownloadError`` instead of a pull that hangs (or writes where the link points)."""
+    flags = (os.O_RDONLY if mode == "rb" else os.O_RDWR) | _PART_FLAGS | (os.O_CREAT if create else 0)
+    try:
+        mode_now = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode_now = stat.S_IFREG if create else 0
+    if not stat.S_ISREG(mode_now):  # checked before opening: a device is never even opened
+        raise _not_a_part(path, mode_now)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link swapped in since the check
+            raise _not_a_part(path, stat.S_IFLNK) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # replaced after the first check
+            raise _not_a_part(path, st.st_mode)
+        return os.fdopen(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _not_a_part(path: Path, mode: int) -> DownloadError:
+    what = "a symbolic link" if stat.S_ISLNK(mode) else kind(mode)
+    return DownloadError(f"{path.name} is {what}, not a regular file, so Fireside will not write the download "
+                         f"there; remove it ({path}) and pull again")
+
+
 def _hash_file(path: Path) -> tuple[hashlib._Hash, int]:
     hasher, n = hashlib.sha256(), 0
-    with path.open("rb") as fh:
+    with _open_part(path, "rb") as fh:
         while chunk := fh.read(1 << 20):
             hasher.update(chunk)
             n += len(chunk)

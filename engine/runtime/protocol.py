@@ -22,6 +22,19 @@ MAX_FRAME = 256 * 1024 * 1024
 Segments = list[tuple[str, bool]]
 
 
+def prompt_chars(prompt: str | Segments) -> int:
+    """How many characters ``prompt`` holds, segments summed."""
+    if isinstance(prompt, str):
+        return len(prompt)
+    return sum(len(text) for text, _ in prompt)
+
+
+def max_prompt_chars(n_ctx: int, longest_piece: int) -> int:
+    """The most characters a prompt that fits ``n_ctx`` tokens can have (no token covers more bytes than the
+    vocabulary's longest piece, and a character is at least one byte: ``runner/tokens.py``)."""
+    return n_ctx * max(1, longest_piece)
+
+
 class PipeClosed(Exception):
     """The other end went away."""
 

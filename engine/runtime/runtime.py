@@ -23,7 +23,9 @@ from pathlib import Path
 from ..errors import (
     ContextOverflow,
     GrammarDeadEnd,
+    InvalidModelFile,
     LoadCancelled,
+    ModelNotFound,
     ModelTooLarge,
     RunnerCrashed,
     RuntimeFailure,
@@ -38,7 +40,7 @@ from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
-from .protocol import Segments
+from .protocol import Segments, max_prompt_chars, prompt_chars
 from .templates import ChatTemplate
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,16 @@ class _Slot:
     ttl_s: float
     busy: int = 0
     notes: list[str] = field(default_factory=list)
+    max_chars: int = 0  # the longest prompt, in characters, that could fit the context (tokens.py); 0: no cap
+
+    def bounded(self, prompt: str | Segments, what: str = "the prompt") -> None:
+        """Refuse ``prompt`` here, before anything tokenizes it, when it is too long to fit the context
+        whatever it says: a 4 MB prompt would otherwise cost the runner seconds to find that out."""
+        chars = prompt_chars(prompt)
+        if self.max_chars and chars > self.max_chars:
+            n_ctx = self.loaded.n_ctx
+            raise ContextOverflow(f"{self.model_id}: {what} is {chars:,} characters, and a {n_ctx:,}-token context "
+                                  f"holds at most {self.max_chars:,} characters of this model's text", 0, n_ctx)
 
 
 LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
@@ -121,7 +133,13 @@ class Runtime:
     def _start(self, model_id: str, opts: LoadOptions, on_progress: ProgressFn | None,
                cancel: threading.Event | None, ttl_s: float | None, embedding: bool) -> _Slot:
         path = self.resolver(model_id)
-        info = inspect_file(path)
+        try:
+            info = inspect_file(path)
+        except (OSError, InvalidModelFile):
+            if Path(path).exists():
+                raise
+            # removed since the library named it: gone (a 404), as an unknown name is
+            raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
         plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
         notes = list(plan.notes)
@@ -158,7 +176,8 @@ class Runtime:
         log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
                  loaded.parallel)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
-                     self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes)
+                     self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes,
+                     max_chars=max_prompt_chars(loaded.n_ctx, result.get("longest_piece", 0)))
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk
@@ -338,6 +357,7 @@ class Runtime:
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
                   cancel: threading.Event | None, cache_tag: str | None = None) -> Iterator[Chunk]:
+        slot.bounded(prompt)
         with self._lock:
             slot.busy += 1
         try:
@@ -368,7 +388,13 @@ class Runtime:
     def tokenize(self, model_id: str, text: str | Segments) -> list[int]:
         """The tokens of ``text``: a string as a raw prompt (special-token text parsed), or segments."""
         slot = self._slot(model_id)
-        return slot.client.request("tokenize", text=text, add_bos=slot.add_bos)["tokens"]
+        slot.bounded(text)  # a prompt too long to fit is not counted (count_tokens, truncation: a 400)
+        return _ask(slot, "tokenize", text=text, add_bos=slot.add_bos)["tokens"]
+
+    def prompt_cap(self, model_id: str) -> int:
+        """The most characters a prompt for ``model_id`` may have (loading it first): more could not fit
+        its context, and is refused before it is tokenized (``tokens.py``)."""
+        return self._slot(model_id).max_chars
 
     def chat_tokens(self, model_id: str, request: ChatRequest) -> list[int]:
         """The prompt tokens ``chat`` would send for ``request``, message contents as plain text."""
@@ -380,7 +406,9 @@ class Runtime:
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
         """Embedding vectors for ``inputs`` (normalized), and the tokens they took."""
         slot = self._slot(model_id, embedding=True)
-        result = slot.client.request("embed", inputs=inputs)
+        for text in inputs:
+            slot.bounded(text, "an input")
+        result = _ask(slot, "embed", inputs=inputs)
         slot.loaded.last_used = time.time()
         return result["vectors"], result["tokens"]
 
@@ -436,6 +464,17 @@ def _carry_logprobs(chunks, pending: list) -> Iterator[Chunk]:
             chunk.logprobs = list(pending)
             pending.clear()
         yield chunk
+
+
+def _ask(slot: _Slot, op: str, **payload) -> dict:
+    """``slot``'s runner's ``result`` for one request; its error as the engine's error (a prompt too long
+    is ``ContextOverflow``)."""
+    for msg in slot.client.submit(op, **payload):
+        if msg["type"] == "result":
+            return msg
+        if msg["type"] == "error":
+            raise _runner_error(slot, msg)
+    raise RuntimeFailure(f"the runner for {slot.model_id} gave no result")
 
 
 def _runner_error(slot: _Slot, msg: dict) -> Exception:

@@ -12,12 +12,14 @@ model costs one folder scan per two seconds rather than one per request, and ``m
 those on the event loop, with no hop to a worker thread on the way to the runner (a hop and a scan
 were 1-6 ms of each request when four arrived together). An unknown name is always looked up again,
 so a model that has just arrived answers at once; a model deleted by hand from the folder keeps
-resolving for up to ``RESOLVED_S`` (its load then fails with the file's error). The server's own
-delete and pull forget every remembered name.
+resolving for up to ``RESOLVED_S``; whatever then uses it finds it gone and answers 404, as for an
+unknown name (``entry``; the runtime's load, ``ModelNotFound``). The server's own delete and pull forget
+every remembered name.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -39,6 +41,7 @@ from .security import SecurityPolicy
 Puller = Callable[..., Any]  # (name, on_progress=, cancel=) -> LibraryModel
 RESOLVED_S = 2.0  # how long a name the library answered is taken as answered
 RESOLVED_MAX = 256  # names remembered at most (clients choose them)
+RESPONSES_MAX_BYTES = 64 * 1024 * 1024  # what the kept /v1/responses conversations may hold in all
 
 
 class LibraryLike(Protocol):
@@ -48,22 +51,53 @@ class LibraryLike(Protocol):
 
 
 class ResponseStore:
-    """The last few ``/v1/responses`` conversations, so ``previous_response_id`` can continue one."""
+    """The last ``/v1/responses`` conversations, so ``previous_response_id`` can continue one: at most
+    ``limit`` of them, holding at most ``max_bytes`` of text. Each keeps its whole conversation, so a
+    chain of turns, or a few long prompts, would otherwise keep gigabytes (256 at a context's worth
+    each); the oldest go first, and one conversation alone over the budget is not kept (continuing it
+    is a 404 ``response_not_found``, as for any forgotten response)."""
 
-    def __init__(self, limit: int = 256):
-        self.limit = limit
-        self._items: OrderedDict[str, list[dict]] = OrderedDict()
+    def __init__(self, limit: int = 256, max_bytes: int = RESPONSES_MAX_BYTES):
+        self.limit, self.max_bytes = limit, max_bytes
+        self.bytes = 0  # what the kept conversations hold, as ``held_bytes`` counts it
+        self._items: OrderedDict[str, tuple[list[dict], int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def put(self, response_id: str, messages: list[dict]) -> None:
+        size = held_bytes(messages)
         with self._lock:
-            self._items[response_id] = messages
-            while len(self._items) > self.limit:
-                self._items.popitem(last=False)
+            old = self._items.pop(response_id, None)
+            self.bytes -= old[1] if old else 0
+            if size > self.max_bytes:
+                return
+            self._items[response_id] = (messages, size)
+            self.bytes += size
+            while len(self._items) > self.limit or self.bytes > self.max_bytes:
+                self.bytes -= self._items.popitem(last=False)[1][1]
 
     def get(self, response_id: str) -> list[dict] | None:
         with self._lock:
-            return self._items.get(response_id)
+            found = self._items.get(response_id)
+            return found[0] if found else None
+
+
+def held_bytes(value: Any) -> int:
+    """About how much memory ``value``'s strings take (``sys.getsizeof``: O(1) a string), walking its
+    lists and dicts; a string two entries share counts in each, so this errs high, never low."""
+    total, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += sys.getsizeof(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+            total += 8 * len(item)
+        else:
+            total += 32
+    return total
 
 
 @dataclass
@@ -116,6 +150,17 @@ class ServerContext:
             raise ModelNotFound(f"{model_id} is not loaded, and this server does not load models on request "
                                 "(just-in-time loading is off): load it in Fireside first")
         return model_id
+
+    def entry(self, name: str) -> Any:
+        """The listed model ``name`` resolves to (for routes that describe a model rather than run it);
+        ``ModelNotFound`` when it is not listed, as when its file went from the folder after its name
+        was remembered: a model that vanishes between resolve and use is gone (404), never a 500."""
+        model_id = self.resolve(name)
+        found = [m for m in self.models() if m.id == model_id]
+        if not found:
+            self.forget_names()
+            raise ModelNotFound(f"{model_id} is no longer in the library")
+        return found[0]
 
     def models(self) -> list[Any]:
         """Library models, then those of every remote engine that answers (a dead one lists nothing)."""

@@ -94,8 +94,7 @@ def expires_at(ctx: ServerContext, loaded: Any) -> str:
 @admin_router.post("/show")
 async def show(body: NameBody, request: Request) -> dict:
     ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, body.ref)
-    model = next(m for m in await run_in_threadpool(ctx.models) if m.id == model_id)
+    model = await run_in_threadpool(ctx.entry, body.ref)
     info = model.info
     caps = ["completion"] + (["tools"] if info.chat_template and "tool" in info.chat_template else [])
     meta = {k: v for k, v in info.metadata.items() if isinstance(v, (str, int, float, bool))}

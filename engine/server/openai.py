@@ -235,10 +235,7 @@ async def list_models(request: Request) -> dict:
 
 @router.get("/models/{name:path}")
 async def get_model(name: str, request: Request) -> dict:
-    ctx = context(request)
-    model_id = await run_in_threadpool(ctx.resolve, name)
-    models = await run_in_threadpool(ctx.models)
-    return model_card(next(m for m in models if m.id == model_id))
+    return model_card(await run_in_threadpool(context(request).entry, name))
 
 
 def model_card(model: Any) -> dict:

@@ -1,4 +1,4 @@
-"""uvicorn's HTTP/1.1 protocol with a deadline for a request's headers.
+"""uvicorn's HTTP/1.1 protocol with a deadline for a request's headers, and one for its body.
 
 uvicorn closes a keep-alive connection that sends nothing for ``timeout_keep_alive`` seconds, but a
 connection that sends part of a request line or headers and then waits (or trickles a byte now and
@@ -6,35 +6,56 @@ then: each byte resets that timer) is kept open for ever, so fifty of them pin f
 (slowloris). ``GuardedH11Protocol`` arms one timer when a connection opens and again after each
 response; if the next request's headers are not all in when it fires (h11 still waits for them), the
 connection is closed. A request whose headers arrived in time is never cut, however long its reply.
+
+The body has a deadline of its own, armed when the headers are in: a client that sends
+``Content-Length: 8000000`` and then a byte a second would hold its connection, and a worker waiting
+for the body, for days. If the body is not all in ``body_timeout_s`` (60 s: the 8 MiB body limit at
+about 1 Mbit/s) after its headers, the client gets a 408 and the connection is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .errors import dialect_of, error_body, status_problem
+
 HEADER_TIMEOUT_S = 10.0
+BODY_TIMEOUT_S = 60.0
 
 
 class GuardedH11Protocol(H11Protocol):
     """``H11Protocol`` that closes a connection whose request headers take over ``header_timeout_s``."""
 
     header_timeout_s = HEADER_TIMEOUT_S
+    body_timeout_s = BODY_TIMEOUT_S
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._body_deadline: asyncio.TimerHandle | None = None
         self._arm_header_deadline()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        sending = self.conn.their_state is h11.SEND_BODY  # headers in, body not yet complete
+        if sending and self._body_deadline is None:
+            self._body_deadline = self.loop.call_later(self.body_timeout_s, self._on_body_deadline)
+        elif not sending and self._body_deadline is not None:
+            self._body_deadline.cancel()
+            self._body_deadline = None
 
     def on_response_complete(self) -> None:
         self._arm_header_deadline()  # first: the base class may start on a pipelined request at once
         super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
+        for deadline in (self._header_deadline, self._body_deadline):
+            if deadline is not None:
+                deadline.cancel()
         super().connection_lost(exc)
 
     def _arm_header_deadline(self) -> None:
@@ -50,6 +71,21 @@ class GuardedH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def guarded_protocol(header_timeout_s: float) -> type[GuardedH11Protocol]:
-    """The protocol class uvicorn builds per connection, with this deadline."""
-    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"header_timeout_s": header_timeout_s})
+    def _on_body_deadline(self) -> None:
+        self._body_deadline = None
+        if self.conn.their_state is not h11.SEND_BODY or self.transport.is_closing():
+            return
+        self.logger.debug("closing a connection whose request body took over %.0f s", self.body_timeout_s)
+        if self.cycle is None or not self.cycle.response_started:  # a 408 the client can read, then close
+            problem = status_problem(408, f"the request body did not arrive within {self.body_timeout_s:g} s of "
+                                          "its headers", "request_timeout")
+            body = json.dumps(error_body(dialect_of(self.scope.get("path", "/")), problem)).encode("utf-8")
+            self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+                                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        self.transport.close()  # the app waiting for the body sees the client gone
+
+
+def guarded_protocol(header_timeout_s: float, body_timeout_s: float = BODY_TIMEOUT_S) -> type[GuardedH11Protocol]:
+    """The protocol class uvicorn builds per connection, with these deadlines."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"header_timeout_s": header_timeout_s,
+                                                              "body_timeout_s": body_timeout_s})

@@ -6,7 +6,7 @@ model's ``reasoning`` first (streamed as ``response.reasoning_text.delta`` event
 ``message``, then ``function_call`` items (streamed: each call's arguments as
 ``response.function_call_arguments.delta`` events while the model writes them). ``reasoning.effort``
 ``"none"`` turns a template's thinking off, any other level asks for it. Each finished response's
-conversation is kept in the context's ``ResponseStore`` (the last few hundred, in memory), so a
+conversation is kept in the context's ``ResponseStore`` (the last few hundred, 64 MiB at most, in memory), so a
 request naming ``previous_response_id`` continues it without resending the history. The previous
 response's ``instructions`` are not carried over, as in OpenAI's API.
 
@@ -27,6 +27,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
+from ..errors import ContextOverflow
 from ..remote import is_remote
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
@@ -211,7 +212,10 @@ def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) ->
         return replace(req, messages=kept)
 
     def fits(k: int) -> bool:
-        return ctx.engine.count_chat_tokens(model_id, without(k)) <= limit
+        try:  # a prompt past the size cap is refused before it is tokenized (runtime/protocol.py, runtime/runner/tokens.py)
+            return ctx.engine.count_chat_tokens(model_id, without(k)) <= limit
+        except ContextOverflow:
+            return False
 
     lo, hi = 0, len(dropped)  # the fewest items to drop: fits(hi) is assumed, the runner has the last word
     while lo < hi:

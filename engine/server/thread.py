@@ -6,7 +6,8 @@ whose number ``port`` then reports. ``start`` then waits until uvicorn says it h
 thread has died (a failure inside uvicorn is reported, never waited on forever). ``stop`` asks
 uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread. Each
 connection speaks ``protocol.GuardedH11Protocol``: its request headers must arrive within
-``header_timeout_s`` (10 s), so half-open connections cannot pile up.
+``header_timeout_s`` (10 s), and its body within ``body_timeout_s`` (60 s) of them, so half-open
+and trickling connections cannot pile up.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 import uvicorn
 
 from ..errors import ServerError
-from .protocol import HEADER_TIMEOUT_S, guarded_protocol
+from .protocol import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, guarded_protocol
 
 log = logging.getLogger(__name__)
 POLL_S = 0.01
@@ -33,11 +34,12 @@ class ServerThread:
     thread (the GUI thread included: ``start`` blocks only until the socket listens)."""
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8765, *, log_level: str = "warning",
-                 access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S):
+                 access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S,
+                 body_timeout_s: float = BODY_TIMEOUT_S):
         self.app, self.host, self.requested_port = app, host, port
         self.config = uvicorn.Config(app, log_config=None, log_level=log_level, access_log=access_log,
                                      timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none",
-                                     http=guarded_protocol(header_timeout_s), timeout_keep_alive=KEEP_ALIVE_S)
+                                     http=guarded_protocol(header_timeout_s, body_timeout_s), timeout_keep_alive=KEEP_ALIVE_S)
         self.server = uvicorn.Server(self.config)
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None

@@ -128,6 +128,29 @@ def test_just_in_time_loading_can_be_turned_off(qtbot, idle_app):
     assert idle_app.ctx.prefs.get("server")["jit"] is False  # remembered
 
 
+def test_model_management_switch_opens_pull_and_delete_and_is_remembered(qtbot, idle_app, make_app, shared_runtime):
+    page = idle_app.window.pages["Server"]
+    assert not page.management.isChecked()  # off unless the user turns it on
+    page.port.setValue(free_port())
+    page.start_server()
+    qtbot.waitUntil(page.running, timeout=15_000)
+    gone = {"model": "nobody/none:Q4_0"}
+    r = httpx.request("DELETE", f"{page.url()}/api/delete", json=gone, timeout=10)
+    assert r.status_code == 403 and "--allow-management" in r.json()["error"]
+    page.stop_server(wait=True)
+    qtbot.waitUntil(lambda: page.management.isEnabled(), timeout=15_000)
+    page.management.click()  # as a user ticks it
+    page.start_server()
+    qtbot.waitUntil(page.running, timeout=15_000)
+    assert not page.management.isEnabled()  # fixed while the server runs
+    r = httpx.request("DELETE", f"{page.url()}/api/delete", json=gone, timeout=10)
+    assert r.status_code == 404 and "nobody/none" in r.json()["error"]  # allowed through; no such model
+    page.stop_server(wait=True)
+    assert idle_app.ctx.prefs.get("server")["management"] is True
+    again = make_app(shared_runtime, idle_app.ctx.settings).window.pages["Server"]
+    assert again.management.isChecked()  # remembered across a restart
+
+
 def test_network_mode_forces_an_api_key(qtbot, idle_app):
     page = idle_app.window.pages["Server"]
     page.port.setValue(free_port())

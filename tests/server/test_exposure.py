@@ -116,6 +116,36 @@ def test_half_open_connections_are_closed_at_the_header_deadline(runtime, server
         thread.stop()
 
 
+def test_a_body_that_trickles_after_its_headers_is_cut_at_the_deadline(runtime, server_settings, library):
+    thread = ServerThread(create_app(runtime, server_settings, library), "127.0.0.1", 0, header_timeout_s=1.0,
+                          body_timeout_s=1.5)
+    thread.start()
+    conn = socket.create_connection(("127.0.0.1", thread.port))
+    try:
+        conn.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100000\r\n\r\n{")  # headers complete, then a byte now and then
+        conn.settimeout(0.3)
+        started, answer = time.monotonic(), b""
+        while time.monotonic() - started < 6.0:
+            try:
+                conn.sendall(b" ")
+                data = conn.recv(4096)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            answer += data
+        waited = time.monotonic() - started
+        assert waited < 4.0, "the trickling body was still being read"
+        assert status(answer) == 408 and b"did not arrive within 1.5 s" in answer
+        assert httpx.get(f"{thread.url}/api/version").status_code == 200
+    finally:
+        conn.close()
+        thread.stop()
+
+
 def _closed(conn: socket.socket) -> bool:
     try:
         return conn.recv(1) == b""

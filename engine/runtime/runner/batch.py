@@ -179,8 +179,10 @@ class BatchEngine:
 
     def submit(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         """Queue a ``generate`` request; its replies go out through ``send`` as steps run."""
-        started = time.perf_counter()
-        tokens = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+        started = time.perf_counter() - msg.get("tokenize_s", 0.0)
+        tokens = msg.get("tokens")  # the runner's tokenizer thread tokenized it, off this thread
+        if tokens is None:
+            tokens = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
         if not tokens:
             self._finish_early(req_id, "error", error="ValueError", message="the prompt is empty")
             return

@@ -5,8 +5,10 @@ llama.cpp ends its process on some failures (GPU out of memory, failed asserts),
 (``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``shutdown``;
 see ``runtime/protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
 
-Threads: a reader thread takes frames off the pipe and sets cancel events at once; one worker
-thread owns the ``Llama``. It takes requests off a queue in order and hands ``generate`` requests to
+Threads: a reader thread takes frames off the pipe and sets cancel events at once; a tokenizer
+thread turns the prompts of ``generate``, ``tokenize`` and ``embed`` requests into tokens (answering
+``tokenize`` itself) and only then hands them on, so a long prompt never holds up the tokens of the
+streams being decoded (``tokens.py``); one worker thread owns the ``Llama``'s context. It takes requests off a queue in order and hands ``generate`` requests to
 the batch engine (``batch.py``), which decodes every request in a slot together, one step at a time;
 between steps the worker takes the next requests, so a new one joins the running batch (and
 requests sent together share their first step: ``Gather`` in ``batch.py``). With the
@@ -28,6 +30,7 @@ from typing import Any
 from ..protocol import FramedPipe, PipeClosed
 from .batch import BatchEngine, Gather, sequences, slot_context
 
+TOKENIZED = ("generate", "tokenize", "embed")  # the requests the tokenizer thread sees first
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
 
 
@@ -36,6 +39,7 @@ class Runner:
         self.pipe = pipe
         self.llama: Any = None
         self.requests: queue.Queue[dict | None] = queue.Queue()
+        self.prompts: queue.Queue[dict | None] = queue.Queue()  # for the tokenizer thread
         self.cancels: dict[str, threading.Event] = {}
         self.log_lines: list[str] = []
         self.buffers: dict[str, float] = {}
@@ -63,10 +67,39 @@ class Runner:
             else:
                 self.cancels.setdefault(msg["id"], threading.Event())
                 msg["at"] = time.monotonic()  # when it came, for Gather
-                self.requests.put(msg)
+                (self.prompts if op in TOKENIZED else self.requests).put(msg)
         for event in list(self.cancels.values()):  # the worker removes finished ones meanwhile
             event.set()
+        self.prompts.put(None)
         self.requests.put(None)
+
+    # --- tokenizer side --------------------------------------------------------------------------
+    def tokenize_loop(self) -> None:
+        """Runs on the tokenizer thread: tokenizes each prompt, in arrival order, while the worker decodes.
+        Reads only the model's vocabulary (see ``tokens.py``); requests come here only once loaded."""
+        from .tokens import prompt_tokens
+
+        _yield_cpu()
+        while (msg := self.prompts.get()) is not None:
+            req_id, op = msg["id"], msg["op"]
+            try:
+                if op == "tokenize":
+                    tokens = prompt_tokens(self.llama, msg["text"], msg.get("add_bos", False))
+                    self.reply(req_id, "result", tokens=tokens)
+                    self.cancels.pop(req_id, None)
+                    continue
+                if op == "generate":
+                    started = time.perf_counter()
+                    msg["tokens"] = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+                    msg["tokenize_s"] = time.perf_counter() - started  # part of the time to first token
+                else:  # embed: each input's length, checked against the context before any is embedded
+                    msg["counts"] = [len(prompt_tokens(self.llama, text, True)) for text in msg["inputs"]]
+            except Exception as exc:
+                self.reply(req_id, "error", error=type(exc).__name__, message=str(exc))
+                self.cancels.pop(req_id, None)
+                continue
+            msg["at"] = time.monotonic()  # when it is ready, for Gather
+            self.requests.put(msg)
 
     def reply(self, req_id: str, kind: str, **data: Any) -> None:
         try:
@@ -105,8 +138,7 @@ class Runner:
                     self.batch.fail_all(f"{type(exc).__name__}: {exc}")
 
     def handle(self, msg: dict) -> None:
-        handlers = {"load": self.load, "generate": self.generate, "tokenize": self.tokenize,
-                    "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
+        handlers = {"load": self.load, "generate": self.generate, "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
         req_id = msg["id"]
         cancel = self.cancels[req_id]
         owned = False
@@ -180,8 +212,11 @@ class Runner:
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
+        from .tokens import longest_piece
+
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
-                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq)
+                   buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq,
+                   longest_piece=longest_piece(self.llama))
 
     def _warm_up(self, crash: bool) -> None:
         """Decode a few real tokens once, so a llama.cpp crash on this machine happens during the load
@@ -226,26 +261,20 @@ class Runner:
         vocab = llama_cpp.llama_model_get_vocab(self.llama._model.model)
         return bool(llama_cpp.llama_vocab_get_add_bos(vocab))
 
-    def tokenize(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
-        from .tokens import prompt_tokens
-
-        tokens = prompt_tokens(self.llama, msg["text"], msg.get("add_bos", False))
-        self.reply(req_id, "result", tokens=tokens)
-
     def embed(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         if self.batch is not None:  # Llama.embed clears the KV cache the slots keep
             if self.batch.busy:
                 raise RuntimeError("this runner is generating; embeddings need a runner of their own")
             self.batch.close()
             self.batch = None
-        vectors, n_tokens = [], 0
-        for text in msg["inputs"]:
-            tokens = self.llama.tokenize(text.encode("utf-8"), add_bos=True, special=True)
-            if len(tokens) > self.llama.n_ctx():
-                raise OverflowError(f"an input has {len(tokens)} tokens; the context holds {self.llama.n_ctx()}")
-            n_tokens += len(tokens)
-            vectors.append(self.llama.embed(text, normalize=msg.get("normalize", True)))
-        self.reply(req_id, "result", vectors=vectors, tokens=n_tokens)
+        n_ctx = self.llama.n_ctx()
+        for n in msg["counts"]:  # counted on the tokenizer thread
+            if n > n_ctx:
+                self.reply(req_id, "error", error="ContextOverflow", prompt_tokens=n, context=n_ctx,
+                           message=f"an input is {n:,} tokens but the context holds {n_ctx:,}")
+                return
+        vectors = [self.llama.embed(text, normalize=msg.get("normalize", True)) for text in msg["inputs"]]
+        self.reply(req_id, "result", vectors=vectors, tokens=sum(msg["counts"]))
 
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         slots = self.batch.slots if self.batch else []
@@ -279,6 +308,16 @@ def _test_crash_wanted(kwargs: dict, extra_bufts: bool) -> bool:
     return any(on.get(w) for w in wanted)
 
 
+def _yield_cpu() -> None:
+    """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value), so on a
+    machine with no core to spare the decode threads come first and a long prompt's tokenizing waits."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:
+            pass
+
+
 def _rss() -> int:
     try:
         import psutil
@@ -300,6 +339,7 @@ def main() -> None:
     pipe.send({"id": "", "type": "hello", "pid": os.getpid()})
     worker = threading.Thread(target=runner.work_loop, name="fireside-runner-worker", daemon=True)
     worker.start()
+    threading.Thread(target=runner.tokenize_loop, name="fireside-runner-tokenizer", daemon=True).start()
     runner.read_loop()
     worker.join(timeout=5)
     os._exit(0)  # skip interpreter teardown: llama.cpp's destructors are not needed at exit

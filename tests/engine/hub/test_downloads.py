@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fireside.engine.errors import DiskFull, IntegrityError, ModelNotFound
+from fireside.engine.errors import DiskFull, DownloadError, IntegrityError, ModelNotFound
 from fireside.engine.fmt import human_bytes
 from fireside.engine.hub.downloads import DownloadCancelled, Progress
 from fireside.engine.library import Library
@@ -377,3 +377,34 @@ def test_cli_pull_refuses_a_model_that_cannot_fit_unless_forced(settings, fakehu
     assert fakehub.downloads(Q4) == [] and not dest_of(settings).exists(), "not one byte was downloaded"
     assert main(["pull", f"{REPO}:Q4_1", "--force"]) == 0
     assert sha(dest_of(settings).read_bytes()) == sha(fakehub.repos[REPO].files[Q4])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this platform")
+def test_a_fifo_at_the_part_name_is_a_clear_error_not_a_hang(settings, fakehub):
+    # a cancelled pull leaves its part and the sidecar that says what it is of; a FIFO then takes the
+    # part's name (another app, a hostile script): the next pull opened it and waited for a writer for ever
+    cancel = threading.Event()
+    fault = fakehub.faults[Q4] = Fault(pause_after=64 * KiB)
+    worker = threading.Thread(target=lambda: pytest.raises(DownloadCancelled, make_hub(settings).pull, REPO,
+                                                           "Q4_1", cancel=cancel))
+    worker.start()
+    assert fault.reached.wait(10)
+    cancel.set()
+    fault.release.set()
+    worker.join(10)
+    fakehub.faults.pop(Q4)
+    part = dest_of(settings).with_name(Q4 + ".part")
+    part.unlink()
+    os.mkfifo(part)
+    errors: list[BaseException] = []
+    pull = threading.Thread(target=lambda: errors.append(pytest.raises(DownloadError, make_hub(settings).pull,
+                                                                       REPO, "Q4_1").value), daemon=True)
+    pull.start()
+    pull.join(10)
+    hung = pull.is_alive()
+    if hung:  # the old code blocks in open(): a writer lets it go, so the test process can end
+        os.close(os.open(part, os.O_WRONLY))
+        pull.join(10)
+    assert not hung, "the pull hung on the FIFO"
+    assert "named pipe" in str(errors[0]) and "remove it" in str(errors[0])
+    assert not dest_of(settings).exists()
