@@ -25,7 +25,7 @@ from ..remote import is_remote
 from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import (
+from .outbound import (
     CallTracker,
     Refusal,
     arguments_dict,

@@ -23,8 +23,8 @@ from .. import __version__ as engine_version
 from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
 from .context import ServerContext, context
 from .errors import ApiError, describe, error_body
-from .mapping import Refusal, arguments_dict, given, logprob_entries, logprobs_option, refuse, sampling
 from .ollama_admin import admin_router
+from .outbound import Refusal, arguments_dict, given, logprob_entries, logprobs_option, refuse, sampling
 from .streaming import collect, reply_parts, stream
 from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Tool, Unit
 

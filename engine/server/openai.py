@@ -23,7 +23,7 @@ from ..runtime.templates import TEMPLATE_NAMES
 from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import (
+from .outbound import (
     CallTracker,
     Effort,
     Refusal,

@@ -31,7 +31,8 @@ from ..remote import is_remote
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import (
+from .openai import Content, ContentPart, ToolChoice, apply_format
+from .outbound import (
     CallTracker,
     Effort,
     Refusal,
@@ -46,7 +47,6 @@ from .mapping import (
     sse,
     text_of,
 )
-from .openai import Content, ContentPart, ToolChoice, apply_format
 from .streaming import collect, stream
 from .validation import Body, Name, Tokens, Unit, dumped
 

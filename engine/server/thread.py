@@ -21,7 +21,7 @@ import time
 import uvicorn
 
 from ..errors import ServerError
-from .protocol import HEADER_TIMEOUT_S, guarded_protocol
+from .h11guard import HEADER_TIMEOUT_S, guarded_protocol
 
 log = logging.getLogger(__name__)
 POLL_S = 0.01

@@ -15,8 +15,8 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from fireside.engine.runtime.parsing import StreamParser
-from fireside.engine.server.mapping import first_call_only
 from fireside.engine.server.openai import ChatEncoder
+from fireside.engine.server.outbound import first_call_only
 
 pytestmark = pytest.mark.model
 WEATHER = {"type": "function", "function": {
