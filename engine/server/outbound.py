@@ -1,101 +1,33 @@
-"""Translation helpers every dialect shares: sampling options, message content, tools and usage.
+"""The reply side every dialect shares: what its encoder needs to write the engine's chunks as its own.
 
-The three dialects name the same knobs differently (``max_tokens``, ``num_predict``,
-``max_output_tokens``); each dialect module picks its names and calls ``sampling`` with the engine's,
-so the defaults and the checks live here once.
+A finished reply's parts (``reply_parts``), a streamed reply's tool calls as the updates a client is
+still owed (``CallTracker``), log-probabilities in the shape OpenAI and Ollama share, OpenAI's usage,
+finish reasons and tool calls (its two dialects, chat completions and Responses, write them alike),
+tool-call arguments as objects (Anthropic, Ollama) and SSE framing. The request side is ``inbound.py``;
+each dialect's encoder, in its own module, puts these together in its wire format.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import replace
-from typing import Any, Literal
+from typing import Any
 
-from ..types import Chunk, Sampling, TokenLogprob, ToolCall, Usage
-from .errors import ApiError
-
-MAX_STOPS = 16
+from ..types import Chunk, TokenLogprob, ToolCall, Usage
 
 
-def sampling(**given: Any) -> Sampling:
-    """A ``Sampling`` from the options a client gave (None means "not given": keep the default)."""
-    s = Sampling()
-    for name, value in given.items():
-        if value is None:
-            continue
-        if name == "stop":
-            value = [value] if isinstance(value, str) else list(value)
-            if len(value) > MAX_STOPS:
-                raise ApiError(f"at most {MAX_STOPS} stop strings", param="stop")
-        if name == "max_tokens" and value is not None and value < 1:
-            raise ApiError("max_tokens must be at least 1", param="max_tokens")
-        if name == "seed" and value < 0:
-            continue  # -1: a random seed, as Ollama and llama.cpp read it
-        setattr(s, name, value)
-    return s
+def reply_parts(chunks: list[Chunk]) -> tuple[str, str, list, Chunk]:
+    """Text, reasoning, tool calls and the ``done`` chunk of a finished reply."""
+    text = "".join(c.text for c in chunks if c.kind == "text")
+    reasoning = "".join(c.text for c in chunks if c.kind == "reasoning")
+    calls = [call for c in chunks if c.kind == "tool_calls" for call in c.tool_calls or []]
+    done = next((c for c in reversed(chunks) if c.kind == "done"), Chunk("done", finish_reason="stop"))
+    return text, reasoning, calls, done
 
 
-Refusal = tuple[str, Callable[[Any], bool], str]  # (field, "is this value refused?", why)
-
-
-def given(value: Any) -> bool:
-    """A field a client really set: not absent, null, false, empty or zero."""
-    return value not in (None, False, "", 0) and value != [] and value != {}
-
-
-def refuse(body: Any, refusals: list[Refusal]) -> None:
-    """A 400 naming the first field whose value this server cannot honour, where ignoring it would
-    change the result (``n: 2``, ``logit_bias``, audio...). Fields this server does not declare are
-    read from the body's extras, so an undeclared field can be refused too."""
-    extra = getattr(body, "model_extra", None) or {}
-    for name, refused, why in refusals:
-        value = getattr(body, name, None) if name in type(body).model_fields else extra.get(name)
-        if refused(value):
-            raise ApiError(f"{name}: {why}", param=name)
-
-
-def text_of(content: Any) -> str:
-    """The text of a message's content: a string, or a list of text parts (images are refused)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") in ("image_url", "image", "input_image"):
-                raise ApiError("messages: this server does not take images yet (its models read text only)",
-                               param="messages")
-            elif isinstance(part, dict) and part.get("type") not in ("refusal", "thinking", "redacted_thinking"):
-                kind = part.get("type")  # audio, files, documents...: ignoring them would change the answer
-                raise ApiError(f"messages: content parts of type {kind!r} are not supported (text only)",
-                               param="messages")
-        return "".join(parts)
-    raise ApiError("message content must be a string or a list of text parts", param="messages")
-
-
-def check_tool_choice(tools: list[dict] | None, choice: Any) -> str | dict:
-    """OpenAI's ``tool_choice`` checked against the tools given, in the engine's form."""
-    if choice is None:
-        return "auto"
-    if isinstance(choice, str):
-        if choice not in ("auto", "none", "required"):
-            raise ApiError(f"tool_choice must be auto, none, required or a named function, not {choice!r}",
-                           param="tool_choice")
-        if choice == "required" and not tools:
-            raise ApiError("tool_choice is required but no tools were given", param="tool_choice")
-        return choice
-    name = (choice.get("function") or choice).get("name") if isinstance(choice, dict) else None
-    names = [(t.get("function") or t).get("name") for t in tools or []]
-    if name not in names:
-        raise ApiError(f"tool_choice names {name!r}, which is not among the tools given", param="tool_choice")
-    return {"name": name}
+def text_logprobs(chunks: list[Chunk]) -> list[TokenLogprob]:
+    """The log-probabilities of a finished reply's text, token by token."""
+    return [e for c in chunks if c.kind == "text" for e in c.logprobs or []]
 
 
 def openai_tool_calls(calls: list[ToolCall]) -> list[dict]:
@@ -153,29 +85,6 @@ def logprob_entries(entries: list[TokenLogprob] | None, with_bytes: bool = True)
     return [{**one(e.token, e.logprob), "top_logprobs": [one(t, lp) for t, lp in e.top]} for e in entries or []]
 
 
-def logprobs_option(wanted: bool | None, top: int | None, field: str = "top_logprobs") -> int | None:
-    """The runtime's ``Sampling.logprobs`` from a ``logprobs`` flag and a ``top_logprobs`` count."""
-    if top is not None and not wanted:
-        raise ApiError(f"{field} needs logprobs: true", param=field)
-    return (top or 0) if wanted else None
-
-
-def first_call_only(chunks: Iterator[Chunk]) -> Iterator[Chunk]:
-    """``parallel_tool_calls: false``: a reply keeps its first tool call and drops any others."""
-    return at_most_calls(chunks, 1)
-
-
-def at_most_calls(chunks: Iterator[Chunk], limit: int) -> Iterator[Chunk]:
-    """A reply that keeps its first ``limit`` tool calls and drops any others (the Responses API's
-    ``max_tool_calls``, and ``parallel_tool_calls: false`` as a limit of one)."""
-    for chunk in chunks:
-        if chunk.kind == "tool_call_delta" and chunk.index >= limit:
-            continue
-        if chunk.kind == "tool_calls":
-            chunk = replace(chunk, tool_calls=(chunk.tool_calls or [])[:limit])
-        yield chunk
-
-
 def arguments_dict(call: ToolCall) -> dict:
     try:
         value = json.loads(call.arguments or "{}")
@@ -190,15 +99,6 @@ def openai_usage(usage: Usage | None) -> dict:
             "total_tokens": u.prompt_tokens + u.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
             "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}
-
-
-Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]  # OpenAI's ReasoningEffort
-
-
-def effort_switch(effort: str | None) -> bool | None:
-    """OpenAI's reasoning effort as the template's ``enable_thinking``: ``none`` turns thinking off, any
-    other level asks for it (templates here have a switch, not a scale), absent leaves the default."""
-    return None if effort is None else effort != "none"
 
 
 def finish_reason(reason: str | None) -> str:
