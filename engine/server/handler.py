@@ -1,14 +1,11 @@
-"""The one chat handler every dialect shares: a request in the engine's terms in, a reply in the dialect's out.
+"""The one chat handler every dialect shares: a request in the engine's terms in, the dialect's reply out.
 
-A dialect module translates its body into a ``ChatRequest`` or ``CompletionRequest`` (every field checked
-first) and builds its ``ReplyEncoder``; ``answer`` does the rest, the same for all of them: resolve the
-client's model name (``ServerContext.model_for``, which loads it on first use), queue the request on
-the engine, stream its chunks through the encoder or collect them into the encoder's whole body, and
-turn a reply an unload cut into a ``ReplyCut`` error and a client that hung up into a cancel
-(``streaming.py``). The few things one dialect adds are options: ``call_limit`` (OpenAI's
-``parallel_tool_calls``, Anthropic's ``disable_parallel_tool_use``, Responses' ``max_tool_calls``),
-``ttl_s`` and ``unload`` (Ollama's ``keep_alive``) and ``prepare``, which runs on a worker thread once
-the model is known (Responses' ``truncation: "auto"``, Anthropic's prompt count for ``message_start``).
+A dialect module checks its body, translates it into a ``ChatRequest`` or ``CompletionRequest`` and
+builds its ``ReplyEncoder``; ``answer`` does the rest once for all of them: resolve the model name
+(``ServerContext.model_for``), queue the request on the engine, and stream the chunks through the
+encoder or collect them into its whole reply (``streaming.py``: a reply an unload cut is an error, a
+client that hangs up cancels). What one dialect adds is an option: a cap on tool calls, Ollama's
+keep-alive, or ``prepare`` on a worker thread once the model is known (truncation, a prompt count).
 """
 
 from __future__ import annotations
@@ -25,8 +22,6 @@ from ..types import ChatRequest, Chunk, CompletionRequest
 from .context import ServerContext, context
 from .streaming import Encoder, collect, stream
 
-Prepare = Callable[[ServerContext, str, ChatRequest], ChatRequest]  # (context, model id, request) -> request
-
 
 class ReplyEncoder(Encoder, Protocol):
     """A dialect's wire format for one reply: streamed (``Encoder``) or whole (``final``)."""
@@ -38,7 +33,7 @@ class ReplyEncoder(Encoder, Protocol):
 
 async def answer(request: Request, model: str, req: ChatRequest | CompletionRequest, encoder: ReplyEncoder, *,
                  streamed: bool, call_limit: int | None = None, ttl_s: float | None = None, unload: bool = False,
-                 prepare: Prepare | None = None) -> Any:
+                 prepare: Callable[[ServerContext, str, ChatRequest], ChatRequest] | None = None) -> Any:
     """The reply to ``req`` for the model a client calls ``model``, streamed or whole, in ``encoder``'s
     format. ``call_limit``: tool calls the reply keeps (None: all); ``ttl_s``: the model's idle time
     from now (None: as it was); ``unload``: unload the model once the reply is over."""

@@ -1,11 +1,9 @@
 """The request side every dialect shares: from a client's fields to the engine's ``ChatRequest``.
 
 The dialects name the same knobs differently (``max_tokens``, ``num_predict``, ``max_output_tokens``);
-each dialect module maps its names once and calls ``sampling`` with the engine's, so the defaults and
-the checks live here once. Beside it: the fields a server cannot honour (``refuse``), message content
-as text (``text_of``), tool choice, log-probabilities and reasoning effort, and the request parts the
-two OpenAI dialects (chat completions and Responses) share, so neither imports the other.
-The reply side is ``outbound.py``.
+each maps its names once and calls ``sampling`` with the engine's, so defaults and checks live here
+once, beside refused fields, message text, tool choice, and the request parts both OpenAI dialects
+(chat completions and Responses) read. The reply side is ``outbound.py``.
 """
 
 from __future__ import annotations

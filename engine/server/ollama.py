@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from .. import __version__ as engine_version
 from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall
-from .context import ServerContext, context
+from .context import context
 from .errors import ApiError, describe, error_body
 from .handler import answer
 from .inbound import Refusal, given, logprobs_option, refuse, sampling
@@ -111,10 +111,16 @@ class Ask(Body):
         return sampling(**known, logprobs=logprobs_option(self.logprobs, self.top_logprobs))
 
     def chat_request(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> ChatRequest:
-        """A chat turn with this body's options, thinking switch and format."""
+        """A chat turn with this body's options and format. ``think`` is the template's ``enable_thinking``:
+        false turns thinking off, true or a level (not graded here) asks for it, absent leaves the default."""
         req = ChatRequest(messages=messages, tools=tools, sampling=self.sampling(), reasoning=self.think is not False,
-                          enable_thinking=think_switch(self.think))
-        apply_format(req, self.format)
+                          enable_thinking=None if self.think is None else self.think is not False)
+        if self.format == "json":
+            req.json_mode = True
+        elif isinstance(self.format, dict):
+            req.json_schema = self.format
+        elif self.format not in (None, ""):
+            raise ApiError(f"format must be \"json\" or a JSON Schema, not {self.format!r}")
         return req
 
 
@@ -152,7 +158,7 @@ def keep_alive_s(value: str | float | None) -> float | None:
 def runtime_ttl(keep_alive: float | None, default: float) -> float:
     """The runtime's ttl for a keep_alive (its ttl 0 means "never unload"). As in Ollama, a request
     without one puts the model back on the server's ``default``."""
-    if keep_alive is None or keep_alive == 0:  # 0: unloaded by ``_unloading`` once the reply is over
+    if keep_alive is None or keep_alive == 0:  # 0: the handler unloads the model once the reply is over
         return default
     return 0.0 if keep_alive < 0 else keep_alive
 
@@ -172,15 +178,6 @@ def engine_messages(messages: list[Message]) -> list[dict[str, Any]]:
             msg["name"] = m.tool_name
         out.append(msg)
     return out
-
-
-def apply_format(req: ChatRequest, fmt: str | dict | None) -> None:
-    if fmt == "json":
-        req.json_mode = True
-    elif isinstance(fmt, dict):
-        req.json_schema = fmt
-    elif fmt not in (None, ""):
-        raise ApiError(f"format must be \"json\" or a JSON Schema, not {fmt!r}")
 
 
 def timestamp() -> str:
@@ -254,12 +251,6 @@ class NdjsonEncoder:
         return self.fields(text, thinking, calls, **final_fields(done), **extra)
 
 
-def think_switch(think: bool | str | None) -> bool | None:
-    """``think`` as the template's ``enable_thinking``: false turns thinking off, true or a level
-    (``"low"``...: not graded here) asks for it, absent leaves the template's default."""
-    return None if think is None else think is not False
-
-
 @router.post("/chat")
 async def chat(body: ChatBody, request: Request):
     ttl = keep_alive_s(body.keep_alive)
@@ -299,22 +290,21 @@ async def generate(body: GenerateBody, request: Request):
 
 async def _reply(request: Request, body: Ask, req: ChatRequest | CompletionRequest, ttl: float | None,
                  empty: dict | None, chat: bool):
-    """``req`` answered with ``keep_alive``'s ttl (0: unload the model once the reply is over). A
-    request with nothing to answer is Ollama's way to load a model (``empty``: its reply's fields)."""
+    """``req`` answered with ``keep_alive``'s ttl (0: unload the model once the reply is over). A request
+    with nothing to answer is Ollama's way to load a model, or to unload it (``empty``: the reply's fields)."""
     ctx = context(request)
-    if empty is not None:
-        return await _load_only(ctx, await ctx.model_for(body.model), body.model, ttl, empty)
-    return await answer(request, body.model, req, NdjsonEncoder(body.model, chat, bool(body.logprobs)),
-                        streamed=body.stream, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s), unload=ttl == 0.0)
-
-
-async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | None, empty: dict) -> dict:
+    ttl_s = runtime_ttl(ttl, ctx.engine.idle_ttl_s)
+    if empty is None:
+        return await answer(request, body.model, req, NdjsonEncoder(body.model, chat, bool(body.logprobs)),
+                            streamed=body.stream, ttl_s=ttl_s, unload=ttl == 0.0)
+    model_id = await ctx.model_for(body.model)
     if ttl == 0.0:
         await run_in_threadpool(ctx.engine.unload, model_id)
-        return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
-    await run_in_threadpool(lambda: ctx.engine.load(model_id, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s)))
-    ctx.engine.ttl(model_id, runtime_ttl(ttl, ctx.engine.idle_ttl_s))  # a model already loaded takes the new ttl too
-    return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
+    else:
+        await run_in_threadpool(lambda: ctx.engine.load(model_id, ttl_s=ttl_s))
+        ctx.engine.ttl(model_id, ttl_s)  # a model already loaded takes the new ttl too
+    return {"model": body.model, "created_at": timestamp(), **empty, "done": True,
+            "done_reason": "unload" if ttl == 0.0 else "load"}
 
 
 @router.post("/embed")

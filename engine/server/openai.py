@@ -22,7 +22,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from ..runtime.templates import TEMPLATE_NAMES
-from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall
+from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
 from .handler import answer
@@ -40,17 +40,7 @@ from .inbound import (
     sampling,
     text_of,
 )
-from .outbound import (
-    CallTracker,
-    finish_reason,
-    logprob_entries,
-    now,
-    openai_tool_calls,
-    openai_usage,
-    reply_parts,
-    sse,
-    text_logprobs,
-)
+from .outbound import CallTracker, logprob_entries, now, reply_parts, sse, text_logprobs
 from .validation import Body, Name, Seed, Stop, Tokens, Tool, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; their state comes from app.state
@@ -164,15 +154,11 @@ COMPLETION_REFUSALS: list[Refusal] = [
 ]
 
 
-def engine_message(m: Message) -> dict[str, Any]:
-    return dict(dumped(m), content=text_of(dumped(m.content)))
-
-
 def chat_request(body: ChatBody) -> ChatRequest:
     refuse(body, CHAT_REFUSALS)
     tools = dumped(body.tools) or None
     thinking, variables = template_settings(body)
-    req = ChatRequest(messages=[engine_message(m) for m in body.messages], tools=tools,
+    req = ChatRequest(messages=[dict(dumped(m), content=text_of(dumped(m.content))) for m in body.messages], tools=tools,
                       tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=body.sampling(body.max_completion_tokens or body.max_tokens,
                                              logprobs_option(body.logprobs, body.top_logprobs)),
@@ -283,7 +269,8 @@ class ChatEncoder:
         if reasoning:
             message["reasoning_content"] = reasoning
         if calls:
-            message["tool_calls"] = openai_tool_calls(calls)
+            message["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
         logprobs = {"content": logprob_entries(text_logprobs(chunks)), "refusal": None} if self.logprobs else None
         return self._whole({"message": message, "logprobs": logprobs}, done)
 
@@ -291,6 +278,19 @@ class ChatEncoder:
         return {**self._head(True), "choices": [{"index": 0, **choice, "finish_reason": finish_reason(done.finish_reason),
                                                  "stop_reason": done.stop_sequence}],
                 "usage": openai_usage(done.usage)}
+
+
+def openai_usage(usage: Usage | None) -> dict:
+    u = usage or Usage()
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "total_tokens": u.prompt_tokens + u.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}
+
+
+def finish_reason(reason: str | None) -> str:
+    """The engine's finish reason in OpenAI's words (a cancelled reply simply stopped)."""
+    return reason if reason in ("stop", "length", "tool_calls") else "stop"
 
 
 def tool_call_delta(index: int, head: ToolCall | None, fragment: str) -> dict:

@@ -1,10 +1,8 @@
-"""The reply side every dialect shares: what its encoder needs to write the engine's chunks as its own.
+"""The reply side every dialect shares: what the encoders need to write the engine's chunks.
 
-A finished reply's parts (``reply_parts``), a streamed reply's tool calls as the updates a client is
-still owed (``CallTracker``), log-probabilities in the shape OpenAI and Ollama share, OpenAI's usage,
-finish reasons and tool calls (its two dialects, chat completions and Responses, write them alike),
-tool-call arguments as objects (Anthropic, Ollama) and SSE framing. The request side is ``inbound.py``;
-each dialect's encoder, in its own module, puts these together in its wire format.
+A finished reply's parts, a streamed reply's tool calls as the updates a client is still owed
+(``CallTracker``), log-probabilities in the shape OpenAI and Ollama share, tool-call arguments as
+objects (Anthropic, Ollama), and SSE framing. The request side is ``inbound.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from ..types import Chunk, TokenLogprob, ToolCall, Usage
+from ..types import Chunk, TokenLogprob, ToolCall
 
 
 def reply_parts(chunks: list[Chunk]) -> tuple[str, str, list, Chunk]:
@@ -28,11 +26,6 @@ def reply_parts(chunks: list[Chunk]) -> tuple[str, str, list, Chunk]:
 def text_logprobs(chunks: list[Chunk]) -> list[TokenLogprob]:
     """The log-probabilities of a finished reply's text, token by token."""
     return [e for c in chunks if c.kind == "text" for e in c.logprobs or []]
-
-
-def openai_tool_calls(calls: list[ToolCall]) -> list[dict]:
-    return [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in calls]
 
 
 class CallTracker:
@@ -91,19 +84,6 @@ def arguments_dict(call: ToolCall) -> dict:
     except json.JSONDecodeError:
         return {"_raw": call.arguments}
     return value if isinstance(value, dict) else {"value": value}
-
-
-def openai_usage(usage: Usage | None) -> dict:
-    u = usage or Usage()
-    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-            "total_tokens": u.prompt_tokens + u.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}
-
-
-def finish_reason(reason: str | None) -> str:
-    """The engine's finish reason in OpenAI's words (a cancelled reply simply stopped)."""
-    return reason if reason in ("stop", "length", "tool_calls") else "stop"
 
 
 def now() -> int:
