@@ -350,7 +350,7 @@ class CompletionEncoder(ChatEncoder):
     def final(self, chunks: list[Chunk]) -> dict:
         text, _, _, done = reply_parts(chunks)
         logprobs = completion_logprobs(text_logprobs(chunks), self.offset) if self.logprobs else None
-        return self._whole({"text": self.echo + text, "logprobs": logprobs}, done)
+        return {**self._whole({"text": self.echo + text, "logprobs": logprobs}, done), "id": new_id("cmpl-")}
 
 
 @router.post("/embeddings")
