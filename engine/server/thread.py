@@ -5,7 +5,7 @@ The listening socket is bound here, on the caller's thread, before uvicorn start
 whose number ``port`` then reports. ``start`` then waits until uvicorn says it has started or its
 thread has died (a failure inside uvicorn is reported, never waited on forever). ``stop`` asks
 uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread. Each
-connection speaks ``protocol.GuardedH11Protocol``: its request headers must arrive within
+connection speaks ``h11guard.GuardedH11Protocol``: its request headers must arrive within
 ``header_timeout_s`` (10 s), so half-open connections cannot pile up.
 """
 
