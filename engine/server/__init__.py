@@ -1,9 +1,15 @@
-"""The local API server: OpenAI, Ollama and Anthropic dialects over one runtime, safe by default.
+"""The local API server: OpenAI, Ollama and Anthropic dialects over one engine, safe by default.
 
-``create_app(runtime, settings)`` builds the ASGI app (``app.py``); ``ServerThread`` runs it on a
-background thread (``thread.py``); ``security.py`` guards every request; one module per dialect
-(``openai.py``, ``responses.py``, ``ollama.py``, ``anthropic.py``) translates JSON to the engine's
-types and back; ``errors.py`` maps every error to a status and a dialect's error shape.
+``create_app(engine, settings)`` builds the ASGI app (``app.py``) around one ``ServerContext``
+(``context.py``: the engine, the library, model names resolved); ``ServerThread`` runs it on a
+background thread (``thread.py``, each connection with a header deadline from ``h11guard.py``);
+``security.py`` and ``policy.py`` guard every request, and ``validation.py`` holds the strict JSON and
+typed fields every body must be. Each dialect module (``openai.py``, ``responses.py``, ``anthropic.py``,
+``ollama.py``; Ollama's model management in ``ollama_admin.py``) only translates: its body in to the
+engine's ``ChatRequest`` or ``CompletionRequest`` with the helpers of ``inbound.py``, and the engine's
+chunks out through its encoder with those of ``outbound.py``. ``handler.answer`` runs every chat once
+for all of them (resolve, queue, stream or collect through ``streaming.py``, cut, usage), and
+``errors.py`` maps every error to a status and the dialect's error shape. No dialect imports another.
 """
 
 from .app import create_app

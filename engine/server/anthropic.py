@@ -9,6 +9,7 @@ as a ``tool`` message), and the reply's chunks become blocks again: text, ``thin
 ``message_delta`` with the stop reason (``stop_sequence`` and the string, when one of
 ``stop_sequences`` ended the reply) and usage, and ``message_stop``. ``thinking`` ``disabled`` turns a
 template's thinking off (``enable_thinking``), ``enabled`` asks for it; count_tokens reads it too.
+The request is run by ``handler.answer``, as every dialect's is; this module only translates.
 """
 
 from __future__ import annotations
@@ -25,19 +26,9 @@ from ..remote import is_remote
 from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import (
-    CallTracker,
-    Refusal,
-    arguments_dict,
-    check_tool_choice,
-    first_call_only,
-    given,
-    refuse,
-    sampling,
-    sse,
-    text_of,
-)
-from .streaming import collect, reply_parts, stream
+from .handler import answer
+from .inbound import Refusal, check_tool_choice, given, refuse, sampling, text_of
+from .outbound import CallTracker, arguments_dict, reply_parts, sse
 from .validation import Body, Count, Name, StopText, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1/messages", tags=["Anthropic"])  # routes only; state comes from app.state
@@ -207,27 +198,11 @@ def usage_of(u: Usage | None) -> dict:
 
 @router.post("")
 async def messages(body: MessagesBody, request: Request):
-    ctx = context(request)
     req = chat_request(body)  # every field checked before the model is looked up or loaded
-    model_id = await ctx.model_for(body.model)
-
-    def source(cancel):
-        chunks = ctx.engine.chat(model_id, req, cancel=cancel)
-        one = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
-        return first_call_only(chunks) if one else chunks
-
-    if body.stream:
-        input_tokens = await run_in_threadpool(_input_tokens, ctx, model_id, req)
-        return await stream(request, source, MessageEncoder(body.model, input_tokens), "text/event-stream")
-    text, reasoning, calls, done = reply_parts(await collect(request, source))
-    content: list[dict[str, Any]] = []
-    if reasoning:
-        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
-    if text:
-        content.append({"type": "text", "text": text})
-    content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_dict(c)} for c in calls]
-    return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": body.model,
-            "content": content, **stop_fields(done), "usage": usage_of(done.usage)}
+    encoder = MessageEncoder(body.model)
+    one = body.tool_choice is not None and body.tool_choice.disable_parallel_tool_use
+    return await answer(request, body.model, req, encoder, streamed=body.stream, call_limit=1 if one else None,
+                        prepare=encoder.count_prompt if body.stream else None)
 
 
 def stop_fields(done: Chunk) -> dict[str, Any]:
@@ -236,11 +211,6 @@ def stop_fields(done: Chunk) -> dict[str, Any]:
     if done.finish_reason == "stop" and done.stop_sequence is not None:
         return {"stop_reason": "stop_sequence", "stop_sequence": done.stop_sequence}
     return {"stop_reason": STOP_REASONS.get(done.finish_reason or "stop", "end_turn"), "stop_sequence": None}
-
-
-def _input_tokens(ctx: Any, model_id: str, req: ChatRequest) -> int:
-    """The prompt's tokens, for ``message_start`` (a remote model's count comes only with its reply)."""
-    return 0 if is_remote(model_id) else ctx.engine.count_chat_tokens(model_id, req)
 
 
 @router.post("/count_tokens")
@@ -269,17 +239,27 @@ def _remote_count(ctx: Any, model_id: str, req: ChatRequest) -> int:
 
 
 class MessageEncoder:
-    """Anthropic's streaming events for one reply: one content block open at a time."""
+    """Anthropic's streaming events for one reply (one content block open at a time), or the whole message."""
+
+    media_type = "text/event-stream"
 
     def __init__(self, model: str, input_tokens: int = 0):
-        self.model, self.index, self.open, self.failed = model, -1, None, False
+        self.id, self.model, self.index, self.open, self.failed = new_id("msg_"), model, -1, None, False
         self.input_tokens = input_tokens
         self.calls, self.call_blocks = CallTracker(), {}  # call index -> its block's index
 
+    def count_prompt(self, ctx: Any, model_id: str, req: ChatRequest) -> ChatRequest:
+        """The prompt's tokens, for ``message_start`` (a remote model's count comes only with its reply)."""
+        self.input_tokens = 0 if is_remote(model_id) else ctx.engine.count_chat_tokens(model_id, req)
+        return req
+
+    def _message(self, content: list[dict], **fields: Any) -> dict:
+        return {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": content,
+                **fields}
+
     def start(self) -> list[bytes]:
-        message = {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": self.model,
-                   "content": [], "stop_reason": None, "stop_sequence": None,
-                   "usage": usage_of(Usage(prompt_tokens=self.input_tokens))}
+        message = self._message([], stop_reason=None, stop_sequence=None,
+                                usage=usage_of(Usage(prompt_tokens=self.input_tokens)))
         return [sse({"type": "message_start", "message": message}, "message_start")]
 
     def _switch(self, kind: str | None, block: dict | None = None) -> list[bytes]:
@@ -327,3 +307,13 @@ class MessageEncoder:
 
     def end(self) -> list[bytes]:
         return [] if self.failed else [sse({"type": "message_stop"}, "message_stop")]
+
+    def final(self, chunks: list[Chunk]) -> dict:
+        text, reasoning, calls, done = reply_parts(chunks)
+        content: list[dict[str, Any]] = []
+        if reasoning:
+            content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+        if text:
+            content.append({"type": "text", "text": text})
+        content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_dict(c)} for c in calls]
+        return self._message(content, **stop_fields(done), usage=usage_of(done.usage))

@@ -5,7 +5,10 @@
 Ollama streams by default (``"stream": true`` unless the client says otherwise), takes its sampling
 knobs in ``options`` (``num_predict``, ``temperature``, ``seed``, ``stop``...), its structured output
 in ``format`` (``"json"`` or a JSON Schema) and tool-call arguments as objects rather than JSON text.
-Run Fireside on Ollama's port (11434) and Ollama-only clients work unchanged.
+Run Fireside on Ollama's port (11434) and Ollama-only clients work unchanged. Chat and generate share
+their options (``Ask``: sampling, thinking and format read once) and hand the request to
+``handler.answer``, with ``keep_alive`` as the model's idle time; the management routes are in
+``ollama_admin.py``.
 """
 
 from __future__ import annotations
@@ -20,13 +23,14 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from .. import __version__ as engine_version
-from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
-from .context import ServerContext, context
+from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall
+from .context import context
 from .errors import ApiError, describe, error_body
-from .mapping import Refusal, arguments_dict, given, logprob_entries, logprobs_option, refuse, sampling
+from .handler import answer
+from .inbound import Refusal, given, logprobs_option, refuse, sampling
 from .ollama_admin import admin_router
-from .streaming import collect, reply_parts, stream
-from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Tool, Unit
+from .outbound import arguments_dict, logprob_entries, reply_parts, text_logprobs
+from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Tool, Unit, dumped
 
 router = APIRouter(prefix="/api", tags=["Ollama"])  # routes only; their state comes from app.state
 router.include_router(admin_router)
@@ -87,31 +91,48 @@ KeepAlive = str | Annotated[float, Field(allow_inf_nan=False)] | None
 TopLogprobs = Annotated[int, Field(ge=0, le=20)]
 
 
-class ChatBody(Body):
+class Ask(Body):
+    """What ``/api/chat`` and ``/api/generate`` share: the model, its options and the reply's form."""
+
     model: Name
+    format: Format = None
+    options: Options | None = None
+    stream: bool = True
+    keep_alive: KeepAlive = None
+    think: bool | Literal["low", "medium", "high"] | None = None
+    logprobs: bool | None = None
+    top_logprobs: TopLogprobs | None = None
+
+    def sampling(self) -> Sampling:
+        given = self.options.model_dump(exclude_none=True) if self.options else {}
+        known = {_OPTION_NAMES[k]: v for k, v in given.items() if k in _OPTION_NAMES}
+        if known.get("max_tokens") is not None and known["max_tokens"] <= 0:
+            known["max_tokens"] = None  # -1: generate until the model stops (0 too: nothing is no reply)
+        return sampling(**known, logprobs=logprobs_option(self.logprobs, self.top_logprobs))
+
+    def chat_request(self, messages: list[dict[str, Any]], tools: list[dict] | None = None) -> ChatRequest:
+        """A chat turn with this body's options and format. ``think`` is the template's ``enable_thinking``:
+        false turns thinking off, true or a level (not graded here) asks for it, absent leaves the default."""
+        req = ChatRequest(messages=messages, tools=tools, sampling=self.sampling(), reasoning=self.think is not False,
+                          enable_thinking=None if self.think is None else self.think is not False)
+        if self.format == "json":
+            req.json_mode = True
+        elif isinstance(self.format, dict):
+            req.json_schema = self.format
+        elif self.format not in (None, ""):
+            raise ApiError(f"format must be \"json\" or a JSON Schema, not {self.format!r}")
+        return req
+
+
+class ChatBody(Ask):
     messages: list[Message] = []
     tools: list[Tool] | None = None
-    format: Format = None
-    options: Options | None = None
-    stream: bool = True
-    keep_alive: KeepAlive = None
-    think: bool | Literal["low", "medium", "high"] | None = None
-    logprobs: bool | None = None
-    top_logprobs: TopLogprobs | None = None
 
 
-class GenerateBody(Body):
-    model: Name
+class GenerateBody(Ask):
     prompt: str = ""
     system: str | None = None
-    format: Format = None
-    options: Options | None = None
-    stream: bool = True
     raw: bool = False
-    keep_alive: KeepAlive = None
-    think: bool | Literal["low", "medium", "high"] | None = None
-    logprobs: bool | None = None
-    top_logprobs: TopLogprobs | None = None
 
 
 class EmbedBody(Body):
@@ -119,16 +140,6 @@ class EmbedBody(Body):
     input: str | list[str] = ""
     prompt: str | None = None  # the older /api/embeddings field
     keep_alive: KeepAlive = None
-
-
-def options_sampling(options: Options | None, body: ChatBody | GenerateBody | None = None):
-    given = options.model_dump(exclude_none=True) if options else {}
-    known = {_OPTION_NAMES[k]: v for k, v in given.items() if k in _OPTION_NAMES}
-    if known.get("max_tokens") is not None and known["max_tokens"] <= 0:
-        known["max_tokens"] = None  # -1: generate until the model stops (0 too: nothing is no reply)
-    if body is not None:
-        known["logprobs"] = logprobs_option(body.logprobs, body.top_logprobs)
-    return sampling(**known)
 
 
 def keep_alive_s(value: str | float | None) -> float | None:
@@ -147,7 +158,7 @@ def keep_alive_s(value: str | float | None) -> float | None:
 def runtime_ttl(keep_alive: float | None, default: float) -> float:
     """The runtime's ttl for a keep_alive (its ttl 0 means "never unload"). As in Ollama, a request
     without one puts the model back on the server's ``default``."""
-    if keep_alive is None or keep_alive == 0:  # 0: unloaded by ``_unloading`` once the reply is over
+    if keep_alive is None or keep_alive == 0:  # 0: the handler unloads the model once the reply is over
         return default
     return 0.0 if keep_alive < 0 else keep_alive
 
@@ -167,15 +178,6 @@ def engine_messages(messages: list[Message]) -> list[dict[str, Any]]:
             msg["name"] = m.tool_name
         out.append(msg)
     return out
-
-
-def apply_format(req: ChatRequest, fmt: str | dict | None) -> None:
-    if fmt == "json":
-        req.json_mode = True
-    elif isinstance(fmt, dict):
-        req.json_schema = fmt
-    elif fmt not in (None, ""):
-        raise ApiError(f"format must be \"json\" or a JSON Schema, not {fmt!r}")
 
 
 def timestamp() -> str:
@@ -200,24 +202,27 @@ def ollama_calls(calls: list[ToolCall]) -> list[dict]:
 
 
 class NdjsonEncoder:
-    """One JSON object per line; ``field`` is where text goes ("message" for chat, "response" for generate)."""
+    """One JSON object per line, or the whole reply as one: text goes in ``message`` for chat, in
+    ``response`` for generate."""
+
+    media_type = "application/x-ndjson"
 
     def __init__(self, model: str, chat: bool, logprobs: bool = False):
         self.model, self.chat, self.logprobs = model, chat, logprobs
 
-    def _line(self, **fields: Any) -> bytes:
-        return (json.dumps({"model": self.model, "created_at": timestamp(), **fields}, ensure_ascii=False)
-                + "\n").encode("utf-8")
-
-    def piece(self, content: str = "", thinking: str = "", calls: list | None = None, **extra: Any) -> bytes:
+    def fields(self, content: str = "", thinking: str = "", calls: list | None = None, **extra: Any) -> dict:
+        head = {"model": self.model, "created_at": timestamp()}
         if not self.chat:
-            return self._line(response=content, **({"thinking": thinking} if thinking else {}), **extra)
+            return {**head, "response": content, **({"thinking": thinking} if thinking else {}), **extra}
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if thinking:
             message["thinking"] = thinking
         if calls:
             message["tool_calls"] = ollama_calls(calls)
-        return self._line(message=message, **extra)
+        return {**head, "message": message, **extra}
+
+    def piece(self, *parts: Any, **fields: Any) -> bytes:
+        return (json.dumps(self.fields(*parts, **fields), ensure_ascii=False) + "\n").encode("utf-8")
 
     def start(self) -> list[bytes]:
         return []
@@ -240,57 +245,18 @@ class NdjsonEncoder:
     def end(self) -> list[bytes]:
         return []
 
-
-def _unloading(ctx: ServerContext, model_id: str, source, ttl: float | None):
-    """``keep_alive: 0``: unload the model once this reply is over."""
-    if ttl != 0.0:
-        return source
-
-    def wrapped(cancel):
-        try:
-            yield from source(cancel)
-        finally:
-            ctx.engine.unload(model_id)
-
-    return wrapped
-
-
-async def _serve(request: Request, source, encoder: NdjsonEncoder, streamed: bool):
-    if streamed:
-        return await stream(request, source, encoder, "application/x-ndjson")
-    chunks = await collect(request, source)
-    text, thinking, calls, done = reply_parts(chunks)
-    extra = {}
-    if encoder.logprobs:
-        extra["logprobs"] = logprob_entries([e for c in chunks if c.kind == "text" for e in c.logprobs or []],
-                                            with_bytes=False)
-    return json.loads(encoder.piece(text, thinking, calls, **final_fields(done), **extra))
-
-
-def think_switch(think: bool | str | None) -> bool | None:
-    """``think`` as the template's ``enable_thinking``: false turns thinking off, true or a level
-    (``"low"``...: not graded here) asks for it, absent leaves the template's default."""
-    return None if think is None else think is not False
+    def final(self, chunks: list[Chunk]) -> dict:
+        text, thinking, calls, done = reply_parts(chunks)
+        extra = {"logprobs": logprob_entries(text_logprobs(chunks), with_bytes=False)} if self.logprobs else {}
+        return self.fields(text, thinking, calls, **final_fields(done), **extra)
 
 
 @router.post("/chat")
 async def chat(body: ChatBody, request: Request):
-    ctx = context(request)
     ttl = keep_alive_s(body.keep_alive)
-    tools = [t.model_dump(exclude_none=True) for t in body.tools or []] or None
-    req = ChatRequest(messages=engine_messages(body.messages), tools=tools,
-                      sampling=options_sampling(body.options, body), reasoning=body.think is not False,
-                      enable_thinking=think_switch(body.think))
-    apply_format(req, body.format)  # every field checked before the model is looked up or loaded
-    model_id = await ctx.model_for(body.model)
-    if not body.messages:  # Ollama's way to load a model: answer once it is loaded
-        return await _load_only(ctx, model_id, body.model, ttl, {"message": {"role": "assistant", "content": ""}})
-
-    def source(cancel):
-        return ctx.engine.chat(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s))
-
-    return await _serve(request, _unloading(ctx, model_id, source, ttl),
-                        NdjsonEncoder(body.model, True, bool(body.logprobs)), body.stream)
+    req = body.chat_request(engine_messages(body.messages), dumped(body.tools) or None)
+    empty = None if body.messages else {"message": {"role": "assistant", "content": ""}}
+    return await _reply(request, body, req, ttl, empty, chat=True)
 
 
 GENERATE_REFUSALS: list[Refusal] = [
@@ -305,43 +271,40 @@ GENERATE_REFUSALS: list[Refusal] = [
 
 def generate_request(body: GenerateBody) -> ChatRequest | CompletionRequest:
     refuse(body, GENERATE_REFUSALS)
-    opts = options_sampling(body.options, body)
     if body.raw:
+        opts = body.sampling()
         if body.format:
             raise ApiError("format cannot be combined with raw prompts", param="format")
         return CompletionRequest(prompt=body.prompt, sampling=opts)
     messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
                [{"role": "user", "content": body.prompt}]
-    req = ChatRequest(messages=messages, sampling=opts, reasoning=body.think is not False,
-                      enable_thinking=think_switch(body.think))
-    apply_format(req, body.format)
-    return req
+    return body.chat_request(messages)
 
 
 @router.post("/generate")
 async def generate(body: GenerateBody, request: Request):
-    ctx = context(request)
     ttl = keep_alive_s(body.keep_alive)
     req = generate_request(body)  # every field checked before the model is looked up or loaded
+    return await _reply(request, body, req, ttl, None if body.prompt else {"response": ""}, chat=False)
+
+
+async def _reply(request: Request, body: Ask, req: ChatRequest | CompletionRequest, ttl: float | None,
+                 empty: dict | None, chat: bool):
+    """``req`` answered with ``keep_alive``'s ttl (0: unload the model once the reply is over). A request
+    with nothing to answer is Ollama's way to load a model, or to unload it (``empty``: the reply's fields)."""
+    ctx = context(request)
+    ttl_s = runtime_ttl(ttl, ctx.engine.idle_ttl_s)
+    if empty is None:
+        return await answer(request, body.model, req, NdjsonEncoder(body.model, chat, bool(body.logprobs)),
+                            streamed=body.stream, ttl_s=ttl_s, unload=ttl == 0.0)
     model_id = await ctx.model_for(body.model)
-    if not body.prompt:
-        return await _load_only(ctx, model_id, body.model, ttl, {"response": ""})
-
-    def source(cancel):
-        run = ctx.engine.complete if body.raw else ctx.engine.chat
-        return run(model_id, req, cancel=cancel, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s))
-
-    return await _serve(request, _unloading(ctx, model_id, source, ttl),
-                        NdjsonEncoder(body.model, False, bool(body.logprobs)), body.stream)
-
-
-async def _load_only(ctx: ServerContext, model_id: str, name: str, ttl: float | None, empty: dict) -> dict:
     if ttl == 0.0:
         await run_in_threadpool(ctx.engine.unload, model_id)
-        return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "unload"}
-    await run_in_threadpool(lambda: ctx.engine.load(model_id, ttl_s=runtime_ttl(ttl, ctx.engine.idle_ttl_s)))
-    ctx.engine.ttl(model_id, runtime_ttl(ttl, ctx.engine.idle_ttl_s))  # a model already loaded takes the new ttl too
-    return {"model": name, "created_at": timestamp(), **empty, "done": True, "done_reason": "load"}
+    else:
+        await run_in_threadpool(lambda: ctx.engine.load(model_id, ttl_s=ttl_s))
+        ctx.engine.ttl(model_id, ttl_s)  # a model already loaded takes the new ttl too
+    return {"model": body.model, "created_at": timestamp(), **empty, "done": True,
+            "done_reason": "unload" if ttl == 0.0 else "load"}
 
 
 @router.post("/embed")

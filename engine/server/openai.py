@@ -1,12 +1,14 @@
 """The OpenAI dialect: ``/v1/models``, ``/v1/chat/completions``, ``/v1/completions``, ``/v1/embeddings``.
 
-A thin translation layer: each request body becomes a ``ChatRequest`` or ``CompletionRequest``, the
-runtime's chunks become ``chat.completion`` objects or ``chat.completion.chunk`` SSE events ending
-in ``data: [DONE]``. A streamed tool call comes as OpenAI streams it: a first delta with its index, id,
-type and name, then its arguments in fragments as the model writes them (``mapping.CallTracker``). A
-choice that one of ``stop`` ended also says which, as vLLM does (``stop_reason``: the string; null
-otherwise), so a Fireside behind another as its remote engine can tell an Anthropic client the
-``stop_sequence``. ``/v1/responses`` lives in ``responses.py``; errors are shaped by ``errors.py``.
+A translation layer and nothing more: a request body becomes a ``ChatRequest`` or ``CompletionRequest``
+(its sampling fields read once, by ``Generation.sampling``), and ``handler.answer`` runs it; the
+encoders here write the runtime's chunks as ``chat.completion.chunk`` (or ``text_completion``) SSE events
+ending in ``data: [DONE]``, or as one whole object. A streamed tool call comes as OpenAI streams it: a
+first delta with its index, id, type and name, then its arguments in fragments as the model writes them
+(``outbound.CallTracker``). A choice that one of ``stop`` ended also says which, as vLLM does
+(``stop_reason``: the string; null otherwise), so a Fireside behind another as its remote engine can
+tell an Anthropic client the ``stop_sequence``. ``/v1/responses`` lives in ``responses.py``; errors are
+shaped by ``errors.py``.
 """
 
 from __future__ import annotations
@@ -20,29 +22,25 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from ..runtime.templates import TEMPLATE_NAMES
-from ..types import ChatRequest, Chunk, CompletionRequest, ToolCall
+from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import (
-    CallTracker,
+from .handler import answer
+from .inbound import (
+    Content,
     Effort,
     Refusal,
+    ToolChoice,
+    apply_format,
     check_tool_choice,
     effort_switch,
-    finish_reason,
-    first_call_only,
     given,
-    logprob_entries,
     logprobs_option,
-    now,
-    openai_tool_calls,
-    openai_usage,
     refuse,
     sampling,
-    sse,
     text_of,
 )
-from .streaming import collect, reply_parts, stream
+from .outbound import CallTracker, logprob_entries, now, reply_parts, sse, text_logprobs
 from .validation import Body, Name, Seed, Stop, Tokens, Tool, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; their state comes from app.state
@@ -50,14 +48,6 @@ router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; their state co
 
 class StreamOptions(Body):
     include_usage: bool = False
-
-
-class ContentPart(Body):
-    type: Name
-    text: str | None = None
-
-
-Content = str | list[ContentPart | str] | None
 
 
 class FunctionCall(Body):
@@ -79,18 +69,6 @@ class Message(Body):
     tool_call_id: str | None = None
 
 
-class NamedFunction(Body):
-    name: Name
-
-
-class NamedChoice(Body):
-    type: Literal["function"] = "function"
-    function: NamedFunction
-
-
-ToolChoice = Literal["auto", "none", "required"] | NamedChoice | None
-
-
 class JsonSchemaFormat(Body):
     name: str | None = None
     schema_: dict[str, Any] | None = Field(None, alias="schema")
@@ -102,19 +80,34 @@ class ResponseFormat(Body):
     json_schema: JsonSchemaFormat | None = None
 
 
-class ChatBody(Body):
+class Generation(Body):
+    """What chat and completions share: the model, streaming, and the sampling fields, read once
+    (``sampling``)."""
+
     model: Name
-    messages: list[Message] = Field(min_length=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
     max_tokens: Tokens | None = None
-    max_completion_tokens: Tokens | None = None
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: Unit | None = None
     seed: Seed | None = None
     stop: Stop | None = None
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     presence_penalty: float | None = Field(None, ge=-2, le=2)
+
+    def sampling(self, max_tokens: int | None, logprobs: int | None) -> Sampling:
+        return sampling(max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed,
+                        stop=self.stop, frequency_penalty=self.frequency_penalty,
+                        presence_penalty=self.presence_penalty, logprobs=logprobs)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatBody(Generation):
+    messages: list[Message] = Field(min_length=1)
+    max_completion_tokens: Tokens | None = None
     tools: list[Tool] | None = None
     tool_choice: ToolChoice = None
     response_format: ResponseFormat | None = None
@@ -126,21 +119,10 @@ class ChatBody(Body):
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's and llama-server's extension
 
 
-class CompletionBody(Body):
-    model: Name
+class CompletionBody(Generation):
     prompt: str | list[str]
-    stream: bool = False
-    stream_options: StreamOptions | None = None
     max_tokens: Tokens | None = 16
-    temperature: float | None = Field(None, ge=0, le=2)
-    top_p: Unit | None = None
-    seed: Seed | None = None
-    stop: Stop | None = None
-    frequency_penalty: float | None = Field(None, ge=-2, le=2)
-    presence_penalty: float | None = Field(None, ge=-2, le=2)
     logprobs: Annotated[int, Field(ge=0, le=5)] | None = None
-
-
     echo: bool = False
 
 
@@ -172,21 +154,14 @@ COMPLETION_REFUSALS: list[Refusal] = [
 ]
 
 
-def engine_message(m: Message) -> dict[str, Any]:
-    return dict(dumped(m), content=text_of(dumped(m.content)))
-
-
 def chat_request(body: ChatBody) -> ChatRequest:
     refuse(body, CHAT_REFUSALS)
     tools = dumped(body.tools) or None
     thinking, variables = template_settings(body)
-    req = ChatRequest(messages=[engine_message(m) for m in body.messages], tools=tools,
+    req = ChatRequest(messages=[dict(dumped(m), content=text_of(dumped(m.content))) for m in body.messages], tools=tools,
                       tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
-                      sampling=sampling(max_tokens=body.max_completion_tokens or body.max_tokens,
-                                        temperature=body.temperature, top_p=body.top_p, seed=body.seed,
-                                        stop=body.stop, frequency_penalty=body.frequency_penalty,
-                                        presence_penalty=body.presence_penalty,
-                                        logprobs=logprobs_option(body.logprobs, body.top_logprobs)),
+                      sampling=body.sampling(body.max_completion_tokens or body.max_tokens,
+                                             logprobs_option(body.logprobs, body.top_logprobs)),
                       enable_thinking=thinking, template_vars=variables)
     apply_format(req, dumped(body.response_format))
     return req
@@ -213,20 +188,6 @@ def template_settings(body: ChatBody) -> tuple[bool | None, dict[str, Any]]:
     return thinking, kwargs
 
 
-def apply_format(req: ChatRequest, fmt: dict[str, Any] | None) -> None:
-    kind = (fmt or {}).get("type", "text")
-    if kind == "json_object":
-        req.json_mode = True
-    elif kind == "json_schema":
-        schema = (fmt.get("json_schema") or {}).get("schema")
-        if not isinstance(schema, dict):
-            raise ApiError("response_format.json_schema.schema must be a JSON Schema object",
-                           param="response_format")
-        req.json_schema = schema
-    elif kind != "text":
-        raise ApiError(f"response_format type {kind!r} is not supported", param="response_format")
-
-
 @router.get("/models")
 async def list_models(request: Request) -> dict:
     models = await run_in_threadpool(context(request).models)
@@ -244,54 +205,34 @@ def model_card(model: Any) -> dict:
 
 @router.post("/chat/completions")
 async def chat_completions(body: ChatBody, request: Request):
-    ctx = context(request)
     req = chat_request(body)  # every field checked before the model is looked up or loaded
-    model_id = await ctx.model_for(body.model)
-
-    def source(cancel):
-        chunks = ctx.engine.chat(model_id, req, cancel=cancel)
-        return first_call_only(chunks) if body.parallel_tool_calls is False else chunks
-
-    if body.stream:
-        usage = bool(body.stream_options and body.stream_options.include_usage)
-        encoder = ChatEncoder(body.model, usage, logprobs=bool(body.logprobs))
-        return await stream(request, source, encoder, "text/event-stream")
-    return chat_completion(body.model, await collect(request, source), bool(body.logprobs))
-
-
-def chat_logprobs(chunks: list[Chunk]) -> dict:
-    return {"content": logprob_entries([e for c in chunks if c.kind == "text" for e in c.logprobs or []]),
-            "refusal": None}
-
-
-def chat_completion(model: str, chunks: list[Chunk], want_logprobs: bool = False) -> dict:
-    text, reasoning, calls, done = reply_parts(chunks)
-    logprobs = chat_logprobs(chunks) if want_logprobs else None
-    message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
-    if reasoning:
-        message["reasoning_content"] = reasoning
-    if calls:
-        message["tool_calls"] = openai_tool_calls(calls)
-    return {"id": new_id("chatcmpl-"), "object": "chat.completion", "created": now(), "model": model,
-            "system_fingerprint": "fireside",
-            "choices": [{"index": 0, "message": message, "logprobs": logprobs,
-                         "finish_reason": finish_reason(done.finish_reason), "stop_reason": done.stop_sequence}],
-            "usage": openai_usage(done.usage)}
+    return await answer(request, body.model, req, ChatEncoder(body.model, body.include_usage, bool(body.logprobs)),
+                        streamed=body.stream, call_limit=1 if body.parallel_tool_calls is False else None)
 
 
 class ChatEncoder:
-    """``chat.completion.chunk`` events for one streamed reply."""
+    """``chat.completion.chunk`` events for one streamed reply, or the whole ``chat.completion``."""
+
+    media_type = "text/event-stream"
+    objects = ("chat.completion.chunk", "chat.completion")  # streamed, whole
+    fingerprint = {"system_fingerprint": "fireside"}
 
     def __init__(self, model: str, include_usage: bool, logprobs: bool = False):
         self.id, self.model, self.include_usage, self.created = new_id("chatcmpl-"), model, include_usage, now()
         self.calls, self.logprobs = CallTracker(), logprobs
         self.stop_reason: str | None = None  # the stop string that ended the reply, once it has ended
 
+    def _head(self, whole: bool) -> dict[str, Any]:
+        return {"id": self.id, "object": self.objects[whole], "created": self.created, "model": self.model,
+                **self.fingerprint}
+
+    def _choice(self, delta: dict) -> dict[str, Any]:
+        return {"delta": delta}
+
     def _event(self, delta: dict | None, finish: str | None = None, logprobs: Any = None, **extra: Any) -> bytes:
-        choices = [] if delta is None else [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish,
-                                             **self._stop_reason(finish)}]
-        return sse({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
-                    "model": self.model, "system_fingerprint": "fireside", "choices": choices, **extra})
+        choices = [] if delta is None else [{"index": 0, **self._choice(delta), "logprobs": logprobs,
+                                             "finish_reason": finish, **self._stop_reason(finish)}]
+        return sse({**self._head(False), "choices": choices, **extra})
 
     def _stop_reason(self, finish: str | None) -> dict:
         return {"stop_reason": self.stop_reason} if finish else {}
@@ -319,6 +260,35 @@ class ChatEncoder:
     def end(self) -> list[bytes]:
         return [sse("[DONE]")]
 
+    def final(self, chunks: list[Chunk]) -> dict:
+        text, reasoning, calls, done = reply_parts(chunks)
+        message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+        logprobs = {"content": logprob_entries(text_logprobs(chunks)), "refusal": None} if self.logprobs else None
+        return self._whole({"message": message, "logprobs": logprobs}, done)
+
+    def _whole(self, choice: dict[str, Any], done: Chunk) -> dict:
+        return {**self._head(True), "choices": [{"index": 0, **choice, "finish_reason": finish_reason(done.finish_reason),
+                                                 "stop_reason": done.stop_sequence}],
+                "usage": openai_usage(done.usage)}
+
+
+def openai_usage(usage: Usage | None) -> dict:
+    u = usage or Usage()
+    return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+            "total_tokens": u.prompt_tokens + u.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}
+
+
+def finish_reason(reason: str | None) -> str:
+    """The engine's finish reason in OpenAI's words (a cancelled reply simply stopped)."""
+    return reason if reason in ("stop", "length", "tool_calls") else "stop"
+
 
 def tool_call_delta(index: int, head: ToolCall | None, fragment: str) -> dict:
     """One entry of a streamed ``tool_calls`` delta: the id, type and name come once, first."""
@@ -329,7 +299,6 @@ def tool_call_delta(index: int, head: ToolCall | None, fragment: str) -> dict:
 
 @router.post("/completions")
 async def completions(body: CompletionBody, request: Request):
-    ctx = context(request)
     prompt = body.prompt if isinstance(body.prompt, str) else "".join(body.prompt[:1])
     if isinstance(body.prompt, list) and len(body.prompt) > 1:
         raise ApiError("one prompt per request", param="prompt")
@@ -337,29 +306,10 @@ async def completions(body: CompletionBody, request: Request):
     if body.echo and body.logprobs is not None:
         raise ApiError("echo with logprobs would need the prompt's log-probabilities, which are not computed",
                        param="echo")
-    req = CompletionRequest(prompt=prompt, sampling=sampling(
-        max_tokens=body.max_tokens, temperature=body.temperature, top_p=body.top_p, seed=body.seed, stop=body.stop,
-        frequency_penalty=body.frequency_penalty, presence_penalty=body.presence_penalty, logprobs=body.logprobs))
-    model_id = await ctx.model_for(body.model)
-
-    def source(cancel):
-        return ctx.engine.complete(model_id, req, cancel=cancel)
-
-    if body.stream:
-        usage = bool(body.stream_options and body.stream_options.include_usage)
-        encoder = CompletionEncoder(body.model, usage, logprobs=body.logprobs is not None, offset=len(prompt),
-                                    echo=prompt if body.echo else "")
-        return await stream(request, source, encoder, "text/event-stream")
-    chunks = await collect(request, source)
-    text, _, _, done = reply_parts(chunks)
-    text = prompt + text if body.echo else text
-    logprobs = None
-    if body.logprobs is not None:
-        logprobs = completion_logprobs([e for c in chunks if c.kind == "text" for e in c.logprobs or []], len(prompt))
-    return {"id": new_id("cmpl-"), "object": "text_completion", "created": now(), "model": body.model,
-            "choices": [{"index": 0, "text": text, "logprobs": logprobs,
-                         "finish_reason": finish_reason(done.finish_reason), "stop_reason": done.stop_sequence}],
-            "usage": openai_usage(done.usage)}
+    req = CompletionRequest(prompt=prompt, sampling=body.sampling(body.max_tokens, body.logprobs))
+    encoder = CompletionEncoder(body.model, body.include_usage, logprobs=body.logprobs is not None,
+                                offset=len(prompt), echo=prompt if body.echo else "")
+    return await answer(request, body.model, req, encoder, streamed=body.stream)
 
 
 def completion_logprobs(entries: list, offset: int) -> dict:
@@ -373,15 +323,16 @@ def completion_logprobs(entries: list, offset: int) -> dict:
 
 
 class CompletionEncoder(ChatEncoder):
+    """``text_completion`` events for one streamed raw completion, or the whole ``text_completion``."""
+
+    objects, fingerprint = ("text_completion", "text_completion"), {}
+
     def __init__(self, model: str, include_usage: bool, logprobs: bool = False, offset: int = 0, echo: str = ""):
         super().__init__(model, include_usage, logprobs)
         self.offset, self.echo = offset, echo
 
-    def _event(self, delta: dict | None, finish: str | None = None, logprobs: Any = None, **extra: Any) -> bytes:
-        choices = [] if delta is None else [{"index": 0, "text": (delta or {}).get("content", ""),
-                                             "logprobs": logprobs, "finish_reason": finish, **self._stop_reason(finish)}]
-        return sse({"id": self.id, "object": "text_completion", "created": self.created, "model": self.model,
-                    "choices": choices, **extra})
+    def _choice(self, delta: dict) -> dict[str, Any]:
+        return {"text": delta.get("content", "")}
 
     def start(self) -> list[bytes]:
         return [self._event({"content": self.echo})] if self.echo else []
@@ -392,6 +343,11 @@ class CompletionEncoder(ChatEncoder):
             self.offset += sum(len(e.token) for e in chunk.logprobs or [])
             return [self._event({"content": chunk.text}, logprobs=logprobs)]
         return super().chunk(chunk)
+
+    def final(self, chunks: list[Chunk]) -> dict:
+        text, _, _, done = reply_parts(chunks)
+        logprobs = completion_logprobs(text_logprobs(chunks), self.offset) if self.logprobs else None
+        return {**self._whole({"text": self.echo + text, "logprobs": logprobs}, done), "id": new_id("cmpl-")}
 
 
 @router.post("/embeddings")

@@ -15,40 +15,40 @@ response's ``instructions`` are not carried over, as in OpenAI's API.
 messages) until the prompt fits the model's context, measured with its own tokenizer (``"disabled"``,
 the default, answers a prompt that does not fit with a 400, as OpenAI does); ``include`` with
 ``message.output_text.logprobs`` (and ``top_logprobs``) puts the runtime's log-probabilities on each
-``output_text`` part and text delta.
+``output_text`` part and text delta. ``handler.answer`` runs the request, as for every dialect; the
+parts shared with chat completions (content, tool choice, ``response_format``) come from ``inbound.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import Field
-from starlette.concurrency import run_in_threadpool
 
 from ..errors import ContextOverflow
 from ..remote import is_remote
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
-from .mapping import (
-    CallTracker,
+from .handler import answer
+from .inbound import (
+    Content,
+    ContentPart,
     Effort,
     Refusal,
-    at_most_calls,
+    ToolChoice,
+    apply_format,
     check_tool_choice,
     effort_switch,
     given,
-    logprob_entries,
-    now,
     refuse,
     sampling,
-    sse,
     text_of,
 )
-from .openai import Content, ContentPart, ToolChoice, apply_format
-from .streaming import collect, stream
+from .outbound import CallTracker, logprob_entries, now, sse
 from .validation import Body, Name, Tokens, Unit, dumped
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])  # routes only; state comes from app.state
@@ -264,22 +264,9 @@ async def create_response(body: ResponsesBody, request: Request):
     ctx = context(request)
     messages = conversation(body, ctx.responses)
     req = chat_request(body, messages)  # every field checked before the model is looked up or loaded
-    model_id = await ctx.model_for(body.model)
-    if body.truncation == "auto":
-        req = await run_in_threadpool(truncated, ctx, model_id, req, body)
-
-    def source(cancel):
-        chunks = ctx.engine.chat(model_id, req, cancel=cancel)
-        return chunks if body.call_limit is None else at_most_calls(chunks, body.call_limit)
-
     encoder = ResponseEncoder(new_id("resp_"), body, messages, ctx.responses)
-    if body.stream:
-        return await stream(request, source, encoder, "text/event-stream")
-    for chunk in await collect(request, source):  # the same items the stream would have sent
-        encoder.chunk(chunk)
-    if encoder.final is None:
-        encoder.chunk(Chunk("done", finish_reason="stop"))
-    return encoder.final
+    return await answer(request, body.model, req, encoder, streamed=body.stream, call_limit=body.call_limit,
+                        prepare=partial(truncated, body=body) if body.truncation == "auto" else None)
 
 
 class _Part:
@@ -306,11 +293,13 @@ class _Part:
 
 class ResponseEncoder:
     """The Responses API's output items and streaming events, the same items whether streamed or not
-    (``final`` is the finished response). A thinking model's reasoning is a ``reasoning`` item (its
+    (``response`` is the finished response). A thinking model's reasoning is a ``reasoning`` item (its
     text as one ``reasoning_text`` part, streamed as ``response.reasoning_text.delta`` events; no
     summary is written), its answer a ``message`` item after it, and each function call its own item
     whose arguments stream as ``response.function_call_arguments.delta`` events. Each reasoning or
     message item is closed before the next item opens."""
+
+    media_type = "text/event-stream"
 
     def __init__(self, rid: str, body: ResponsesBody, messages: list, store: ResponseStore):
         self.rid, self.body, self.messages, self.store = rid, body, messages, store
@@ -318,7 +307,7 @@ class ResponseEncoder:
         self.items: list[dict[str, Any]] = []  # finished reasoning and message items, in output order
         self.part: _Part | None = None  # the reasoning or message item open now
         self.tracker, self.call_items = CallTracker(), {}  # call index -> (output index, item)
-        self.final: dict[str, Any] | None = None
+        self.response: dict[str, Any] | None = None
 
     def _event(self, kind: str, **data: Any) -> bytes:
         self.seq += 1
@@ -414,11 +403,18 @@ class ResponseEncoder:
             items.append(item)
         remember(self.store, self.body, self.rid, self.messages, self.text, self.calls)
         status = "incomplete" if cut else "completed"
-        self.final = response_object(self.rid, self.body, items, done.usage, status)
-        return out + [self._event(f"response.{status}", response=self.final)]
+        self.response = response_object(self.rid, self.body, items, done.usage, status)
+        return out + [self._event(f"response.{status}", response=self.response)]
 
     def error(self, exc: BaseException) -> list[bytes]:
         return [self._event("error", **error_body("openai", describe(exc))["error"])]
 
     def end(self) -> list[bytes]:
         return []
+
+    def final(self, chunks: list[Chunk]) -> dict[str, Any] | None:
+        for chunk in chunks:  # the same items the stream would have sent
+            self.chunk(chunk)
+        if self.response is None:
+            self.chunk(Chunk("done", finish_reason="stop"))
+        return self.response

@@ -8,7 +8,8 @@ that event when the client goes away (Starlette cancels the body iterator on ``h
 an abandoned stream frees its place in the model's queue at once. A reply the runtime reports as
 cancelled although nobody here cancelled it was cut by an unload: that becomes a ``ReplyCut`` error,
 so no client mistakes a cut reply for a finished one. ``collect`` serves the non-streamed
-replies, with a watcher that cancels generation if the client hangs up while waiting.
+replies, with a watcher that cancels generation if the client hangs up while waiting. The chat
+routes reach both through ``handler.answer``; ``/api/pull`` uses them for its progress.
 """
 
 from __future__ import annotations
@@ -167,11 +168,3 @@ async def collect(request: Request, source: ChunkSource) -> list[Chunk]:
         raise ApiError("the client went away", 499)
     return chunks
 
-
-def reply_parts(chunks: list[Chunk]) -> tuple[str, str, list, Chunk]:
-    """Text, reasoning, tool calls and the ``done`` chunk of a finished reply."""
-    text = "".join(c.text for c in chunks if c.kind == "text")
-    reasoning = "".join(c.text for c in chunks if c.kind == "reasoning")
-    calls = [call for c in chunks if c.kind == "tool_calls" for call in c.tool_calls or []]
-    done = next((c for c in reversed(chunks) if c.kind == "done"), Chunk("done", finish_reason="stop"))
-    return text, reasoning, calls, done

@@ -5,7 +5,7 @@ The listening socket is bound here, on the caller's thread, before uvicorn start
 whose number ``port`` then reports. ``start`` then waits until uvicorn says it has started or its
 thread has died (a failure inside uvicorn is reported, never waited on forever). ``stop`` asks
 uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread. Each
-connection speaks ``protocol.GuardedH11Protocol``: its request headers must arrive within
+connection speaks ``h11guard.GuardedH11Protocol``: its request headers must arrive within
 ``header_timeout_s`` (10 s), and its body within ``body_timeout_s`` (60 s) of them, so half-open
 and trickling connections cannot pile up.
 """
@@ -22,7 +22,7 @@ import time
 import uvicorn
 
 from ..errors import ServerError
-from .protocol import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, guarded_protocol
+from .h11guard import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, guarded_protocol
 
 log = logging.getLogger(__name__)
 POLL_S = 0.01

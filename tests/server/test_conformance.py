@@ -15,7 +15,7 @@ import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
 from fireside.engine.runtime.parsing import StreamParser
-from fireside.engine.server.mapping import first_call_only
+from fireside.engine.server.handler import at_most_calls
 from fireside.engine.server.openai import ChatEncoder
 
 pytestmark = pytest.mark.model
@@ -86,10 +86,10 @@ def test_several_tool_calls_stream_under_their_own_indices_for_the_official_accu
 
 def test_parallel_tool_calls_false_keeps_the_first_of_several_calls():
     """``parallel_tool_calls: false`` (and Anthropic's ``disable_parallel_tool_use``) go through
-    ``first_call_only``; SmolLM2 makes one call when forced, so a two-call reply is fed in here."""
+    ``at_most_calls(..., 1)``; SmolLM2 makes one call when forced, so a two-call reply is fed in here."""
     parser = StreamParser(tools=True)
     raw = ('<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>')
-    chunks = list(first_call_only(iter([c for ch in raw for c in parser.feed(ch)] + list(parser.finish()))))
+    chunks = list(at_most_calls(iter([c for ch in raw for c in parser.feed(ch)] + list(parser.finish())), 1))
     assert [c.name for ch in chunks if ch.kind == "tool_calls" for c in ch.tool_calls] == ["a"]
     assert {ch.index for ch in chunks if ch.kind == "tool_call_delta"} == {0}
 

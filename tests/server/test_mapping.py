@@ -14,7 +14,7 @@ from fireside.engine.errors import (
     UnsafePath,
 )
 from fireside.engine.server.errors import ApiError, describe, dialect_of, error_body
-from fireside.engine.server.mapping import check_tool_choice, sampling, text_of
+from fireside.engine.server.inbound import check_tool_choice, sampling, text_of
 from fireside.engine.server.ollama import keep_alive_s, runtime_ttl
 
 
