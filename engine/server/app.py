@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from .. import __version__ as engine_version
 from ..facade import Engine
@@ -40,8 +41,12 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
         library = engine.library()
     policy = policy or SecurityPolicy(bind_host=settings.host, port=settings.port)
     check_bind(policy.bind_host, policy.api_key)
-    app = FastAPI(title="Fireside", version=engine_version,
-                  description="OpenAI, Ollama and Anthropic compatible API over local models.")
+    # The interactive docs (/docs, /redoc) load their scripts, styles and icon from this package, never a
+    # CDN: offline they still work, and online opening them tells no outside host. Swagger UI's validator
+    # badge would fetch from validator.swagger.io, so it is off.
+    app: FastAPI = FastAPIOffline(title="Fireside", version=engine_version, static_url="/docs-assets",
+                                  swagger_ui_parameters={"validatorUrl": None},
+                                  description="OpenAI, Ollama and Anthropic compatible API over local models.")
     app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit)
     install_errors(app)
     for module in (openai, responses, anthropic, ollama):
