@@ -33,6 +33,7 @@ from ..errors import (
     RemoteUnsupported,
     ReplyCut,
     RunnerCrashed,
+    SchemaMismatch,
     TemplateError,
     UnsafePath,
 )
@@ -66,6 +67,7 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
     (ContextOverflow, 400, "invalid_request_error", "context_length_exceeded"),
     (GrammarRejected, 400, "invalid_request_error", "grammar_rejected"),
+    (SchemaMismatch, 500, "server_error", "reply_schema_mismatch"),
     (QueueFull, 503, "server_error", "queue_full"),
     (RunnerCrashed, 500, "server_error", "runner_crashed"),
     (ReplyCut, 503, "server_error", "reply_cut"),
