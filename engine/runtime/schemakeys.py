@@ -30,6 +30,7 @@ REFUSED_FORMATS = ("ipv4", "ipv6", "hostname", "idn-hostname", "idn-email", "iri
                    "uri-reference", "uri-template", "json-pointer", "relative-json-pointer", "regex",
                    "duration")
 BOUND_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+ANY = {"type": ["string", "number", "boolean", "null"]}  # items of any scalar type ({} reads as no items)
 MAX_DIGITS = 16        # digits of an unbounded integer part, as the converter's own number rule
 MAX_FRACTION = 15      # digits after the point
 ENUMERATED_MULTIPLES = 64  # an integer multipleOf over a range of at most this many values is listed
@@ -70,7 +71,7 @@ def keep(converter, schema: dict[str, Any], name: str) -> str | None:
         return converter._add_rule(rule_name, EMAIL if fmt == "email" else URI)
     if kind == "array" and "items" not in schema and "prefixItems" not in schema \
             and ("minItems" in schema or "maxItems" in schema):
-        return converter.visit({**schema, "items": {}}, name)
+        return converter.visit({**schema, "items": ANY}, name)
     if kind == "object" and "properties" not in schema and ("minProperties" in schema or "maxProperties" in schema):
         return _counted_object(converter, schema, name, rule_name)
     return None
