@@ -62,14 +62,15 @@ def test_bounds_counts_and_formats_are_in_the_grammar(schema, good, bad):
     assert not any(admits(grammar, json.dumps(v)) for v in bad), [v for v in bad if admits(grammar, json.dumps(v))]
 
 
-@pytest.mark.parametrize("schema,keyword", [
-    ({"type": "integer", "not": {"const": 3}}, "not"),
-    ({"type": "array", "contains": {"const": 1}}, "contains"),
-    ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, "patternProperties"),
-    ({"if": {"type": "string"}, "then": {"minLength": 2}}, "if"),
-    ({"type": "string", "format": "ipv4"}, "ipv4"),
-    ({"type": "integer", "minimum": 5, "maximum": 3}, "no integer lies within its bounds"),
+@pytest.mark.parametrize("schema,said", [
+    ({"type": "integer", "not": {"const": 3}}, "#/x/not: the 'not' keyword"),
+    ({"type": "array", "contains": {"const": 1}}, "#/x/contains: the 'contains' keyword"),
+    ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, "#/x/patternProperties: the"),
+    ({"if": {"type": "string"}, "then": {"minLength": 2}}, "#/x/if: the 'if' keyword"),
+    ({"type": "string", "format": "ipv4"}, "#/x/format: the 'ipv4' format"),
+    ({"type": "integer", "minimum": 5, "maximum": 3}, "#/x: no integer lies within its bounds"),
 ])
-def test_a_keyword_no_grammar_keeps_is_refused_naming_it(schema, keyword):
-    with pytest.raises(GrammarRejected, match=keyword):
+def test_a_keyword_no_grammar_keeps_is_refused_naming_it(schema, said):
+    with pytest.raises(GrammarRejected) as refused:
         schema_grammar({"type": "object", "properties": {"x": schema}, "required": ["x"]})
+    assert said in str(refused.value)
