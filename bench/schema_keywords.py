@@ -7,7 +7,7 @@ uniqueItems, formats, const, enum, pattern); each goes to SmolLM2-135M through t
 every reply is read back with ``jsonschema``. Prints how the replies ended (valid with ``stop``, cut at
 the token limit, refused up front, refused after generation) and how many were invalid with ``stop``
 (the property says 0), with the time per reply. ``--minutes`` stops early on a slow machine and says
-how many it ran. The test run asks 4 (tests/server/test_schema_keywords_model.py).
+how many it ran. The test run asks 3 (tests/server/test_schema_keywords_model.py).
 """
 
 from __future__ import annotations
