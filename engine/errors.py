@@ -16,6 +16,7 @@
     │   │   └── RemoteUnsupported  it cannot honour a field the request set (a 400 naming the field)
     │   ├── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
     │   ├── GrammarDeadEnd      mid-reply, the grammar allowed no next token (that request ends, a 400)
+    │   ├── SchemaMismatch      a reply written under a JSON schema ended without matching it
     │   └── ReplyCut            a reply stopped because its model was unloaded, not because it ended
     ├── LibraryError            the model library or its index failed
     │   └── UnsafePath          a repo id, file name or path tried to leave its root
@@ -173,6 +174,11 @@ class McpServerError(FiresideError):
 
 class McpTimeout(McpServerError):
     """An MCP server did not start, list its tools or finish a call within its time limit."""
+
+
+class SchemaMismatch(RuntimeFailure):
+    """A reply written under a JSON schema ended (on its own, not at the token limit) without matching
+    it: a keyword the grammar keeps only partly was broken (see ``runtime/replycheck.py``)."""
 
 
 class ReplyCut(RuntimeFailure):

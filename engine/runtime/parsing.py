@@ -10,7 +10,9 @@ the reply) is held back from the answer. While it grows, ``CallScanner`` follows
 arguments in fragments as they are generated; when the reply ends the text is parsed whole into
 ``ToolCall``s (the same ids, arguments exactly the fragments sent) in one ``tool_calls`` chunk.
 Partial markers split across pieces are held until they can be decided, so no marker leaks into
-the answer.
+the answer. Template markup a model echoes into its answer (the ``<tool_response>`` wrapper Fireside
+puts around a tool's result, ChatML's, Llama 3's, Gemma's and Mistral's turn markers) is removed,
+split across pieces or not: it is the prompt's structure, never something the user should read.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ from ..types import Chunk, ToolCall
 
 THINK_MARKERS = [("<think>", "</think>"), ("<thinking>", "</thinking>"), ("<|channel|>analysis<|message|>", "<|end|>")]
 TOOL_OPENERS = ["<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "```json\n{", "{"]
+# the markup of the templates Fireside renders (templates.py) and the common families', longest first
+ECHO_MARKERS = ["<|im_start|>assistant\n", "<tool_response>", "</tool_response>", "<|im_start|>", "<|im_end|>",
+                "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<start_of_turn>model\n",
+                "<start_of_turn>", "<end_of_turn>", "[TOOL_RESULTS]", "[/TOOL_RESULTS]", "[INST]", "[/INST]"]
+_ECHO = re.compile("|".join(re.escape(m) for m in ECHO_MARKERS))
 _TOOL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
@@ -44,6 +51,13 @@ def _partial_suffix(text: str, markers: list[str]) -> int:
                 best = max(best, n)
                 break
     return best
+
+
+def _without_echo(text: str, final: bool) -> str:
+    """``text`` without echoed markup; an end that may still grow into a longer marker (``<start_of_turn>``
+    into ``<start_of_turn>model\n``) waits for the next piece unless the reply has ended."""
+    keep = 0 if final else _partial_suffix(text, ECHO_MARKERS)
+    return _ECHO.sub("", text[:len(text) - keep]) + text[len(text) - keep:]
 
 
 class StreamParser:
@@ -93,6 +107,9 @@ class StreamParser:
                 if out:
                     yield Chunk("reasoning", out)
                 return
+            self.pending = _without_echo(self.pending, final)
+            if not self.pending:
+                return
             opened = self._open_marker()
             if opened is None:  # undecided: wait for more text
                 if final:
@@ -133,7 +150,7 @@ class StreamParser:
             idx, opener = min(hits)
             close = next((c for o, c in THINK_MARKERS if o == opener), None)
             return ("think", idx, close) if close else ("tool", idx, "")
-        keep = _partial_suffix(self.pending, openers + [t for t in tool_openers if t[0] in "<["])
+        keep = _partial_suffix(self.pending, openers + [t for t in tool_openers if t[0] in "<["] + ECHO_MARKERS)
         safe = len(self.pending) - keep
         if safe == 0:
             return None

@@ -41,6 +41,7 @@ from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
 from .protocol import Segments, max_prompt_chars, prompt_chars
+from .replycheck import check_reply, expected_schema
 from .templates import ChatTemplate
 
 log = logging.getLogger(__name__)
@@ -333,8 +334,10 @@ class Runtime:
         opened = None if grammar else prompt_opens_reasoning("".join(text for text, _ in prompt))
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs, reasoning_tokens = False, [], 0
+        schema, written = (expected_schema(request) if grammar else None), []
         for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
             if event.kind == "text":
+                written.append(event.text)
                 reasoning_tokens += event.tokens if parser.thinking else 0
                 logprobs += event.logprobs or []
                 yield from _carry_logprobs(parser.feed(event.text), logprobs)
@@ -342,6 +345,8 @@ class Runtime:
             for chunk in _carry_logprobs(parser.finish(), logprobs):
                 made_calls = made_calls or chunk.kind == "tool_calls"
                 yield chunk
+            if schema is not None and event.finish_reason == "stop":  # a cut reply says "length" already
+                check_reply(schema, "".join(written))
             # a call the token limit cut keeps "length", so no client takes its fragment for a whole call
             finish = "tool_calls" if made_calls and event.finish_reason == "stop" else event.finish_reason
             usage = replace(event.usage, reasoning_tokens=reasoning_tokens) if event.usage else None

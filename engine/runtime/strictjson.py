@@ -21,6 +21,7 @@ from typing import Any
 from llama_cpp.llama_grammar import SchemaConverter
 
 from ..errors import GrammarRejected
+from .schemakeys import keep
 
 SAFE_CHAR = r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F])'
 FORBIDDEN = [(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x7F)]  # what a JSON string must escape
@@ -43,6 +44,11 @@ class StrictConverter(SchemaConverter):
 
     def _format_literal(self, literal: str) -> str:
         return _emit_literal(literal)
+
+    def visit(self, schema, name):
+        """Keywords the stock converter drops (bounds, counts, formats) are kept or refused first."""
+        kept = keep(self, schema, name)
+        return kept if kept is not None else super().visit(schema, name)
 
     def _visit_pattern(self, pattern: str, name: str) -> str:
         before = set(self._rules)

@@ -34,6 +34,7 @@ from ..errors import (
     RemoteUnsupported,
     ReplyCut,
     RunnerCrashed,
+    SchemaMismatch,
     TemplateError,
     UnsafePath,
 )
@@ -70,6 +71,7 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     # the request's own grammar cannot go on with this model: a retry would end the same way, so a 4xx
     # before the first token; once a stream has started, the same code in its error event
     (GrammarDeadEnd, 400, "invalid_request_error", "grammar_dead_end"),
+    (SchemaMismatch, 500, "server_error", "reply_schema_mismatch"),
     (QueueFull, 503, "server_error", "queue_full"),
     (RunnerCrashed, 500, "server_error", "runner_crashed"),
     (ReplyCut, 503, "server_error", "reply_cut"),
