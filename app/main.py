@@ -22,10 +22,10 @@ from fireside.engine.settings import Settings
 
 from . import systemlibs
 from .bridge import EngineBridge
+from .bridge.tasks import Tasks
 from .context import AppContext
 from .prefs import Prefs
 from .store import Store
-from .tasks import Tasks
 
 log = logging.getLogger("fireside.app")
 
@@ -45,7 +45,7 @@ class Fireside:
         self.tray = None
 
     def start(self):
-        from .promptcache import apply_prefs
+        from .bridge.prompt_cache import apply_prefs
         from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
 
@@ -64,7 +64,7 @@ class Fireside:
         log.info("4/8 engine ready")
         extras: dict = {}
         bridge = EngineBridge(engine, tasks, extras)
-        from .tools import AppTools
+        from .bridge.tools import AppTools
 
         tools = AppTools(s, engine)  # starts nothing: each MCP server starts when a chat first uses it
         log.info("5/8 task pool, engine bridge and MCP tools (%s)", s.config_dir / "mcp.json")

@@ -29,7 +29,7 @@ from fireside.engine.fmt import human_bytes
 
 from ..context import AppContext
 from ..feedback import show_error
-from .downloads import DownloadsPanel
+from .downloads_panel import DownloadsPanel
 from .load_dialog import VERDICTS
 
 PILL_COLORS = {"full_gpu": "#bfe8c4", "partial": "#cfe0fb", "cpu_only": "#fde7c2", "will_not_fit": "#f7c6bf"}

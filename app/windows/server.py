@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
 
 from fireside.engine.settings import DEFAULT_PORT
 
+from ..bridge.serving import KeyState, ServerConfig
 from ..context import AppContext
 from ..feedback import show_error
-from ..serving import KeyState, ServerConfig
 from .snippets import SNIPPETS, snippet
 
 

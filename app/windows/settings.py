@@ -35,7 +35,7 @@ from fireside.engine.models import hardware
 from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
-from .prompt_cache import PromptCacheBox
+from .cache_settings import PromptCacheBox
 from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}

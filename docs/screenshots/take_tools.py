@@ -28,7 +28,7 @@ FORCE_WEATHER = {"type": "function", "function": {"name": "weather"}}
 
 
 def pending(page):
-    from fireside.app.windows.toolcard import ToolCallView
+    from fireside.app.chat.toolcard import ToolCallView
 
     return [v for v in page.transcript.views.values() if isinstance(v, ToolCallView) and v.message.state == "pending"]
 

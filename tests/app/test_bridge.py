@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtCore import QObject, QThread, Slot
 
 from fireside.app.bridge import EngineBridge
-from fireside.app.tasks import Tasks
+from fireside.app.bridge.tasks import Tasks
 from tests.helpers.fakes import FakeEngine
 
 pytestmark = pytest.mark.gui

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fireside.app.chat.conversations import ConversationModel
 from fireside.app.store import Store
-from fireside.app.windows.conversations import ConversationModel
 
 pytestmark = pytest.mark.gui
 

@@ -12,10 +12,10 @@ from PySide6.QtCore import QObject, QThread, Slot
 from PySide6.QtWidgets import QApplication
 
 from fireside.app.bridge import EngineBridge, Tasks
+from fireside.app.bridge.tools import AppTools
+from fireside.app.chat.session import ChatSession
 from fireside.app.prefs import Prefs
-from fireside.app.session import ChatSession
 from fireside.app.store import Store
-from fireside.app.tools import AppTools
 from fireside.engine.mcp import McpConfig
 from fireside.engine.settings import Settings
 from tests.helpers.mcp_fixtures import stdio_server

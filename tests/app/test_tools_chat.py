@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from fireside.app.windows.toolcard import ToolCallView
+from fireside.app.chat.toolcard import ToolCallView
 from fireside.engine.mcp import McpConfig
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest

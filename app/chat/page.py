@@ -24,15 +24,15 @@ from PySide6.QtWidgets import (
 
 from fireside.engine.library.starter import STARTER_ID, starter_path
 
-from .. import export
+from ..bridge.prompt_cache import forget_chat
 from ..context import AppContext
 from ..feedback import show_error
-from ..promptcache import forget_chat
-from ..session import ChatSession
-from .chat_settings import DEFAULT_SAMPLING, ChatSettingsPanel
+from . import export
 from .composer import ComposerBar, ContextMeter
 from .conversations import ConversationList
 from .picker import ModelBar
+from .session import ChatSession
+from .settings_panel import DEFAULT_SAMPLING, ChatSettingsPanel
 from .toolcard import ToolCallView
 from .transcript import Transcript
 

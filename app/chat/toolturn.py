@@ -21,9 +21,9 @@ from PySide6.QtCore import QObject, Slot
 from fireside.engine.mcp.loop import PendingCall, ToolStep
 from fireside.engine.types import Sampling
 
-from .feedback import show_error
-from .store import Conversation, Message
-from .tools import AppTools, ToolRun
+from ..bridge.tools import AppTools, ToolRun
+from ..feedback import show_error
+from ..store import Conversation, Message
 
 DEFAULT_MAX_STEPS = 8
 NOT_RUN = "The call was not run (Fireside stopped before it answered)."

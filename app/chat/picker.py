@@ -27,7 +27,7 @@ from fireside.engine.remote import is_remote
 
 from ..context import AppContext
 from ..feedback import show_error
-from .load_dialog import AUTO, LoadDialog, describe_options, options_dict
+from ..windows.load_dialog import AUTO, LoadDialog, describe_options, options_dict
 
 REMOTE_RETRIES = 5  # a remote that did not answer is asked again this many times, then on the next reload
 REMOTE_RETRY_MS = 4000

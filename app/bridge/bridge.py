@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Signal
 from fireside.engine.errors import RemoteError
 from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 
-from .downloads import DownloadsController
+from .downloading import DownloadsController
 from .serving import ServerController
 from .tasks import OnDone, Tasks
 

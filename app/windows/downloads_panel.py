@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar, QPus
 
 from fireside.engine.fmt import human_bytes
 
-from ..downloads import DownloadsController
+from ..bridge.downloading import DownloadsController
 from ..feedback import show_error
 
 

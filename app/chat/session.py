@@ -27,10 +27,10 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from fireside.engine.types import ChatRequest, Sampling
 
-from .feedback import show_error
-from .promptcache import tag_for
-from .store import Message, Store
-from .tools import AppTools
+from ..bridge.prompt_cache import tag_for
+from ..bridge.tools import AppTools
+from ..feedback import show_error
+from ..store import Message, Store
 from .toolturn import ToolTurn, as_chat_message
 
 
