@@ -30,4 +30,5 @@ class AppContext:
     bridge: EngineBridge
     extras: dict[str, Any] = field(default_factory=dict)
     tools: Any = None  # fireside.app.bridge.tools.AppTools: the MCP servers chats may use (None: no tools)
+    loader: Any = None  # fireside.app.bridge.loader.ModelLoader: the app's loads, whoever asks for them
 

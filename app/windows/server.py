@@ -31,8 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.settings import DEFAULT_PORT
-
+from ..bridge import DEFAULT_PORT
 from ..bridge.serving import KeyState, ServerConfig
 from ..context import AppContext
 from ..feedback import show_error

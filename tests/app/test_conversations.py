@@ -11,8 +11,6 @@ import pytest
 from fireside.app.chat.transcript import MessageView
 from fireside.app.store import Message
 
-pytestmark = pytest.mark.gui
-
 
 @pytest.fixture
 def idle_app(make_app, shared_runtime):

@@ -21,7 +21,7 @@ from fireside.engine.settings import Settings
 from tests.helpers.mcp_fixtures import stdio_server
 from tests.helpers.mcp_server import MARKER
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 SHORT = {"temperature": 0.0, "max_tokens": 8, "seed": 1}
 
 

@@ -16,7 +16,7 @@ from fireside.engine.types import ChatRequest
 from tests.helpers.mcp_fixtures import stdio_server
 from tests.helpers.mcp_server import MARKER
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 FORCE_WEATHER = {"type": "function", "function": {"name": "weather"}}
 QUESTION = "What is the weather in Paris today?"
 

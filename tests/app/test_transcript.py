@@ -7,8 +7,6 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-pytestmark = pytest.mark.gui
-
 LONG_STATS = {"decode_tokens_per_s": 3.1, "ttft_s": 2.74, "completion_tokens": 60, "finish_reason": "length",
               "prompt_tokens": 20}
 

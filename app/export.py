@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fireside.engine.fsutil import atomic_write
 
-from ..store import Store
+from .store import Store
 
 
 def to_markdown(store: Store, conv_id: int) -> str:
