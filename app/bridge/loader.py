@@ -66,9 +66,6 @@ class ModelLoader(QObject):
         bridge.load_finished.connect(self._on_bridge_load_finished)
         bridge.load_failed.connect(self._on_bridge_load_failed)
 
-    def is_loaded(self, model_id: str | None) -> bool:
-        return bool(model_id) and self.bridge.engine.is_loaded(model_id)
-
     def ensure_loaded(self, model_id: str) -> bool:
         """True when ``model_id`` can answer now (its "Last used" becomes now); otherwise start loading it
         (``model_ready`` follows)."""

@@ -3,7 +3,7 @@ quantization and size with a fit pill read from each file's real header, and dow
 downloads panel below tracks every pull.
 
 Every hub call blocks on the network, so each goes through the bridge's ``DownloadsController``
-(``app/downloads.py``), which runs it on a worker; a search or repo answer that arrives after the user
+(``app/bridge/downloading.py``), which runs it on a worker; a search or repo answer that arrives after the user
 has moved on is dropped (each request carries a sequence number).
 """
 

@@ -3,7 +3,7 @@ same runtime the chat uses), its port, loopback or network (network forces an AP
 (generated, copied, kept in the OS keyring), allowed origins, idle unload, a live request log and
 ready-to-copy snippets that show the real address.
 
-The page holds widgets; the bridge's ``ServerController`` (``app/serving.py``) runs the server: the page
+The page holds widgets; the bridge's ``ServerController`` (``app/bridge/serving.py``) runs the server: the page
 reads its widgets here, on the GUI thread, into a ``ServerConfig`` and hands it over, and the binding,
 the joining and every keyring read or write happen on workers.
 """
