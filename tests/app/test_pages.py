@@ -168,5 +168,5 @@ def test_a_chat_from_the_first_run_button_shows_in_my_models_last_used(qtbot, ap
         row = next((i for i, m in enumerate(rows) if m.id == "starter"), None)
         index = models.table_model.index(row, COLUMNS.index("Last used")) if row is not None else None
         return models.table_model.data(index) if index is not None else None
-    qtbot.waitUntil(lambda: last_used() is not None, timeout=10_000)
-    assert last_used() == "0 min ago"
+    qtbot.waitUntil(lambda: last_used() not in (None, "never"), timeout=15_000)  # the refresh has landed
+    assert last_used().endswith("min ago")
