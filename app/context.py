@@ -15,9 +15,9 @@ from fireside.engine.facade import Engine
 from fireside.engine.settings import Settings
 
 from .bridge import EngineBridge
+from .bridge.tasks import Tasks
 from .prefs import Prefs
 from .store import Store
-from .tasks import Tasks
 
 
 @dataclass
@@ -29,5 +29,6 @@ class AppContext:
     tasks: Tasks
     bridge: EngineBridge
     extras: dict[str, Any] = field(default_factory=dict)
-    tools: Any = None  # fireside.app.tools.AppTools: the MCP servers chats may use (None: no tools)
+    tools: Any = None  # fireside.app.bridge.tools.AppTools: the MCP servers chats may use (None: no tools)
+    loader: Any = None  # fireside.app.bridge.loader.ModelLoader: the app's loads, whoever asks for them
 

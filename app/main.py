@@ -22,10 +22,10 @@ from fireside.engine.settings import Settings
 
 from . import systemlibs
 from .bridge import EngineBridge
+from .bridge.tasks import Tasks
 from .context import AppContext
 from .prefs import Prefs
 from .store import Store
-from .tasks import Tasks
 
 log = logging.getLogger("fireside.app")
 
@@ -45,7 +45,7 @@ class Fireside:
         self.tray = None
 
     def start(self):
-        from .promptcache import apply_prefs
+        from .bridge.prompt_cache import apply_prefs
         from .theme import APP_ICON, app_icon, apply_theme
         from .windows.mainwindow import MainWindow
 
@@ -54,7 +54,7 @@ class Fireside:
         starter = tasks.run_in_background(starter_path)  # package metadata, read once, off the GUI thread
         log.info("1/8 settings: data in %s, models in %s", s.data_dir, ", ".join(map(str, s.models_dirs)))
         s.ensure_dirs()
-        prefs = Prefs(s.config_dir / "app.json")
+        prefs = Prefs(s.config_dir / "app.json", tasks)  # saved on the pool: no fsync on the GUI thread
         log.info("2/8 preferences from %s", prefs.path)
         s.models_dirs.extend(p for p in map(_path, prefs.get("models_dirs") or []) if p not in s.models_dirs)
         apply_prefs(s, prefs)  # the prompt cache's on/off and size cap, as the Settings page left them
@@ -64,11 +64,13 @@ class Fireside:
         log.info("4/8 engine ready")
         extras: dict = {}
         bridge = EngineBridge(engine, tasks, extras)
-        from .tools import AppTools
+        from .bridge.loader import ModelLoader
+        from .bridge.tools import AppTools
 
         tools = AppTools(s, engine)  # starts nothing: each MCP server starts when a chat first uses it
         log.info("5/8 task pool, engine bridge and MCP tools (%s)", s.config_dir / "mcp.json")
-        self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras, tools=tools)
+        self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras, tools=tools,
+                              loader=ModelLoader(bridge, prefs))
         apply_theme(prefs.get("theme"))
         QApplication.setWindowIcon(app_icon())
         log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
@@ -110,7 +112,8 @@ class Fireside:
             ctx.tools.close()
             log.info("shutdown: tool replies ended, MCP servers stopped")
         ctx.tasks.close(wait=True)
-        log.info("shutdown: task pool joined")
+        ctx.prefs.flush()  # a save the pool had not started yet
+        log.info("shutdown: task pool joined, preferences saved")
         if self._own_engine:
             ctx.engine.close()
             log.info("shutdown: engine closed")

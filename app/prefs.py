@@ -1,5 +1,10 @@
-"""The app's own preferences (theme, tray, remembered load settings, last model, server choices),
+r"""The app's own preferences (theme, tray, remembered load settings, last model, server choices),
 kept as one small JSON file in the config folder and written atomically on every change.
+
+A change is in ``data`` at once; the file is written on the task pool when the app gives one (``main``
+does), so a send never waits on the two ``fsync``\ s of an atomic write: the GUI thread only serialises
+the new state, one worker writes the newest state it finds, and ``flush`` writes what is left at
+shutdown. Without a pool (a script, a test) every change is written before ``set`` returns.
 
 Engine-wide paths still come from ``Settings``; these are the choices a person makes in the window.
 Secrets never land here: the hub token and the server's API key live in the OS keyring.
@@ -9,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +37,13 @@ DEFAULTS: dict[str, Any] = {
 
 
 class Prefs:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, tasks: Any = None):
         self.path = Path(path)
+        self.tasks = tasks  # a ``Tasks`` pool to save on, or None to save in the caller
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # one write at a time: the pool's and flush's
+        self._pending: str | None = None  # the newest state not yet written
+        self._writer = False  # a save is queued or running on the pool
         self.data: dict[str, Any] = json.loads(json.dumps(DEFAULTS))
         try:
             saved = json.loads(self.path.read_text(encoding="utf-8"))
@@ -57,5 +68,36 @@ class Prefs:
         self.set(key, table)
 
     def save(self) -> None:
-        """Write temp, fsync, rename, fsync the folder: a crash keeps the old file or the new one."""
-        atomic_write(self.path, json.dumps(self.data, indent=2))
+        """Write temp, fsync, rename, fsync the folder: a crash keeps the old file or the new one. On the
+        pool when there is one (a failure is logged there), else here (a failure raises)."""
+        text = json.dumps(self.data, indent=2)  # here: ``data`` only changes on this thread
+        if self.tasks is None:
+            with self._write_lock:
+                atomic_write(self.path, text)
+            return
+        with self._lock:
+            self._pending, start = text, not self._writer
+            self._writer = True
+        if start and self.tasks.run_in_background(self._drain) is None:  # the pool is closed
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the newest state not yet written, here (shutdown calls it after the pool stopped)."""
+        with self._write_lock:
+            with self._lock:
+                text, self._pending, self._writer = self._pending, None, False
+            if text is not None:
+                atomic_write(self.path, text)
+
+    def _drain(self) -> None:
+        with self._write_lock:
+            while True:
+                with self._lock:
+                    text, self._pending = self._pending, None
+                    if text is None:
+                        self._writer = False
+                        return
+                try:
+                    atomic_write(self.path, text)
+                except Exception as exc:  # the pool only logs it: say so here, and keep draining
+                    log.warning("could not save the preferences to %s: %s", self.path, exc)

@@ -1,5 +1,6 @@
 """Imports run one way: no two engine packages import each other (directly or round a longer loop), and
-no two app modules do. Every ``import`` counts, including those inside functions, since a deferred
+no two app modules do; and the app has one door to the engine: its windows and chat widgets import the
+engine's value types (``types``, ``errors``, ``fmt``) and reach everything else through ``app/bridge/``. Every ``import`` counts, including those inside functions, since a deferred
 import is still a dependency (deferring one is how a loop used to hide: Settings and Remotes pages).
 The graph is read from the source with ``ast``; nothing is imported."""
 
@@ -84,8 +85,7 @@ def test_the_walk_sees_the_layering():
     engine, app = _graph(engine_package), _graph(app_module)
     assert {"runtime", "remote", "types"} <= engine["facade"]  # the facade sits over both
     assert "types" in engine["runtime"] and "types" in engine["remote"]
-    assert "fireside.app.bridge" in app["fireside.app.windows.server"] or \
-        "fireside.app.serving" in app["fireside.app.windows.server"]
+    assert "fireside.app.bridge.serving" in app["fireside.app.windows.server"]
 
 
 def test_no_cycle_between_engine_packages():
@@ -136,3 +136,37 @@ def test_the_boundary_check_sees_a_crossing(tmp_path):
 def test_the_walk_finds_a_cycle_when_there_is_one():
     [cycle] = _cycles({"runtime": {"remote", "types"}, "remote": {"types", "runtime"}, "types": set()})
     assert cycle[0] == cycle[-1] and set(cycle) == {"runtime", "remote"}  # the loop #15 removed
+
+
+WIDGET_FOLDERS = ("fireside.app.windows", "fireside.app.chat")
+ENGINE_VALUES = ("fireside.engine.types", "fireside.engine.errors", "fireside.engine.fmt")
+
+
+def _door_breaches(imports: dict[str, set[str]]) -> dict[str, set[str]]:
+    """For each widget module, the engine modules it imports that are not value types."""
+    def value(target: str) -> bool:
+        return any(target == v or target.startswith(v + ".") for v in ENGINE_VALUES)
+
+    breaches = {}
+    for name, targets in imports.items():
+        if name.startswith(WIDGET_FOLDERS):
+            wrong = {t for t in targets if (t == "fireside.engine" or t.startswith("fireside.engine.")) and not value(t)}
+            if wrong:
+                breaches[name] = wrong
+    return breaches
+
+
+def test_windows_and_chat_widgets_import_only_the_engines_value_types():
+    imports = {name: _imported(name, path) for name, path in _modules().items()}
+    widgets = [n for n in imports if n.startswith(WIDGET_FOLDERS)]
+    assert "fireside.app.chat.page" in widgets and "fireside.app.windows.models" in widgets  # the walk sees them
+    assert "fireside.engine.fmt" in imports["fireside.app.windows.models"]  # ... and their engine imports
+    assert _door_breaches(imports) == {}
+
+
+def test_the_door_rule_finds_a_window_that_reaches_past_the_bridge():
+    found = _door_breaches({"fireside.app.windows.cache_settings": {"fireside.engine.fmt", "fireside.engine.runtime",
+                                                                    "fireside.engine.runtime.kvcache"},
+                            "fireside.app.bridge.prompt_cache": {"fireside.engine.runtime.kvcache"}})
+    assert found == {"fireside.app.windows.cache_settings": {"fireside.engine.runtime", "fireside.engine.runtime.kvcache"}}
+

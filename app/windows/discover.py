@@ -3,7 +3,7 @@ quantization and size with a fit pill read from each file's real header, and dow
 downloads panel below tracks every pull.
 
 Every hub call blocks on the network, so each goes through the bridge's ``DownloadsController``
-(``app/downloads.py``), which runs it on a worker; a search or repo answer that arrives after the user
+(``app/bridge/downloading.py``), which runs it on a worker; a search or repo answer that arrives after the user
 has moved on is dropped (each request carries a sequence number).
 """
 
@@ -29,7 +29,7 @@ from fireside.engine.fmt import human_bytes
 
 from ..context import AppContext
 from ..feedback import show_error
-from .downloads import DownloadsPanel
+from .downloads_panel import DownloadsPanel
 from .load_dialog import VERDICTS
 
 PILL_COLORS = {"full_gpu": "#bfe8c4", "partial": "#cfe0fb", "cpu_only": "#fde7c2", "will_not_fit": "#f7c6bf"}

@@ -25,15 +25,15 @@ from PySide6.QtWidgets import (
 )
 
 from fireside.engine.fmt import human_bytes
-from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
 
+from ..bridge import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
+from ..bridge.loader import options_dict
 from ..context import AppContext
 from ..feedback import show_error
 
 VERDICTS = VERDICT_WORDS  # one wording for the app and the CLI, kept in the planner
 FLASH = {"Auto": None, "On": True, "Off": False}
 MAX_SLOTS = 16  # each slot holds a whole context: past this the KV memory, not the speed, is what grows
-AUTO = {"auto": True}  # a model's saved settings that say "let the planner choose", whatever the default is
 
 
 class LoadDialog(QDialog):
@@ -143,23 +143,3 @@ class LoadDialog(QDialog):
         if self.save_on_accept:
             self.ctx.prefs.put("load_options", self.model_id, options_dict(self.options()))
         super().accept()
-
-
-def options_dict(o: LoadOptions | None) -> dict:
-    """``o`` as saved in the preferences; Auto (None or all defaults) is ``{}``."""
-    from dataclasses import asdict
-
-    if o is None or o == LoadOptions():
-        return {}
-    return {k: v for k, v in asdict(o).items() if v is not None}
-
-
-def describe_options(o: LoadOptions | None) -> str:
-    """``context 2,048 · KV cache q4_0 · flash attention off``: the settings a person chose, in words."""
-    if o is None or o == LoadOptions():
-        return "Auto settings"
-    parts = [f"context {o.context:,}" if o.context else "", f"{o.n_gpu_layers} GPU layers" if o.n_gpu_layers else "",
-             f"KV cache {o.kv_type}" if o.kv_type != "f16" else "",
-             {True: "flash attention on", False: "flash attention off"}.get(o.flash_attn, ""),
-             f"{o.parallel} slot{'s' * (o.parallel != 1)}" if o.parallel else ""]
-    return " · ".join(p for p in parts if p) or "Auto settings"

@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
 from fireside.engine.fmt import human_bytes
 
 from .. import feedback
+from ..chat.page import ChatPage
 from ..context import AppContext
 from ..watch import ConfigWatcher
-from .chat import ChatPage
 from .discover import DiscoverPage
 from .models import ModelsPage
 from .server import ServerPage

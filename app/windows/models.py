@@ -40,8 +40,8 @@ from PySide6.QtWidgets import (
 )
 
 from fireside.engine.fmt import human_bytes, human_count
-from fireside.engine.library.imports import APPS
 
+from ..bridge import APPS
 from ..context import AppContext
 from ..feedback import show_error
 from .load_dialog import LoadDialog

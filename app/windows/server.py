@@ -4,7 +4,7 @@ same runtime the chat uses), its port, loopback or network (network forces an AP
 the API (pull and delete: off unless switched on), a live request log and ready-to-copy snippets that
 show the real address.
 
-The page holds widgets; the bridge's ``ServerController`` (``app/serving.py``) runs the server: the page
+The page holds widgets; the bridge's ``ServerController`` (``app/bridge/serving.py``) runs the server: the page
 reads its widgets here, on the GUI thread, into a ``ServerConfig`` and hands it over, and the binding,
 the joining and every keyring read or write happen on workers.
 """
@@ -32,11 +32,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.settings import DEFAULT_PORT
-
+from ..bridge import DEFAULT_PORT
+from ..bridge.serving import KeyState, ServerConfig
 from ..context import AppContext
 from ..feedback import show_error
-from ..serving import KeyState, ServerConfig
 from .snippets import SNIPPETS, snippet
 
 

@@ -30,12 +30,12 @@ from PySide6.QtWidgets import (
 )
 
 from fireside.engine.fmt import human_bytes
-from fireside.engine.models import hardware
 
+from ..bridge import engine_build
 from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
-from .prompt_cache import PromptCacheBox
+from .cache_settings import PromptCacheBox
 from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}
@@ -262,6 +262,6 @@ class SettingsPage(QWidget):
                          f"{human_bytes(d.free_bytes)} free of {human_bytes(d.total_bytes)}")
         if hw.llama_cpp_version:
             lines.append(f"<b>llama.cpp:</b> {hw.llama_cpp_version}")
-        lines.append(f"<b>Engine build:</b> {hardware.engine_build(hw)}")
+        lines.append(f"<b>Engine build:</b> {engine_build(hw)}")
         lines += [f"<i>{n}</i>" for n in hw.notes]
         self.hardware.setText("<br>".join(lines))

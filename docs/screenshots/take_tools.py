@@ -28,7 +28,7 @@ FORCE_WEATHER = {"type": "function", "function": {"name": "weather"}}
 
 
 def pending(page):
-    from fireside.app.windows.toolcard import ToolCallView
+    from fireside.app.chat.toolcard import ToolCallView
 
     return [v for v in page.transcript.views.values() if isinstance(v, ToolCallView) and v.message.state == "pending"]
 
@@ -61,7 +61,7 @@ def main() -> None:
     panel.max_tokens.setValue(40)
     panel.temperature.setValue(0)
     page.model_bar.set_model("starter")
-    page.model_bar.ensure_loaded("starter")
+    page.ctx.loader.ensure_loaded("starter")
     wait(until=lambda: fireside.ctx.runtime.is_loaded("starter"), timeout_ms=300_000)
     ended = []
     page.reply_ended.connect(lambda *a: ended.append(a))

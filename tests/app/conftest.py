@@ -8,6 +8,8 @@ import pytest
 from fireside.engine.settings import Settings
 from tests.helpers.driving import SMALL
 
+QT_FIXTURES = {"qtbot", "qtmodeltester", "qapp"}
+
 
 @pytest.fixture(scope="session")
 def shared_runtime(tmp_path_factory, smollm2_path):
@@ -64,12 +66,14 @@ def app(make_app, loaded_runtime):
     return make_app(loaded_runtime)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(items):
-    # A test that uses qtbot (itself or through a fixture) drives real widgets: it is a ``gui`` test,
-    # marked here rather than by hand. The offscreen platform warns that it cannot propagate size hints
-    # whenever a window is shown; that is the test platform talking, not the app.
+    # A test that uses qtbot, qtmodeltester or qapp (itself or through a fixture) needs a QApplication
+    # and usually real widgets: it is a ``gui`` test, marked here rather than by hand. The offscreen
+    # platform warns that it cannot propagate size hints whenever a window is shown; that is the test
+    # platform talking, not the app.
     for item in items:
-        if "qtbot" in getattr(item, "fixturenames", ()):
+        if QT_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.gui)
         if "tests/app/" in str(item.fspath).replace("\\", "/"):
             item.add_marker(pytest.mark.qt_log_ignore("propagateSizeHints"))

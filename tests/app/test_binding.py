@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import sys
 
-import pytest
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QLabel
 
-pytestmark = pytest.mark.gui
 CALLS = 5000
 
 

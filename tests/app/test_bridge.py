@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from PySide6.QtCore import QObject, QThread, Slot
 
 from fireside.app.bridge import EngineBridge
-from fireside.app.tasks import Tasks
+from fireside.app.bridge.tasks import Tasks
 from tests.helpers.fakes import FakeEngine
-
-pytestmark = pytest.mark.gui
 
 
 class _Receiver(QObject):

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers.driving import send
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 
 def test_send_streams_a_reply_and_saves_it(qtbot, app):

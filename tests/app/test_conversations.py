@@ -8,10 +8,8 @@ import logging
 
 import pytest
 
+from fireside.app.chat.transcript import MessageView
 from fireside.app.store import Message
-from fireside.app.windows.transcript import MessageView
-
-pytestmark = pytest.mark.gui
 
 
 @pytest.fixture

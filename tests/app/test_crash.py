@@ -17,7 +17,7 @@ import pytest
 
 from fireside.engine.settings import Settings
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 ROOT = Path(__file__).resolve().parents[2]
 
 

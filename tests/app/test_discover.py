@@ -9,7 +9,6 @@ import pytest
 
 from tests.helpers.hubfixtures import Q4, REPO, make_hub, run_fakehub
 
-pytestmark = pytest.mark.gui
 fakehub = pytest.fixture(run_fakehub)
 
 

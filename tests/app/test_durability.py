@@ -128,7 +128,6 @@ def test_a_new_database_needs_no_backup(tmp_path):
     assert not list(tmp_path.glob("*.bak-*"))
 
 
-@pytest.mark.gui
 def test_the_app_says_its_chats_are_read_only_and_still_shows_them(qtbot, make_app, shared_runtime):
     settings = Settings.from_env()
     settings.ensure_dirs()

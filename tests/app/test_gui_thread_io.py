@@ -1,4 +1,6 @@
-"""The GUI thread never waits on the OS keyring, package metadata or a walk of the disk: every page is
+"""The GUI thread never waits on the OS keyring, package metadata, a walk of the disk, an ``fsync`` (the
+preferences are saved on the task pool) or a write to a database other than the chats' (whose small WAL
+writes are there by design): every page is
 driven the way a user would (a chat reply and the load dialog, a hub search and download, imports and a
 delete in My Models, the API server started and stopped, the token and a remote engine saved and
 removed in Settings), with those calls wrapped to record any made on the main thread."""
@@ -17,12 +19,12 @@ from tests.helpers.guithread import GuiThreadIO
 from tests.helpers.hubfixtures import Q4, run_fakehub
 from tests.helpers.waiting import free_port
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 fakehub = pytest.fixture(run_fakehub)
 
 
 def test_no_page_does_blocking_io_on_the_gui_thread(qtbot, make_app, loaded_runtime, fakehub, tmp_path, monkeypatch):
-    guard = GuiThreadIO.armed(monkeypatch)
+    guard = GuiThreadIO.armed(monkeypatch, expected_db=("chats.sqlite3",))
     app = make_app(loaded_runtime)  # start-up too: the starter model and the library floors are read on workers
     hub_settings = replace(app.ctx.settings, hf_endpoint=fakehub.url)
     app.ctx.extras["hub_factory"] = lambda: Hub(hub_settings)  # the real hub: it reads the token from the keyring

@@ -9,7 +9,7 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from tests.helpers.driving import send
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 
 def test_healed_load_is_told_answered_and_listed_in_settings(qtbot, make_app, monkeypatch):

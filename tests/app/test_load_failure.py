@@ -12,7 +12,7 @@ from fireside.engine.settings import Settings
 from tests.helpers.driving import send
 from tests.helpers.picky_runner import picky_runner_command
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 
 @pytest.fixture

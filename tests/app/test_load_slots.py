@@ -3,15 +3,11 @@ planned, shown in the estimate and kept with the model's settings."""
 
 from __future__ import annotations
 
-import pytest
-
-from fireside.app.windows.load_dialog import describe_options
+from fireside.app.bridge.loader import describe_options
 from fireside.engine.models import hardware
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
 from tests.helpers.driving import open_load_dialog
-
-pytestmark = pytest.mark.gui
 
 
 def test_load_dialog_chooses_parallel_slots(qtbot, make_app, shared_runtime):

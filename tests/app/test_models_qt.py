@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
+from fireside.app.chat.conversations import ConversationModel
 from fireside.app.store import Store
-from fireside.app.windows.conversations import ConversationModel
-
-pytestmark = pytest.mark.gui
 
 
 def test_conversation_model(qtmodeltester, tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from fireside.engine.library import Library
 from fireside.engine.settings import Settings
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 OLD = "gpt4all/SmolLM2-135M-Instruct-Q4_1/SmolLM2-135M-Instruct-Q4_1"
 

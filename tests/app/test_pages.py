@@ -13,8 +13,6 @@ from tests.helpers.driving import SMALL
 from tests.helpers.gguf_builder import build_gguf
 from tests.helpers.waiting import free_port
 
-pytestmark = pytest.mark.gui
-
 
 @pytest.fixture
 def idle_app(make_app, shared_runtime):
@@ -171,3 +169,27 @@ def _click(widget, text: str) -> None:
 
     button = next(b for b in widget.findChildren(QPushButton) if b.text() == text)
     button.click()
+
+
+@pytest.mark.model
+def test_a_chat_from_the_first_run_button_shows_in_my_models_last_used(qtbot, app):
+    """The starter is already loaded (by the API server, or an earlier chat): the chat the first-run
+    button starts still uses it, and My Models' "Last used" says so instead of "never"."""
+    from tests.helpers.driving import send
+
+    page = app.window.chat
+    assert page.stack.currentWidget() is page.empty and page.start_button.isVisible()
+    page.start_button.click()
+    _, state = send(qtbot, page, "Hi", max_tokens=4)
+    assert state == "complete"
+    models = app.window.pages["My Models"]
+    app.window.show_page("My Models")
+    models.refresh()
+
+    def last_used() -> str | None:
+        rows = models.table_model.rows
+        row = next((i for i, m in enumerate(rows) if m.id == "starter"), None)
+        index = models.table_model.index(row, COLUMNS.index("Last used")) if row is not None else None
+        return models.table_model.data(index) if index is not None else None
+    qtbot.waitUntil(lambda: last_used() not in (None, "never"), timeout=15_000)  # the refresh has landed
+    assert last_used().endswith("min ago")

@@ -13,7 +13,7 @@ from fireside.engine.settings import Settings
 from tests.app.conftest import SMALL
 from tests.helpers.driving import send
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 
 QUESTION = ("I am planning a walk along the old canal towpath from the lock keeper's cottage to the "
             "aqueduct, about eleven kilometres, with two children and a dog, in late October. What should "

@@ -11,7 +11,7 @@ from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
 from tests.helpers.driving import send
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 MODEL = "remote/lab/starter"
 
 

@@ -12,8 +12,6 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from tests.helpers.waiting import closed_port_url
 
-pytestmark = pytest.mark.gui
-
 
 @pytest.fixture
 def fresh_app(make_app):

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QTimer, Slot
 
 from tests.helpers.driving import SMALL
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 STALL_BOUND_S = 0.25
 
 

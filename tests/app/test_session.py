@@ -12,16 +12,16 @@ from PySide6.QtCore import QObject, QThread, Slot
 from PySide6.QtWidgets import QApplication
 
 from fireside.app.bridge import EngineBridge, Tasks
+from fireside.app.bridge.tools import AppTools
+from fireside.app.chat.session import ChatSession
 from fireside.app.prefs import Prefs
-from fireside.app.session import ChatSession
 from fireside.app.store import Store
-from fireside.app.tools import AppTools
 from fireside.engine.mcp import McpConfig
 from fireside.engine.settings import Settings
 from tests.helpers.mcp_fixtures import stdio_server
 from tests.helpers.mcp_server import MARKER
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 SHORT = {"temperature": 0.0, "max_tokens": 8, "seed": 1}
 
 

@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import signal
 
-import pytest
 from PySide6.QtCore import QTimer
-
-pytestmark = pytest.mark.gui
 
 
 def test_sigterm_shuts_down_from_the_event_loop(qapp, monkeypatch):

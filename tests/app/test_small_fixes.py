@@ -20,7 +20,6 @@ from fireside.engine.settings import Settings
 from tests.helpers.driving import open_load_dialog
 from tests.helpers.gguf_builder import build_gguf
 
-pytestmark = pytest.mark.gui
 ICON_SVG = "resources/icons/fireside.svg"
 SIDE = 64
 

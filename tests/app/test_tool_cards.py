@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from PySide6.QtWidgets import QPlainTextEdit
 
 from fireside.app import export
+from fireside.app.chat.toolcard import ToolCallView
 from fireside.app.store import Message, Store
-from fireside.app.windows.toolcard import ToolCallView
 
-pytestmark = pytest.mark.gui
 HOSTILE = '<b>bold?</b> <a href="https://example.com/x">click me</a> <img src="file:///etc/passwd">'
 
 

@@ -9,14 +9,14 @@ import json
 
 import pytest
 
-from fireside.app.windows.toolcard import ToolCallView
+from fireside.app.chat.toolcard import ToolCallView
 from fireside.engine.mcp import McpConfig
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest
 from tests.helpers.mcp_fixtures import stdio_server
 from tests.helpers.mcp_server import MARKER
 
-pytestmark = [pytest.mark.gui, pytest.mark.model]
+pytestmark = pytest.mark.model
 FORCE_WEATHER = {"type": "function", "function": {"name": "weather"}}
 QUESTION = "What is the weather in Paris today?"
 

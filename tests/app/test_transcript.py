@@ -7,8 +7,6 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-pytestmark = pytest.mark.gui
-
 LONG_STATS = {"decode_tokens_per_s": 3.1, "ttft_s": 2.74, "completion_tokens": 60, "finish_reason": "length",
               "prompt_tokens": 20}
 
@@ -51,8 +49,8 @@ def test_cards_wrap_without_sideways_scrolling(qtbot, make_app, shared_runtime, 
 
 
 def test_your_text_is_shown_exactly_as_typed(qtbot):
+    from fireside.app.chat.transcript import MessageView
     from fireside.app.store import Message
-    from fireside.app.windows.transcript import MessageView
 
     typed = "<think>\nwhy is **this** `<b>` not bold?\n\n<div>x</div> & done"
     card = MessageView(Message(1, 1, None, "user", typed, "complete", None, 0.0), (0, 1))
@@ -61,8 +59,8 @@ def test_your_text_is_shown_exactly_as_typed(qtbot):
 
 
 def test_model_markdown_renders_but_raw_html_stays_text(qtbot):
+    from fireside.app.chat.transcript import MessageView
     from fireside.app.store import Message
-    from fireside.app.windows.transcript import MessageView
 
     text = "<think>\nplanning\n</think>\n\nA **bold** word and <b>a tag</b>.\n\n<div>block</div>"
     card = MessageView(Message(2, 1, 1, "assistant", text, "complete", "m", 0.0), (0, 1))
@@ -76,8 +74,8 @@ def test_model_markdown_renders_but_raw_html_stays_text(qtbot):
 
 
 def test_a_failed_reply_offers_retry(qtbot):
+    from fireside.app.chat.transcript import MessageView
     from fireside.app.store import Message
-    from fireside.app.windows.transcript import MessageView
 
     card = MessageView(Message(3, 1, 1, "assistant", "half a repl", "error", "m", 0.0), (0, 1))
     qtbot.addWidget(card)

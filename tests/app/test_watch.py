@@ -14,8 +14,6 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from tests.helpers.gguf_builder import build_gguf
 
-pytestmark = pytest.mark.gui
-
 
 @pytest.fixture
 def own_runtime():

@@ -3,7 +3,7 @@
 ``AppTools`` owns the hub that reaches every MCP server in ``mcp.json`` (made on first use, closed at
 shutdown, which stops the servers and any reply still running). ``ToolRun`` is one reply with tools:
 it runs the engine's ``ToolLoop`` on a thread of its own and turns what happens into signals for the
-chat session: streamed text (batched as the bridge batches it), the end of each round of generation,
+chat session: streamed text (batched by the bridge's ``TextBatcher``), the end of each round of generation,
 each call that needs approval, each call that starts, each call's result, and the end of the reply.
 
 Approval never blocks the GUI thread, nor a pool worker the GUI relies on: the loop's own thread waits
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -26,7 +25,7 @@ from fireside.engine.mcp import McpConfig, McpHub
 from fireside.engine.mcp.loop import PendingCall, ToolLoop, ToolStep
 from fireside.engine.types import Chunk, Sampling
 
-from .bridge import BATCH_S
+from .bridge import TextBatcher
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +105,7 @@ class ToolRun(QObject):
         self.cancel = threading.Event()
         self._waiting: dict[str, tuple[threading.Event, list[str]]] = {}
         self._lock = threading.Lock()
-        self._pending: dict[str, list[str]] = {}
-        self._last_flush = 0.0
+        self._batcher = TextBatcher(lambda kind, text: self.text.emit(self.run_id, kind, text))
         self._thread = threading.Thread(target=self._run, name=f"fireside-tools-{run_id}", daemon=True)
 
     def start(self) -> None:
@@ -146,16 +144,16 @@ class ToolRun(QObject):
                             on_chunk=self._on_chunk, on_step=self._on_step)
             result = loop.run(self.model_id, self.messages, self.sampling, self.cancel, self.tool_choice)
         except Exception as exc:
-            self._flush()
+            self._batcher.flush()
             self.failed.emit(self.run_id, exc)
         else:
-            self._flush()
+            self._batcher.flush()
             self.finished.emit(self.run_id, result)
         finally:
             self.tools.track(self, False)
 
     def _approve(self, call: PendingCall) -> str:
-        self._flush()
+        self._batcher.flush()
         key = (call.server, call.tool)
         if key in self.allowed:
             self.call_started.emit(self.run_id, call)
@@ -179,19 +177,12 @@ class ToolRun(QObject):
         return "run"
 
     def _on_chunk(self, chunk: Chunk) -> None:
-        if chunk.kind in ("text", "reasoning") and chunk.text:
-            self._pending.setdefault(chunk.kind, []).append(chunk.text)
-            if time.monotonic() - self._last_flush >= BATCH_S:
-                self._flush()
-        elif chunk.kind == "done":
-            self._flush()
+        if chunk.kind == "done":
+            self._batcher.flush()
             self.round_ended.emit(self.run_id, chunk)
+        else:
+            self._batcher.add(chunk)
 
     def _on_step(self, step: ToolStep) -> None:
         self.step_done.emit(self.run_id, step)
 
-    def _flush(self) -> None:
-        self._last_flush = time.monotonic()
-        for kind, parts in self._pending.items():
-            self.text.emit(self.run_id, kind, "".join(parts))
-        self._pending.clear()

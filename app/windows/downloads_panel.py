@@ -1,6 +1,6 @@
 """The downloads panel: one row per pull with a progress bar, speed, ETA, and pause, resume and cancel.
 
-The bridge's ``DownloadsController`` (``app/downloads.py``) runs the pulls and turns the download
+The bridge's ``DownloadsController`` (``app/bridge/downloading.py``) runs the pulls and turns the download
 workers' callbacks into signals (the manager already samples progress about ten times a second),
 connected to bound slots of the panel, so every widget update runs on the GUI thread.
 """
@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar, QPus
 
 from fireside.engine.fmt import human_bytes
 
-from ..downloads import DownloadsController
+from ..bridge.downloading import DownloadsController
 from ..feedback import show_error
 
 

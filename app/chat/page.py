@@ -1,7 +1,7 @@
 """The Chat page: conversations on the left, the model bar and the transcript in the middle, the chat's
 system prompt, sampling and tools on the right, and the composer with its context meter at the bottom.
 
-The page lays out small widgets and renders a ``ChatSession`` (``app/session.py``), which owns the
+The page lays out small widgets and renders a ``ChatSession`` (``session.py``), which owns the
 conversation flow (send, stream, stop, regenerate, retry, edit, branches) and saves every streamed batch
 before it is shown. The page hands the session what the user typed and the chat's settings, and
 redraws the transcript, the buttons and the meter when the session says something changed.
@@ -22,17 +22,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.library.starter import STARTER_ID, starter_path
-
 from .. import export
+from ..bridge import STARTER_ID, starter_path
 from ..context import AppContext
 from ..feedback import show_error
-from ..promptcache import forget_chat
-from ..session import ChatSession
-from .chat_settings import DEFAULT_SAMPLING, ChatSettingsPanel
 from .composer import ComposerBar, ContextMeter
 from .conversations import ConversationList
 from .picker import ModelBar
+from .session import ChatSession, ChosenModel
+from .settings_panel import DEFAULT_SAMPLING, ChatSettingsPanel
 from .toolcard import ToolCallView
 from .transcript import Transcript
 
@@ -56,7 +54,8 @@ class ChatPage(QWidget):
         super().__init__(parent)
         self.ctx, self.store = ctx, ctx.store
         self._build()
-        self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, self.model_bar, ctx.tools, self)
+        self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, ChosenModel(self.model_bar.current, ctx.loader),
+                                   ctx.tools, self)
         self._connect()
         self.transcript.warm_up()
         self.conversations.refresh()
@@ -123,7 +122,7 @@ class ChatPage(QWidget):
         c.delete_requested.connect(self.delete_conversation)
         c.export_requested.connect(self._on_conversations_export_requested)
         self.model_bar.model_chosen.connect(self._on_model_bar_model_chosen)
-        self.model_bar.model_ready.connect(self._on_model_bar_model_ready)
+        self.ctx.loader.model_ready.connect(self._on_loader_model_ready)
         s.thread_changed.connect(self._on_session_thread_changed)
         s.busy_changed.connect(self._on_session_busy_changed)
         s.message_grew.connect(self._on_session_message_grew)
@@ -170,7 +169,7 @@ class ChatPage(QWidget):
     def delete_conversation(self, conv_id: int) -> None:
         title = self.store.conversation(conv_id).title
         self.store.delete_conversation(conv_id)
-        forget_chat(self.ctx.settings, self.ctx.tasks, conv_id)  # its saved KV states in the prompt cache
+        self.ctx.bridge.forget_chat(conv_id)  # its saved KV states in the prompt cache
         self.conversations.refresh()
         if conv_id == self.conv_id:
             self.new_chat()
@@ -285,7 +284,7 @@ class ChatPage(QWidget):
             self.settings_panel.set_servers(names)
 
     @Slot(str)
-    def _on_model_bar_model_ready(self, model_id: str) -> None:
+    def _on_loader_model_ready(self, model_id: str) -> None:
         self._update_meter()
         self.session.model_ready(model_id)
 
@@ -313,7 +312,7 @@ class ChatPage(QWidget):
     def _on_start_clicked(self) -> None:
         self.new_chat()
         self.model_bar.set_model(STARTER_ID)
-        self.model_bar.ensure_loaded(STARTER_ID)
+        self.ctx.loader.ensure_loaded(STARTER_ID)
         self.composer.setFocus()
 
     @Slot(str)

@@ -1,8 +1,8 @@
 """The Settings page's Prompt cache group: on/off, the size cap, the folder's size in use, and Clear.
 
 The choices live in the app's preferences (``prompt_cache``, copied into ``Settings`` at start-up by
-``app/promptcache.py``) and in ``Settings`` on every change, and each change reaches the loaded
-models at once (``Runtime.apply_prompt_cache``).
+``app/bridge/prompt_cache.py``) and in ``Settings`` on every change, and each change reaches the loaded
+models at once (``bridge.prompt_cache.choose``); the folder is read and cleared through the bridge.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
 )
 
 from fireside.engine.fmt import human_bytes
-from fireside.engine.runtime import kvcache
 
 from ..context import AppContext
 from ..feedback import show_error
@@ -55,32 +54,25 @@ class PromptCacheBox(QGroupBox):
                            "apply at once</small>", wordWrap=True))
         self.refresh()
 
-    def _save(self) -> None:
+    def _save(self, **choice) -> None:
         self.ctx.prefs.set("prompt_cache", {"enabled": self.enabled.isChecked(), "cap_gib": self.cap.value()})
-        apply = getattr(self.ctx.engine, "apply_prompt_cache", None)  # loaded models follow at once
-        if apply is not None:
-            self.ctx.tasks.run_in_background(apply)
+        self.ctx.bridge.prompt_cache.choose(**choice)  # loaded models follow at once
 
     @Slot(bool)
     def _on_enabled_toggled(self, on: bool) -> None:
-        self.ctx.settings.prompt_cache = on
-        self._save()
+        self._save(enabled=on)
 
     @Slot(float)
     def _on_cap_changed(self, gib: float) -> None:
-        self.ctx.settings.prompt_cache_cap_bytes = int(gib * 2**30)
-        self._save()
+        self._save(cap_bytes=int(gib * 2**30))
 
     @Slot()
     def refresh(self) -> None:
-        folder = self.ctx.settings.prompt_cache_dir
-        self.ctx.tasks.run_in_background(lambda: (kvcache.total_size(folder), len(kvcache.entries(folder))),
-                                         self._on_size_read)
+        self.ctx.bridge.prompt_cache.usage(self._on_size_read)
 
     @Slot()
     def _on_clear_clicked(self) -> None:
-        folder = self.ctx.settings.prompt_cache_dir
-        self.ctx.tasks.run_in_background(lambda: kvcache.clear(folder), lambda _n, _e: self.refresh())
+        self.ctx.bridge.prompt_cache.clear(lambda _n, _e: self.refresh())
 
     def _on_size_read(self, result, error) -> None:
         if error:

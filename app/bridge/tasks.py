@@ -50,7 +50,7 @@ class Tasks(QObject):
         try:
             closure()
         except Exception as exc:  # a failing callback must never take the event loop down
-            from .feedback import show_error
+            from ..feedback import show_error
 
             show_error(exc)
 

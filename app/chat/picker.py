@@ -1,9 +1,7 @@
 """The model bar above a chat: pick a model, load it with progress (cancellable), tune its load settings,
-eject it. The list comes from the library on a worker; loads go through the engine bridge.
-
-Load settings never stick when they fail: settings chosen in the Load dialog are saved only once a load
-with them succeeded, and saved settings that fail to load are set back to Auto (the user is told), so
-one bad choice cannot make every later message fail.
+eject it. The list comes from the library on a worker; loads are the app's ``ModelLoader``
+(``bridge/loader.py``), which the bar only asks and shows: what a load leaves in the preferences (the
+model's settings, its "Last used") is the loader's.
 """
 
 from __future__ import annotations
@@ -20,14 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.errors import LoadCancelled
-from fireside.engine.library.starter import STARTER_ID
-from fireside.engine.models.planner import LoadOptions
-from fireside.engine.remote import is_remote
-
+from ..bridge import STARTER_ID, LoadOptions, is_remote
 from ..context import AppContext
 from ..feedback import show_error
-from .load_dialog import AUTO, LoadDialog, describe_options, options_dict
+from ..windows.load_dialog import LoadDialog
 
 REMOTE_RETRIES = 5  # a remote that did not answer is asked again this many times, then on the next reload
 REMOTE_RETRY_MS = 4000
@@ -38,7 +32,7 @@ class ModelBar(QWidget):
 
     Signals:
         model_chosen(str): the user picked a model for this chat.
-        model_ready(str): a model finished loading and can answer.
+        model_ready(str): a model finished loading and can answer (the loader's, passed on).
     """
 
     model_chosen = Signal(str)
@@ -46,9 +40,7 @@ class ModelBar(QWidget):
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
-        self.ctx = ctx
-        self.loading: str | None = None
-        self._attempt: tuple[str, LoadOptions | None, str] | None = None  # model, options, where they came from
+        self.ctx, self.loader = ctx, ctx.loader
         self._remote_retries = 0
         self._remote_retry = QTimer(self, singleShot=True, interval=REMOTE_RETRY_MS)  # dies with the bar
         self._remote_retry.timeout.connect(self.reload_list)
@@ -74,8 +66,9 @@ class ModelBar(QWidget):
         lay.addLayout(row)
         lay.addWidget(self.state)
         ctx.bridge.load_progress.connect(self._on_bridge_load_progress)
-        ctx.bridge.load_finished.connect(self._on_bridge_load_finished)
-        ctx.bridge.load_failed.connect(self._on_bridge_load_failed)
+        self.loader.started.connect(self._on_loader_started)
+        self.loader.ended.connect(self._on_loader_ended)
+        self.loader.model_ready.connect(self.model_ready)
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
         self.reload_list()
 
@@ -109,37 +102,29 @@ class ModelBar(QWidget):
         self.combo.setCurrentIndex(self.combo.findText(model_id) if model_id else -1)
         self._on_bridge_loaded_changed()
 
-    def ensure_loaded(self, model_id: str) -> bool:
-        """True when ``model_id`` can answer now; otherwise start loading it (``model_ready`` follows)."""
-        if self.ctx.engine.is_loaded(model_id):
-            return True  # a remote model is loaded on its own server; errors come with the reply
-        if self.loading != model_id:
-            self.load(model_id)
-        return False
+    @property
+    def loading(self) -> str | None:
+        return self.loader.loading
 
-    def load(self, model_id: str, options: LoadOptions | None = None, *, remember: bool = False) -> None:
-        """Load ``model_id`` with ``options`` (None: its saved settings); ``remember`` saves the options
-        as the model's settings once the load succeeds (the Load dialog's choice)."""
-        source = "chosen" if remember else "given"
-        if options is None:
-            saved = (self.ctx.prefs.get("load_options") or {}).get(model_id) or self.ctx.prefs.get("default_load")
-            options = LoadOptions.from_dict(saved) if saved else None
-            source = "saved" if options is not None and options != LoadOptions() else "auto"
-        self._attempt = (model_id, options, source)
-        self.loading = model_id
+    @Slot(str)
+    def _on_loader_started(self, model_id: str) -> None:
         self.progress.setValue(0)
         self.progress.setFormat(f"Loading {model_id}… %p%")
         self.progress.show()
         self.cancel_button.show()
         self.state.clear()
-        self.ctx.bridge.load(model_id, options)
+
+    @Slot(str)
+    def _on_loader_ended(self, _model_id: str) -> None:
+        self.progress.hide()
+        self.cancel_button.hide()
 
     @Slot(int)
     def _on_combo_activated(self, _index: int) -> None:
         model_id = self.current()
         if model_id:
             self.model_chosen.emit(model_id)
-            self.ensure_loaded(model_id)
+            self.loader.ensure_loaded(model_id)
 
     @Slot()
     def _on_settings_clicked(self) -> None:
@@ -147,7 +132,7 @@ class ModelBar(QWidget):
         if not model_id:
             return
         dialog = LoadDialog(self.ctx, model_id, self, save_on_accept=False)
-        dialog.accepted.connect(lambda: self.load(model_id, dialog.options() or LoadOptions(), remember=True))
+        dialog.accepted.connect(lambda: self.loader.load(model_id, dialog.options() or LoadOptions(), remember=True))
         dialog.open()
 
     @Slot()
@@ -157,54 +142,12 @@ class ModelBar(QWidget):
 
     @Slot()
     def _on_cancel_clicked(self) -> None:
-        if self.loading:
-            self.ctx.bridge.cancel_load(self.loading)
+        self.loader.cancel()
 
     @Slot(str, float)
     def _on_bridge_load_progress(self, model_id: str, fraction: float) -> None:
         if model_id == self.loading:
             self.progress.setValue(int(fraction * 100))
-
-    @Slot(str, object)
-    def _on_bridge_load_finished(self, model_id: str, loaded) -> None:
-        attempt = self._take_attempt(model_id)
-        self._end_load(model_id)
-        for warning in loaded.warnings:  # a healed or shrunk load: say what changed
-            show_error(warning)
-        if attempt and attempt[2] == "chosen":
-            self.ctx.prefs.put("load_options", model_id, options_dict(attempt[1]))
-        self.ctx.prefs.put("last_used", model_id, loaded.loaded_at)
-        self.model_ready.emit(model_id)
-
-    @Slot(str, object)
-    def _on_bridge_load_failed(self, model_id: str, error) -> None:
-        attempt = self._take_attempt(model_id)
-        self._end_load(model_id)
-        if isinstance(error, LoadCancelled):
-            return
-        source, options = (attempt[2], attempt[1]) if attempt else ("given", None)
-        if source == "chosen":
-            show_error(error, f"loading {model_id} with {describe_options(options)} failed (its saved load "
-                              "settings are unchanged)")
-        elif source == "saved":
-            self.ctx.prefs.put("load_options", model_id, dict(AUTO))
-            show_error(error, f"loading {model_id} with its saved settings ({describe_options(options)}) failed; "
-                              "they are set back to Auto, so Retry loads it with Fireside's choice")
-        else:
-            show_error(error, f"loading {model_id}")
-
-    def _take_attempt(self, model_id: str) -> tuple[str, LoadOptions | None, str] | None:
-        attempt = self._attempt
-        if attempt is None or attempt[0] != model_id:
-            return None
-        self._attempt = None
-        return attempt
-
-    def _end_load(self, model_id: str) -> None:
-        if model_id == self.loading:
-            self.loading = None
-            self.progress.hide()
-            self.cancel_button.hide()
 
     @Slot()
     def _on_bridge_loaded_changed(self) -> None:

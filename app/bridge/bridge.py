@@ -5,9 +5,13 @@ the task pool (``tasks.py``) and brings the outcome back on the GUI thread, as a
 ``on_done(result, error)`` callback. Nothing that waits runs on the GUI thread: not a load or a reply,
 not the keyring (the Hugging Face token, remote keys, the API key), not a walk of a models folder, not
 a network call. Long-lived activity has a controller of its own, owned here: ``downloads``
-(``downloads.py``: the hub and its pulls) and ``server`` (``serving.py``: the API server).
+(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server) and
+``prompt_cache`` (``prompt_cache.py``: the saved KV states). The tools (``tools.py``), the loader
+(``loader.py``) and the task pool (``tasks.py``) sit beside it in this package, and ``__init__`` names
+the engine's pure helpers and constants the windows may use: the one door from the app to the engine.
 
-Streamed text is batched on the worker side (one signal per ``BATCH_S`` at most), and load progress is
+Streamed text is batched on the worker side by a ``TextBatcher`` (one signal per ``BATCH_S`` at most,
+for the bridge's replies and the tool runs alike), and load progress is
 sampled at about ten updates a second, so the GUI thread never sees more than a handful of events per
 tick. Every cross-thread signal is connected to a bound ``@Slot`` of a GUI-thread object, so Qt queues
 it onto the main thread.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +31,8 @@ from PySide6.QtCore import QObject, Signal
 from fireside.engine.errors import RemoteError
 from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 
-from .downloads import DownloadsController
+from .downloading import DownloadsController
+from .prompt_cache import PromptCacheController
 from .serving import ServerController
 from .tasks import OnDone, Tasks
 
@@ -38,7 +44,30 @@ NO_KEYRING = ("No OS keyring is available on this machine, so Fireside cannot ke
               "safely. Install and unlock one (GNOME Keyring or KWallet on Linux), or add the remote "
               "without a key.")
 
-__all__ = ["BATCH_S", "EngineBridge"]
+__all__ = ["BATCH_S", "EngineBridge", "TextBatcher"]
+
+
+class TextBatcher:
+    """Streamed text gathered by kind (``text``, ``reasoning``) on the thread that streams it, and
+    handed to ``emit(kind, text)`` at most once per ``BATCH_S``; ``flush`` sends what is left. The
+    bridge's replies and the tool runs (``tools.py``) both stream through one of these."""
+
+    def __init__(self, emit: Callable[[str, str], None]):
+        self._emit = emit
+        self._pending: dict[str, list[str]] = {}
+        self._last = 0.0
+
+    def add(self, chunk: Chunk) -> None:
+        if chunk.kind in ("text", "reasoning") and chunk.text:
+            self._pending.setdefault(chunk.kind, []).append(chunk.text)
+        if self._pending and time.monotonic() - self._last >= BATCH_S:
+            self.flush()
+
+    def flush(self) -> None:
+        self._last = time.monotonic()
+        for kind, parts in self._pending.items():
+            self._emit(kind, "".join(parts))
+        self._pending.clear()
 
 
 class EngineBridge(QObject):
@@ -71,6 +100,7 @@ class EngineBridge(QObject):
         settings = getattr(engine, "settings", None)
         self.downloads = DownloadsController(settings, tasks, extras if extras is not None else {}, self)
         self.server = ServerController(engine, settings, tasks, self)
+        self.prompt_cache = PromptCacheController(engine, settings, tasks)
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -138,29 +168,21 @@ class EngineBridge(QObject):
                 self.loaded_changed.emit()
 
     def _stream(self, reply_id: int, chunks) -> Chunk:
-        pending: dict[str, list[str]] = {}
-        last = 0.0
-        done = Chunk("done", finish_reason="stop")
+        batcher = TextBatcher(lambda kind, text: self.reply_text.emit(reply_id, kind, text))
         for chunk in chunks:
             if chunk.kind == "done":
-                done = chunk
-                break
-            if chunk.kind in ("text", "reasoning") and chunk.text:
-                pending.setdefault(chunk.kind, []).append(chunk.text)
-            now = time.monotonic()
-            if pending and now - last >= BATCH_S:
-                last = now
-                self._flush(reply_id, pending)
-        self._flush(reply_id, pending)
-        return done
-
-    def _flush(self, reply_id: int, pending: dict[str, list[str]]) -> None:
-        for kind, parts in pending.items():
-            self.reply_text.emit(reply_id, kind, "".join(parts))
-        pending.clear()
+                batcher.flush()
+                return chunk
+            batcher.add(chunk)
+        batcher.flush()
+        return Chunk("done", finish_reason="stop")
 
     def stop(self, reply_id: int) -> None:
         self._cancel(f"reply:{reply_id}")
+
+    def forget_chat(self, conv_id: int) -> None:
+        """A chat was deleted: delete its saved states in the prompt cache."""
+        self.prompt_cache.forget_chat(conv_id)
 
     # --- the model library ---------------------------------------------------------------------
     def list_models(self, on_done: OnDone) -> None:

@@ -1,0 +1,22 @@
+"""The app's one door to the engine: ``EngineBridge`` and what it owns (``downloading``, ``serving``,
+``prompt_cache``), the tools (``tools``), the model loader (``loader``) and the task pool (``tasks``).
+
+Windows and chat widgets import the engine's value types (``fireside.engine.types``, ``errors``,
+``fmt``) and nothing else of it (tests/test_import_graph.py holds them to that); the few pure helpers
+and constants of the engine they also show are named here, so every other way in is visible in one place.
+None of them waits: no disk, no network, no keyring (``starter_path`` reads package metadata once and
+keeps the answer; ``main`` asks it first, on a worker).
+"""
+
+from fireside.engine.library.imports import APPS
+from fireside.engine.library.starter import STARTER_ID, starter_path
+from fireside.engine.models.hardware import engine_build
+from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
+from fireside.engine.remote import is_remote
+from fireside.engine.settings import DEFAULT_PORT
+
+from .bridge import BATCH_S, EngineBridge, TextBatcher
+from .tasks import OnDone, Tasks
+
+__all__ = ["APPS", "BATCH_S", "DEFAULT_PARALLEL", "DEFAULT_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
+           "LoadOptions", "OnDone", "Tasks", "TextBatcher", "engine_build", "is_remote", "plan_fit", "starter_path"]
