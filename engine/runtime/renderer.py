@@ -209,6 +209,9 @@ def _serve(pipe: FramedPipe) -> None:
 
 def main() -> None:
     """The worker process: answer jobs on stdin until it closes."""
+    # Ctrl-C in a terminal reaches the whole process group: the CLI stops the reply, and the workers that
+    # render its next prompt must live on (the runner ignores it the same way)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory()
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # nothing printed by accident can corrupt a frame
