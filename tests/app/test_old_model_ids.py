@@ -39,5 +39,5 @@ def test_a_chat_saved_with_an_old_id_loads_its_model(qtbot, old_import, make_app
     page.open_conversation(conv.id)
     assert page.model_bar.current() == OLD
     with qtbot.waitSignal(page.model_bar.model_ready, timeout=120_000):
-        page.model_bar.load(OLD)
+        page.model_bar.loader.load(OLD)
     assert runtime.is_loaded(OLD)
