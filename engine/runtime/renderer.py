@@ -107,7 +107,8 @@ def _died(code: int) -> TemplateError:
 
 
 class _Pool:
-    """Up to ``MAX_WORKERS`` workers, started when first needed, each lent to one job at a time."""
+    """Up to ``MAX_WORKERS`` workers, started when first needed, each lent to one job at a time. Whenever a
+    job takes the last idle worker, one spare starts in the background, so the next job finds it ready."""
 
     def __init__(self) -> None:
         self._idle: list[_Worker] = []
@@ -135,14 +136,30 @@ class _Pool:
         with self._cond:
             if not self._cond.wait_for(lambda: self._idle or self._count < MAX_WORKERS, timeout=2 * JOB_SECONDS):
                 raise QueueFull(f"all {MAX_WORKERS} chat template workers stayed busy for {2 * JOB_SECONDS:g} s; try again")
-            if self._idle:
-                return self._idle.pop()
-            self._count += 1
+            worker = self._idle.pop() if self._idle else None
+            self._count += worker is None
+            spare = not self._idle and self._count < MAX_WORKERS
+            self._count += spare
+        if spare:  # requests sent together must not each wait for a worker's start-up (an interpreter)
+            threading.Thread(target=self._start_spare, name="template-worker-spare", daemon=True).start()
+        if worker is not None:
+            return worker
         try:
             return _Worker()
         except BaseException:
             self._gone()
             raise
+
+    def _start_spare(self) -> None:
+        """Start one more worker and leave it idle (runs on a thread of its own)."""
+        try:
+            worker = _Worker()
+        except BaseException:
+            self._gone()
+            return
+        with self._cond:
+            self._idle.append(worker)
+            self._cond.notify()
 
     def _gone(self) -> None:
         with self._cond:

@@ -52,8 +52,9 @@ MIN_COPY = 64  # copying a slot's stream moves all of it: worth it only for a pr
 MIN_RESTORE = 32  # reading a saved state from disk beats evaluating from about this many tokens on
 
 
-GATHER_QUIET_S = 0.004  # a burst is gathered until this long passes with no request arriving,
-GATHER_MAX_S = 0.015  # this long at most,
+GATHER_QUIET_S = 0.010  # a burst is gathered until this long passes with no request arriving (4 ms missed
+#                         requests 4-5 ms apart on a 2-core EPYC),
+GATHER_MAX_S = 0.030  # this long at most (15 ms missed one 16 ms behind),
 GATHER_MEMORY_S = 600.0  # and only while a burst in this long has had company
 
 
@@ -68,23 +69,31 @@ class Gather:
     arriving (``GATHER_MAX_S`` at most, and no longer than it takes to fill the slots). A lone user
     would pay that quiet period on every message for nothing, so it applies only while the runner's
     clients have recently sent requests together: a burst has company when another request arrives
-    within ``GATHER_MAX_S`` of its first, and gathering lasts ``GATHER_MEMORY_S`` from then.
+    within ``GATHER_MAX_S`` of its first or before the burst's first step has ended (on a machine
+    with no core to spare, that step's threads hold up the server's work on the next request for
+    tens of milliseconds: 78-141 ms were seen on a 2-core EPYC), and gathering lasts
+    ``GATHER_MEMORY_S`` from then.
     Times are ``time.monotonic()`` seconds; a request's is when the runner's reader took it.
     """
 
     def __init__(self) -> None:
         self.burst_at = self.company_at = float("-inf")
+        self.first_step_end = float("-inf")  # when the burst's first step ended (inf: not yet)
         self.until = self.end = 0.0
 
     def arrived(self, at: float, idle: bool) -> None:
         """A ``generate`` request came at ``at``; ``idle``: nothing was being decoded (a burst starts)."""
         if idle:
-            self.burst_at = at
+            self.burst_at, self.first_step_end = at, float("inf")
             gathering = at - self.company_at < GATHER_MEMORY_S
             self.end = at + GATHER_MAX_S if gathering else 0.0
-        elif at - self.burst_at < GATHER_MAX_S:
+        elif at - self.burst_at < GATHER_MAX_S or at < self.first_step_end:
             self.company_at = at
         self.until = at + GATHER_QUIET_S
+
+    def stepped(self, now: float) -> None:
+        """A step ended at ``now`` (the first of a burst marks where company stops counting)."""
+        self.first_step_end = min(self.first_step_end, now)
 
     def wait(self, now: float) -> float:
         """Seconds still to wait for the burst's next request before the first step (0: run it)."""

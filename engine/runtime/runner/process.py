@@ -136,6 +136,7 @@ class Runner:
                     self.batch.step()
                 except Exception as exc:  # a failed step fails the requests in it, not the runner
                     self.batch.fail_all(f"{type(exc).__name__}: {exc}")
+                gather.stepped(time.monotonic())
 
     def handle(self, msg: dict) -> None:
         handlers = {"load": self.load, "generate": self.generate, "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
