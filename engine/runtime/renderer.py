@@ -49,6 +49,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        self.sources: list[str] = []  # the templates it has compiled, oldest first (its cache's keys)
         self.pipe = FramedPipe(self.proc.stdout, self.proc.stdin)
         if self._receive(START_SECONDS).get("type") != "hello":
             self.close()
@@ -116,13 +117,16 @@ class _Pool:
         self._cond = threading.Condition()
 
     def ask(self, job: dict) -> dict:
-        worker = self._take()
+        source = job.get("source")
+        worker = self._take(source)
         try:
             answer = worker.ask(job, JOB_SECONDS)
         except BaseException:
             worker.close()
             self._gone()
             raise
+        if source is not None and source not in worker.sources:
+            worker.sources = [*worker.sources, source][-CACHE_SIZE:]
         if answer.get("retire"):  # it ran out of memory once: its heap is not to be trusted
             worker.close()
             self._gone()
@@ -132,11 +136,14 @@ class _Pool:
                 self._cond.notify()
         return answer
 
-    def _take(self) -> _Worker:
+    def _take(self, source: str | None) -> _Worker:
+        """An idle worker, one that has compiled ``source`` if any has (a compile is tens of ms, and
+        requests sent together should reach their runner together), or a new one."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._idle or self._count < MAX_WORKERS, timeout=2 * JOB_SECONDS):
                 raise QueueFull(f"all {MAX_WORKERS} chat template workers stayed busy for {2 * JOB_SECONDS:g} s; try again")
-            worker = self._idle.pop() if self._idle else None
+            warm = [i for i, w in enumerate(self._idle) if source in w.sources]
+            worker = self._idle.pop(warm[-1] if warm else -1) if self._idle else None
             self._count += worker is None
             spare = not self._idle and self._count < MAX_WORKERS
             self._count += spare

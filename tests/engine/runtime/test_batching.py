@@ -131,37 +131,3 @@ def test_logprobs_at_temperature_zero_name_the_sampled_token_first(runtime):
         assert [lp for _, lp in e.top] == sorted((lp for _, lp in e.top), reverse=True)
     plain = chat(runtime, user("List the planets of the solar system."), max_tokens=4, temperature=0)[2]
     assert all(c.logprobs is None for c in plain)  # only when asked
-
-
-def _first_token_times(client, prompts: list[str]) -> list[float]:
-    """Send the prompts together, each from a thread of its own through the API server; seconds from
-    the start to each first token."""
-    start, times = threading.Barrier(len(prompts)), [0.0] * len(prompts)
-
-    def one(i: int) -> None:
-        start.wait()
-        began = time.monotonic()
-        for event in client.chat.completions.create(model="starter", messages=user(prompts[i]), max_tokens=2,
-                                                    seed=1, stream=True):
-            if event.choices and event.choices[0].delta.content and not times[i]:
-                times[i] = time.monotonic() - began
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return times
-
-
-def test_requests_sent_together_share_their_first_step(client):
-    def fresh(n: int) -> list[str]:  # prompts no slot holds a prefix of, about 150 tokens each
-        words = "river stone lamp harbour winter letter garden bridge candle market forest window".split()
-        return [f"Note {n}.{i}: " + " ".join(words[(n * 7 + i * 3 + k) % len(words)] for k in range(140))
-                + "\nSummarise the note." for i in range(2)]
-
-    _first_token_times(client, fresh(1))  # the runner learns that its clients send together
-    times = _first_token_times(client, fresh(2))
-    # evaluated in one step, both prompts' first tokens come together; had the first been evaluated
-    # alone, the second's would have come a whole prompt's evaluation later
-    assert max(times) - min(times) < 0.3 * min(times), times
