@@ -19,7 +19,8 @@ from tests.helpers.waiting import wait_until
 pytestmark = pytest.mark.model
 LONG = {"model": "starter", "messages": [{"role": "user", "content": "Write a long story."}],
         "max_tokens": 2000, "stream": True}
-CLOSE = 0.05  # one prompt's first log-probability, alone or batched: the same but for the order of sums
+CLOSE = 0.08  # one prompt's first log-probability, alone or batched: the same but for the order of sums
+#               (0.025 seen on a Xeon; 0.059 on a 2-core EPYC, the same value in two runs)
 
 
 def test_context_overflow_is_400(base_url):
@@ -51,7 +52,7 @@ def test_twenty_concurrent_streams_all_complete(base_url, runtime):
     # decoded: its token and log-probability come from the prompt's last logits row. (Not the whole text:
     # greedy text can flip where two tokens nearly tie, since llama.cpp's sums run in another order with
     # the batch's size and with how much of a prompt a slot held already; batch.py. A log-probability
-    # moves by hundredths then (0.025 seen), less than the 0.15 that tells these prompts apart.)
+    # moves by hundredths then (0.025 and 0.059 seen), less than the 0.24 that tells these prompts apart.)
     prompts = ["Tell me about the sea.", "Name a color.", "What is 2 + 2?", "Write a word about cats."]
     alone = {}
     for p in prompts:
