@@ -12,20 +12,7 @@ from fireside.engine.errors import InvalidModelFile, ModelNotFound, UnsafePath
 from fireside.engine.library import Library, imports
 from fireside.engine.library.paths import check_file_name, check_repo_id, safe_join
 from fireside.engine.library.resolve import resolve_model
-from fireside.engine.settings import Settings
 from tests.helpers.gguf_builder import build_gguf, split_gguf
-
-
-@pytest.fixture
-def settings(fireside_home):
-    s = Settings.from_env()
-    s.ensure_dirs()
-    return s
-
-
-@pytest.fixture
-def library(settings):
-    return Library(settings)
 
 
 def test_ids_aliases_and_cached_inspection(settings, library, monkeypatch):

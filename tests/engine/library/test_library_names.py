@@ -14,22 +14,9 @@ from gguf import GGMLQuantizationType, LlamaFileType
 
 from fireside.engine.library import Library, imports
 from fireside.engine.library.resolve import resolve_model
-from fireside.engine.settings import Settings
 from tests.helpers.gguf_builder import write_model
 
 Q = GGMLQuantizationType
-
-
-@pytest.fixture
-def settings(fireside_home):
-    s = Settings.from_env()
-    s.ensure_dirs()
-    return s
-
-
-@pytest.fixture
-def library(settings):
-    return Library(settings)
 
 
 def gguf(path: Path, quant: str) -> Path:
