@@ -67,7 +67,7 @@ def _validator(schema: dict[str, Any]):
     checker = FormatChecker(formats=())
     for name, test in _FORMATS.items():
         checker.checks(name)(test)
-    kind = validators.extend(base, {"multipleOf": _multiple_of})
+    kind = validators.extend(base, {"multipleOf": _multiple_of, "pattern": _pattern_keyword})
     return kind(schema, format_checker=checker)
 
 
@@ -83,6 +83,22 @@ def _multiple_of(validator, step, instance, schema):
         whole = False
     if not whole:
         yield ValidationError(f"{instance!r} is not a multiple of {step}")
+
+
+def _pattern_keyword(validator, pattern, instance, schema):
+    """``pattern`` as Python reads it, skipped where Python cannot: ECMA-262's ``[^]`` (any character)
+    is an unterminated set to ``re``. The grammar kept such a pattern as llama.cpp reads it, which is
+    the ECMA reading, so the reply already matches it; a 500 from ``re.error`` helped no one."""
+    from jsonschema.exceptions import ValidationError
+
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        found = re.search(pattern, instance)
+    except re.error:
+        return
+    if found is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
 def _date(text: object) -> bool:

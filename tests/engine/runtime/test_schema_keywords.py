@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fireside.engine.errors import GrammarRejected
+from fireside.engine.errors import GrammarRejected, SchemaMismatch
 from fireside.engine.runtime.grammar import checked, schema_grammar
+from fireside.engine.runtime.replycheck import check_reply
 from tests.helpers.gbnf_regex import admits
 from tests.helpers.keywordfuzz import admitted_but_invalid, exactly_kept, grammar_or_none, schemas, values
 
@@ -74,3 +75,13 @@ def test_a_keyword_no_grammar_keeps_is_refused_naming_it(schema, said):
     with pytest.raises(GrammarRejected) as refused:
         schema_grammar({"type": "object", "properties": {"x": schema}, "required": ["x"]})
     assert said in str(refused.value)
+
+
+def test_a_pattern_python_cannot_read_is_left_to_the_grammar():
+    """bench/fuzz_grammar.py found it: ``^[^]x$`` passes llama.cpp's parser (ECMA's ``[^]`` is any
+    character) but is an unterminated set to Python's ``re``, and the reply check raised a 500."""
+    schema = {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[^]x$"}}, "required": ["c"]}
+    checked(schema_grammar(schema))
+    check_reply(schema, '{"c": "zx"}')
+    with pytest.raises(SchemaMismatch, match="does not match"):
+        check_reply({"type": "string", "pattern": "^a+$"}, '"ab"')
