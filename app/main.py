@@ -71,6 +71,7 @@ class Fireside:
         log.info("5/8 task pool, engine bridge and MCP tools (%s)", s.config_dir / "mcp.json")
         self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras, tools=tools,
                               loader=ModelLoader(bridge, prefs))
+        bridge.former_ids(lambda renames, _error: prefs.rename_models(renames or {}))  # an older id's settings
         apply_theme(prefs.get("theme"))
         QApplication.setWindowIcon(app_icon())
         log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)

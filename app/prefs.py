@@ -34,6 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "prompt_cache": {"enabled": True, "cap_gib": None},  # None: the engine's default cap
     "server": {"port": None, "network": False, "origins": "", "jit": True, "idle_min": 10},
 }
+PER_MODEL = ("load_options", "model_defaults", "last_used")  # the maps keyed by model id
 
 
 class Prefs:
@@ -66,6 +67,24 @@ class Prefs:
         table = dict(self.get(key) or {})
         table[sub] = value
         self.set(key, table)
+
+    def rename_models(self, renames: dict[str, str]) -> None:
+        """Move what is kept per model from ids an older Fireside gave to today's (``{old: new}``): saved
+        load settings, the system prompt, last use and the last model. A value already kept under the
+        new id wins. Saves once, and only when something moved."""
+        moved = False
+        for key in PER_MODEL:
+            table = dict(self.get(key) or {})
+            for old in [k for k in table if k in renames]:
+                table.setdefault(renames[old], table[old])
+                del table[old]
+                moved = True
+            self.data[key] = table
+        if self.get("last_model") in renames:
+            self.data["last_model"] = renames[self.get("last_model")]
+            moved = True
+        if moved:
+            self.save()
 
     def save(self) -> None:
         """Write temp, fsync, rename, fsync the folder: a crash keeps the old file or the new one. On the

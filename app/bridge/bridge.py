@@ -203,6 +203,13 @@ class EngineBridge(QObject):
             return [m.id for m in self.engine.library().list()] + remote, any(s.error for s in statuses)
         self.tasks.run_in_background(work, on_done)
 
+    def former_ids(self, on_done: OnDone) -> None:
+        """``{old id: id}`` for every name an older Fireside gave a model in the library."""
+        def work():
+            return {old: m.id for m in self.engine.library().list() for old in m.former if old != m.id}
+
+        self.tasks.run_in_background(work, on_done)
+
     def import_files(self, paths: list[Path], on_done: OnDone) -> None:
         self.tasks.run_in_background(lambda: [self.engine.library().add_file(p) for p in paths], on_done)
 

@@ -41,3 +41,26 @@ def test_a_chat_saved_with_an_old_id_loads_its_model(qtbot, old_import, make_app
     with qtbot.waitSignal(page.model_bar.model_ready, timeout=120_000):
         page.model_bar.loader.load(OLD)
     assert runtime.is_loaded(OLD)
+
+
+def test_settings_kept_under_an_old_id_move_to_the_new_one(qtbot, old_import, make_app):
+    """The load settings, system prompt and last use a person gave the model under its old id are
+    there under its new id once the app has started: the load dialog and My Models look them up by id."""
+    import json
+
+    settings, runtime = old_import
+    new = Library(settings).get(OLD).id
+    assert new != OLD
+    (settings.config_dir / "app.json").write_text(json.dumps({
+        "last_model": OLD, "load_options": {OLD: {"n_ctx": 1024}},
+        "model_defaults": {OLD: {"system_prompt": "Be brief."}}, "last_used": {OLD: 1.0e9}}))
+    app = make_app(runtime, settings)
+    prefs = app.ctx.prefs
+    qtbot.waitUntil(lambda: OLD not in prefs.get("load_options"), timeout=10_000)
+    assert prefs.get("load_options") == {new: {"n_ctx": 1024}}
+    assert prefs.get("model_defaults") == {new: {"system_prompt": "Be brief."}}
+    assert prefs.get("last_used") == {new: 1.0e9}
+    assert prefs.get("last_model") == new
+    prefs.flush()
+    saved = json.loads((settings.config_dir / "app.json").read_text())
+    assert saved["load_options"] == {new: {"n_ctx": 1024}}
