@@ -57,6 +57,7 @@ def keep(converter, schema: dict[str, Any], name: str) -> str | None:
     if fmt in REFUSED_FORMATS:
         raise refuse(f"{where}/format:", f"the {fmt!r} format is not supported (supported: date, time, "
                                          "date-time, uuid, email, uri)")
+    _check_counts(schema, where)
     rule_name = name + "-" if name in _reserved() else name or "root"
     kind = schema.get("type")
     if "$ref" in schema or "const" in schema or "enum" in schema or "anyOf" in schema or "oneOf" in schema:
@@ -75,6 +76,18 @@ def keep(converter, schema: dict[str, Any], name: str) -> str | None:
     if kind == "object" and "properties" not in schema and ("minProperties" in schema or "maxProperties" in schema):
         return _counted_object(converter, schema, name, rule_name)
     return None
+
+
+COUNTS = (("minItems", "maxItems"), ("minLength", "maxLength"), ("minProperties", "maxProperties"))
+
+
+def _check_counts(schema: dict[str, Any], where: str) -> None:
+    """Refuse a count range no value can meet (``minItems: 2, maxItems: 1``): the grammar would still
+    let the model write something, which the reply check then failed with a 500 the client caused."""
+    for low, high in COUNTS:
+        lo, hi = schema.get(low), schema.get(high)
+        if _is_number(lo) and _is_number(hi) and lo > hi:
+            raise refuse(f"{where}/{low}:", f"{lo} is more than {high} {hi}, so no value can match")
 
 
 def _reserved() -> set[str]:

@@ -70,6 +70,10 @@ def test_bounds_counts_and_formats_are_in_the_grammar(schema, good, bad):
     ({"if": {"type": "string"}, "then": {"minLength": 2}}, "#/x/if: the 'if' keyword"),
     ({"type": "string", "format": "ipv4"}, "#/x/format: the 'ipv4' format"),
     ({"type": "integer", "minimum": 5, "maximum": 3}, "#/x: no integer lies within its bounds"),
+    ({"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 1},
+     "#/x/minItems: 2 is more than maxItems 1"),
+    ({"type": "string", "minLength": 4, "maxLength": 3}, "#/x/minLength: 4 is more than maxLength 3"),
+    ({"type": "object", "minProperties": 3, "maxProperties": 1}, "#/x/minProperties: 3 is more than"),
 ])
 def test_a_keyword_no_grammar_keeps_is_refused_naming_it(schema, said):
     with pytest.raises(GrammarRejected) as refused:
