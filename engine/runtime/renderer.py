@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any
 
 from ..errors import ContextOverflow, QueueFull, TemplateError
@@ -35,6 +35,7 @@ WORKER_MEMORY_BYTES = 1024**3          # address space of one worker (RLIMIT_AS,
 JOB_SECONDS = 2 * MAX_SECONDS + 1.0    # wall time of one job (two renders under MAX_SECONDS each), then killed
 START_SECONDS = 60.0                   # a worker's start-up (an interpreter and Jinja) on a loaded machine
 CACHE_SIZE = 16                        # compiled templates one worker keeps
+DEMOTED_NICE = 15                      # the CPU priority of a worker running a template that failed before
 FLAG = "--fireside-template-worker"    # see installers/entry.py
 
 
@@ -107,41 +108,63 @@ def _died(code: int) -> TemplateError:
                          "most likely over its memory budget")
 
 
+_SPARE = object()  # ``_Pool._gone`` for a spare worker, which held no job
+
+
 class _Pool:
     """Up to ``MAX_WORKERS`` workers, started when first needed, each lent to one job at a time. Whenever a
-    job takes the last idle worker, one spare starts in the background, so the next job finds it ready."""
+    job takes the last idle worker, one spare starts in the background, so the next job finds it ready.
+    One template's jobs hold at most ``_lanes`` workers, so a hostile model's template (a GGUF in the
+    models folder) cannot keep every other model's chats waiting, and a 503; once it has failed, its
+    jobs run one at a time on a demoted worker, so its CPU does not slow the runners either."""
 
     def __init__(self) -> None:
         self._idle: list[_Worker] = []
         self._count = 0
+        self._busy: Counter[str | None] = Counter()  # jobs running, per template source
+        self._slow: set[str | None] = set()  # sources whose job overran its budget or killed its worker
         self._cond = threading.Condition()
 
     def ask(self, job: dict) -> dict:
         source = job.get("source")
         worker = self._take(source)
+        slow = source in self._slow
+        if slow:
+            _demote(worker)
         try:
             answer = worker.ask(job, JOB_SECONDS)
-        except BaseException:
+        except BaseException as exc:
             worker.close()
-            self._gone()
+            self._gone(source, overran=isinstance(exc, TemplateError))
             raise
         if source is not None and source not in worker.sources:
             worker.sources = [*worker.sources, source][-CACHE_SIZE:]
-        if answer.get("retire"):  # it ran out of memory once: its heap is not to be trusted
+        failed = "error" in answer and answer.get("kind") != "context"  # a budget, not a long chat
+        if answer.get("retire") or slow:  # out of memory once (its heap is not to be trusted), or demoted
             worker.close()
-            self._gone()
+            self._gone(source, overran=failed)
         else:
             with self._cond:
                 self._idle.append(worker)
-                self._cond.notify()
+                self._busy[source] -= 1
+                if failed:
+                    self._slow.add(source)
+                self._cond.notify_all()
         return answer
+
+    def _lanes(self, source: str | None) -> int:
+        """How many workers jobs of one template may hold at once: all but one, so one model's template
+        never takes every worker from the others, and one once it has failed (over a budget, killed)."""
+        return 1 if source in self._slow else MAX_WORKERS - 1
 
     def _take(self, source: str | None) -> _Worker:
         """An idle worker, one that has compiled ``source`` if any has (a compile is tens of ms, and
         requests sent together should reach their runner together), or a new one."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._idle or self._count < MAX_WORKERS, timeout=2 * JOB_SECONDS):
-                raise QueueFull(f"all {MAX_WORKERS} chat template workers stayed busy for {2 * JOB_SECONDS:g} s; try again")
+            if not self._cond.wait_for(lambda: (self._idle or self._count < MAX_WORKERS)
+                                       and self._busy[source] < self._lanes(source), timeout=2 * JOB_SECONDS):
+                raise QueueFull(f"the chat template workers stayed busy for {2 * JOB_SECONDS:g} s; try again")
+            self._busy[source] += 1
             warm = [i for i, w in enumerate(self._idle) if source in w.sources]
             worker = self._idle.pop(warm[-1] if warm else -1) if self._idle else None
             self._count += worker is None
@@ -154,7 +177,7 @@ class _Pool:
         try:
             return _Worker()
         except BaseException:
-            self._gone()
+            self._gone(source)
             raise
 
     def _start_spare(self) -> None:
@@ -166,12 +189,28 @@ class _Pool:
             return
         with self._cond:
             self._idle.append(worker)
-            self._cond.notify()
+            self._cond.notify_all()
 
-    def _gone(self) -> None:
+    def _gone(self, source: Any = _SPARE, overran: bool = False) -> None:
+        """A worker ended; ``source`` is the template whose job it held (none for a spare)."""
         with self._cond:
             self._count -= 1
-            self._cond.notify()
+            if source is not _SPARE:
+                self._busy[source] -= 1
+            if overran:
+                self._slow.add(source)
+            self._cond.notify_all()
+
+
+def _demote(worker: _Worker) -> None:
+    """Lower the CPU priority of a worker about to run a template that failed before: its seconds of
+    work then come from idle CPU, not from the runners decoding other chats. The worker is retired
+    after the job (a process cannot raise its own priority back)."""
+    if hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, worker.proc.pid, DEMOTED_NICE)
+        except OSError:
+            pass
 
 
 _POOL = _Pool()

@@ -140,3 +140,4 @@ def test_a_conversation_of_too_many_messages_is_context_length_exceeded(served, 
         assert refused.value.body["code"] == "context_length_exceeded", refused.value.body
     finally:
         runtime.unload(model)
+

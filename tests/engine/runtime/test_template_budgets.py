@@ -7,6 +7,7 @@ plain Jinja sandbox renders it.
 
 from __future__ import annotations
 
+import threading
 import time
 import tracemalloc
 
@@ -143,3 +144,45 @@ def test_a_huge_template_source_is_refused_before_it_compiles():
     with pytest.raises(TemplateError, match="character limit"):
         ChatTemplate("{{a}}" * 1_000_000)
     assert time.perf_counter() - started < 1.0
+
+
+# a quadratic ``sum`` of lists in one C call (half a second), again and again until a budget stops it
+QUADRATIC_FOR_EVER = "{% for i in range(1000) %}{{ (range(100000)|batch(1)|sum(start=[]))|length }}{% endfor %}"
+
+
+def test_one_hostile_template_cannot_take_every_worker_or_the_cpu(monkeypatch):
+    """Four chats at once with a model whose template runs to its budget held all four template workers,
+    and a chat with any other model waited for one (a 503 after 22 s at the real budget), then for CPU.
+    One template's jobs now hold at most three workers, and once one has failed, one worker at a lower
+    CPU priority: the plain template's chat renders while the hostile ones still wait or run. The job
+    budget is 4 s here instead of 11 s, so the test takes seconds."""
+    from fireside.engine.errors import QueueFull
+    from fireside.engine.runtime import renderer
+
+    monkeypatch.setattr(renderer, "JOB_SECONDS", 4.0)
+    monkeypatch.setattr(renderer, "_POOL", renderer._Pool())
+    hostile = ChatTemplate.__new__(ChatTemplate)  # not compiled at construction: its compile is the job
+    hostile.__dict__.update(ChatTemplate(None).__dict__, source=QUADRATIC_FOR_EVER)
+    plain = ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}")
+    with pytest.raises(TemplateError):
+        hostile.render(HI)  # it fails once on its own: its jobs now run one at a time, demoted
+    assert plain.render(HI) == "hi"  # as a loaded model's chat: its worker has compiled it
+    ended: dict[str, float] = {}
+
+    def render(key: str) -> None:
+        try:
+            hostile.render(HI)
+        except (TemplateError, QueueFull):
+            ended[key] = time.perf_counter()
+
+    threads = [threading.Thread(target=render, args=(f"hostile{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)
+    assert plain.render(HI) == "hi"
+    ended["plain"] = time.perf_counter()
+    for t in threads:
+        t.join(30)
+    assert len(ended) == 5, ended
+    assert ended["plain"] < min(ended[f"hostile{i}"] for i in range(4)), ended
+    assert renderer._POOL._busy[hostile.source] == 0 and renderer._POOL._count <= renderer.MAX_WORKERS
