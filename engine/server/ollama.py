@@ -86,7 +86,8 @@ class Ask(Body):
         """A chat turn with this body's options and format. ``think`` is the template's ``enable_thinking``:
         false turns thinking off, true or a level (not graded here) asks for it, absent leaves the default."""
         req = ChatRequest(messages=messages, tools=tools, sampling=self.sampling(), reasoning=self.think is not False,
-                          enable_thinking=None if self.think is None else self.think is not False)
+                          enable_thinking=None if self.think is None else self.think is not False,
+                          template_param="think")
         if self.format == "json":
             req.json_mode = True
         elif isinstance(self.format, dict):

@@ -33,9 +33,9 @@ def claude(base_url):
     return anthropic.Anthropic(base_url=base_url, api_key="unused", max_retries=0, timeout=300)
 
 
-def _chat(oai, choice: str, **kw):
+def _chat(oai, choice: str, max_tokens: int = 60, **kw):
     return oai.chat.completions.create(model="starter", messages=ASK, tools=[WEATHER], tool_choice=choice,
-                                       temperature=0, max_tokens=60, **kw)
+                                       temperature=0, max_tokens=max_tokens, **kw)
 
 
 def test_none_keeps_the_prompt_of_auto_and_makes_no_call(oai):
@@ -51,7 +51,8 @@ def test_none_keeps_the_prompt_of_auto_and_makes_no_call(oai):
 
 
 def test_a_streamed_reply_under_none_has_no_tool_call_deltas(oai):
-    events = list(_chat(oai, "none", stream=True))
+    events = list(_chat(oai, "none", stream=True, stream_options={"include_usage": True}))
+    assert events[-1].usage.prompt_tokens == _chat(oai, "auto", max_tokens=1).usage.prompt_tokens
     assert not [e for e in events if e.choices and e.choices[0].delta.tool_calls]
     finishes = [e.choices[0].finish_reason for e in events if e.choices and e.choices[0].finish_reason]
     assert finishes in (["stop"], ["length"])
