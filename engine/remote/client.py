@@ -9,7 +9,11 @@ come back on the text chunks; a remote that answers without them is a ``RemoteUn
 naming ``logprobs``), never a reply that silently lacks them. A reply a stop string ended names it
 (``stop_sequence``) when the remote says which one did (vLLM's and Fireside's ``stop_reason``):
 OpenAI's own stream only says ``finish_reason: "stop"``, for a stop string and the model's own end
-alike, so then it stays unknown. Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
+alike, so then it stays unknown. The thinking switch and chat-template variables go out as
+``chat_template_kwargs`` (vLLM's, llama-server's, SGLang's and Fireside's field); a remote that
+refuses it with an error naming it is a ``RemoteUnsupported`` naming the field the client set
+(``ChatRequest.template_param``). Tools go out with ``tool_choice: "none"`` too, so the remote keeps
+them in its prompt and makes no call, as a local model does. Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
 own message. Connecting is bounded by a short timeout, so a dead remote answers within seconds;
 ``cancel`` is checked between events, and closing the generator closes the connection, which tells
 the remote to stop.

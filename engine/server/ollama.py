@@ -8,7 +8,7 @@ in ``format`` (``"json"`` or a JSON Schema) and tool-call arguments as objects r
 Run Fireside on Ollama's port (11434) and Ollama-only clients work unchanged. Chat and generate share
 their options (``Ask``: sampling, thinking and format read once) and hand the request to
 ``handler.answer``, with ``keep_alive`` as the model's idle time; the management routes are in
-``ollama_admin.py``.
+``ollama_admin.py``, and ``options``, typed as Ollama types them, in ``ollama_options.py``.
 """
 
 from __future__ import annotations
