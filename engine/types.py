@@ -56,6 +56,9 @@ class ChatRequest:
     # more variables for the chat template (OpenAI chat's ``chat_template_kwargs``, as vLLM and llama-server
     # read it; ``reasoning_effort`` for gpt-oss's template); JSON values, never the template's own names
     template_vars: dict[str, Any] = field(default_factory=dict)
+    # the request field that set the two above (``think``, ``thinking``, ``reasoning_effort``...): a remote
+    # engine that refuses them is a 400 naming it
+    template_param: str = "chat_template_kwargs"
     cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
 
 

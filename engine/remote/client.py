@@ -9,7 +9,11 @@ come back on the text chunks; a remote that answers without them is a ``RemoteUn
 naming ``logprobs``), never a reply that silently lacks them. A reply a stop string ended names it
 (``stop_sequence``) when the remote says which one did (vLLM's and Fireside's ``stop_reason``):
 OpenAI's own stream only says ``finish_reason: "stop"``, for a stop string and the model's own end
-alike, so then it stays unknown. Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
+alike, so then it stays unknown. The thinking switch and chat-template variables go out as
+``chat_template_kwargs`` (vLLM's, llama-server's, SGLang's and Fireside's field); a remote that
+refuses it with an error naming it is a ``RemoteUnsupported`` naming the field the client set
+(``ChatRequest.template_param``). Tools go out with ``tool_choice: "none"`` too, so the remote keeps
+them in its prompt and makes no call, as a local model does. Failures become ``RemoteError`` (or ``ModelNotFound`` for a 404) with the remote's
 own message. Connecting is bounded by a short timeout, so a dead remote answers within seconds;
 ``cancel`` is checked between events, and closing the generator closes the connection, which tells
 the remote to stop.
@@ -58,14 +62,27 @@ class RemoteClient:
 
     def chat(self, model: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
         body = {"model": model, "messages": request.messages, **_sampling(request.sampling, chat=True)}
-        if request.tools and request.tool_choice != "none":
+        if request.tools:  # "none" too: the remote keeps them in its prompt and makes no call
             body["tools"], body["tool_choice"] = request.tools, _tool_choice(request.tool_choice)
+        variables = dict(request.template_vars)
+        if request.enable_thinking is not None:
+            variables["enable_thinking"] = request.enable_thinking
+        if variables:  # vLLM's, llama-server's, SGLang's and Fireside's field for chat-template variables
+            body["chat_template_kwargs"] = variables
         if request.json_schema is not None:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "reply", "schema": request.json_schema}}
         elif request.json_mode:
             body["response_format"] = {"type": "json_object"}
-        yield from self._stream("/v1/chat/completions", body, cancel, request.sampling)
+        try:
+            yield from self._stream("/v1/chat/completions", body, cancel, request.sampling)
+        except RemoteError as exc:
+            if "chat_template_kwargs" in body and "chat_template_kwargs" in str(exc):
+                raise RemoteUnsupported(
+                    f"{request.template_param}: remote engine {self.endpoint.name!r} refused chat_template_kwargs, "
+                    f"which carries the thinking switch and template variables to it ({exc}); leave "
+                    f"{request.template_param} out for its models", request.template_param) from None
+            raise
 
     def complete(self, model: str, request: CompletionRequest,
                  cancel: threading.Event | None = None) -> Iterator[Chunk]:

@@ -37,7 +37,7 @@ from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 from . import healing
 from .client import RunnerClient
-from .grammar import checked, forced_tool_names, grammar_for
+from .grammar import checked, forced_tool_names, grammar_for, no_call_grammar
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
 from .protocol import Segments, max_prompt_chars, prompt_chars
@@ -315,12 +315,14 @@ class Runtime:
     @staticmethod
     def _render(slot: _Slot, request: ChatRequest) -> tuple[Segments, list | None]:
         """The prompt for ``request`` as segments (markup, and message contents that are plain text;
-        see ``tokens.py``) and the tools offered with it (none when tool_choice is "none")."""
-        tools = request.tools if request.tool_choice != "none" else None
+        see ``tokens.py``) and the tools the reply may call. With tool_choice "none" the tools stay in the
+        prompt (as OpenAI keeps them: switching between "auto" and "none" keeps the prompt, and its
+        prefix cache, the same) and none may be called (``no_call_grammar``)."""
         variables = dict(request.template_vars)
         if request.enable_thinking is not None:  # None: the template keeps its own default
             variables["enable_thinking"] = request.enable_thinking
-        return slot.template.render_segments(request.messages, tools=tools, variables=variables), tools
+        segments = slot.template.render_segments(request.messages, tools=request.tools, variables=variables)
+        return segments, request.tools if request.tool_choice != "none" else None
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -331,10 +333,11 @@ class Runtime:
         forced = bool(forced_tool_names(request)) if tools else False
         # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
         # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
-        opened = None if grammar else prompt_opens_reasoning("".join(text for text, _ in prompt))
+        holds_json = grammar is not None and grammar != no_call_grammar()
+        opened = None if holds_json else prompt_opens_reasoning("".join(text for text, _ in prompt))
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs, reasoning_tokens = False, [], 0
-        schema, written = (expected_schema(request) if grammar else None), []
+        schema, written = (expected_schema(request) if holds_json else None), []
         for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
             if event.kind == "text":
                 written.append(event.text)

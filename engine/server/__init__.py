@@ -5,7 +5,8 @@
 background thread (``thread.py``, each connection with a header deadline from ``h11guard.py``);
 ``security.py`` and ``policy.py`` guard every request, and ``validation.py`` holds the strict JSON and
 typed fields every body must be. Each dialect module (``openai.py``, ``responses.py``, ``anthropic.py``,
-``ollama.py``; Ollama's model management in ``ollama_admin.py``) only translates: its body in to the
+``ollama.py``; Ollama's model management in ``ollama_admin.py``, its typed ``options`` in
+``ollama_options.py``) only translates: its body in to the
 engine's ``ChatRequest`` or ``CompletionRequest`` with the helpers of ``inbound.py``, and the engine's
 chunks out through its encoder with those of ``outbound.py``. ``handler.answer`` runs every chat once
 for all of them (resolve, queue, stream or collect through ``streaming.py``, cut, usage), and

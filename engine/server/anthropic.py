@@ -178,7 +178,8 @@ def chat_request(body: MessagesBody) -> ChatRequest:
                  stop=body.stop_sequences)
     fmt = body.output_config.format if body.output_config else None
     return ChatRequest(messages=engine_messages(body), sampling=s, tools=tools, tool_choice=choice,
-                       json_schema=fmt.schema_ if fmt else None, enable_thinking=thinking_switch(body.thinking))
+                       json_schema=fmt.schema_ if fmt else None, enable_thinking=thinking_switch(body.thinking),
+                       template_param="thinking")
 
 
 def thinking_switch(thinking: dict[str, Any] | None) -> bool | None:
@@ -218,7 +219,7 @@ async def count_tokens(body: CountBody, request: Request) -> dict:
     ctx = context(request)
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice,
-                      enable_thinking=thinking_switch(body.thinking))
+                      enable_thinking=thinking_switch(body.thinking), template_param="thinking")
     model_id = await ctx.model_for(body.model)
     if is_remote(model_id):
         return {"input_tokens": await run_in_threadpool(_remote_count, ctx, model_id, req)}

@@ -8,7 +8,7 @@ in ``format`` (``"json"`` or a JSON Schema) and tool-call arguments as objects r
 Run Fireside on Ollama's port (11434) and Ollama-only clients work unchanged. Chat and generate share
 their options (``Ask``: sampling, thinking and format read once) and hand the request to
 ``handler.answer``, with ``keep_alive`` as the model's idle time; the management routes are in
-``ollama_admin.py``.
+``ollama_admin.py``, and ``options``, typed as Ollama types them, in ``ollama_options.py``.
 """
 
 from __future__ import annotations
@@ -29,42 +29,15 @@ from .errors import ApiError, describe, error_body
 from .handler import answer
 from .inbound import Refusal, given, logprobs_option, refuse, sampling
 from .ollama_admin import admin_router
+from .ollama_options import Options
 from .outbound import arguments_dict, logprob_entries, reply_parts, text_logprobs
-from .validation import INT32, Body, Count, Name, Penalty, Seed, Stop, Temperature, Tool, Unit, dumped
+from .validation import Body, Name, Tool, dumped
 
 router = APIRouter(prefix="/api", tags=["Ollama"])  # routes only; their state comes from app.state
 router.include_router(admin_router)
 OLLAMA_VERSION = "0.12.0"  # the Ollama API level these routes follow; some clients check it
-_OPTION_NAMES = {"num_predict": "max_tokens", "temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
-                 "min_p": "min_p", "seed": "seed", "stop": "stop", "repeat_penalty": "repeat_penalty",
-                 "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty",
-                 "repeat_last_n": "repeat_last_n", "typical_p": "typical_p", "mirostat": "mirostat",
-                 "mirostat_tau": "mirostat_tau", "mirostat_eta": "mirostat_eta"}
 _DURATION_RE = re.compile(r"^(-?\d{1,12}(?:\.\d{1,9})?)(ms|s|m|h)?$")
 FOREVER_S = 10 * 365 * 86400  # a keep_alive past this is "for ever" (and stays a datetime)
-
-
-class Options(Body):
-    """The sampling options this server honours. Ollama's others are ignored: the load settings
-    (``num_ctx``, ``num_gpu``, ``num_thread``, ``num_batch``...: a model is loaded once, as the fit
-    planner chose, for every client) and the ones Ollama itself no longer reads (``tfs_z``,
-    ``penalize_newline``, ``num_keep``)."""
-
-    num_predict: Annotated[int, Field(ge=-2, le=INT32)] | None = None  # -1, -2: until the model stops
-    temperature: Temperature | None = None
-    top_p: Unit | None = None
-    top_k: Count | None = None
-    min_p: Unit | None = None
-    seed: Seed | None = None
-    stop: Stop | None = None
-    repeat_penalty: Penalty | None = None
-    frequency_penalty: Penalty | None = None
-    presence_penalty: Penalty | None = None
-    repeat_last_n: Annotated[int, Field(ge=-1, le=INT32)] | None = None  # -1: the whole context; 0: no penalties
-    typical_p: Unit | None = None
-    mirostat: Literal[0, 1, 2] | None = None
-    mirostat_tau: Annotated[float, Field(ge=0, le=100)] | None = None
-    mirostat_eta: Annotated[float, Field(ge=0, le=1)] | None = None
 
 
 class FunctionCall(Body):
@@ -104,8 +77,7 @@ class Ask(Body):
     top_logprobs: TopLogprobs | None = None
 
     def sampling(self) -> Sampling:
-        given = self.options.model_dump(exclude_none=True) if self.options else {}
-        known = {_OPTION_NAMES[k]: v for k, v in given.items() if k in _OPTION_NAMES}
+        known = self.options.sampling_fields() if self.options else {}
         if known.get("max_tokens") is not None and known["max_tokens"] <= 0:
             known["max_tokens"] = None  # -1: generate until the model stops (0 too: nothing is no reply)
         return sampling(**known, logprobs=logprobs_option(self.logprobs, self.top_logprobs))
@@ -114,7 +86,8 @@ class Ask(Body):
         """A chat turn with this body's options and format. ``think`` is the template's ``enable_thinking``:
         false turns thinking off, true or a level (not graded here) asks for it, absent leaves the default."""
         req = ChatRequest(messages=messages, tools=tools, sampling=self.sampling(), reasoning=self.think is not False,
-                          enable_thinking=None if self.think is None else self.think is not False)
+                          enable_thinking=None if self.think is None else self.think is not False,
+                          template_param="think")
         if self.format == "json":
             req.json_mode = True
         elif isinstance(self.format, dict):

@@ -162,7 +162,8 @@ def chat_request(body: ChatBody) -> ChatRequest:
                       tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=body.sampling(body.max_completion_tokens or body.max_tokens,
                                              logprobs_option(body.logprobs, body.top_logprobs)),
-                      enable_thinking=thinking, template_vars=variables)
+                      enable_thinking=thinking, template_vars=variables,
+                      template_param="chat_template_kwargs" if body.chat_template_kwargs else "reasoning_effort")
     apply_format(req, dumped(body.response_format))
     return req
 

@@ -183,7 +183,8 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
     req = ChatRequest(messages=messages, tools=tools or None, tool_choice=choice,
                       sampling=sampling(max_tokens=body.max_output_tokens, temperature=body.temperature,
                                         top_p=body.top_p, logprobs=(body.top_logprobs or 0) if body.logprobs else None),
-                      enable_thinking=effort_switch(body.reasoning.effort if body.reasoning else None))
+                      enable_thinking=effort_switch(body.reasoning.effort if body.reasoning else None),
+                      template_param="reasoning.effort")
     fmt = dumped(body.text.format) if body.text and body.text.format else None
     if fmt and fmt.get("type") == "json_schema":
         fmt = {"type": "json_schema", "json_schema": {"schema": fmt.get("schema")}}

@@ -3,7 +3,8 @@
 It streams one token every ``interval_s`` on a fixed schedule (token i leaves at start + ttft + i *
 interval, so scheduling jitter never adds up), answers ``/v1/models``, and can misbehave on purpose:
 ignore ``max_tokens`` (send twice as many), stop early (as if at end of sequence), leave usage out,
-or refuse the ``ignore_eos``/``min_tokens`` extensions with a 400 as strict servers do.
+or refuse the ``ignore_eos``/``min_tokens``/``chat_template_kwargs`` extensions with a 400 naming the
+first it finds, as OpenAI's own API does.
 
 It also speaks the parts of OpenAI's stream that remote-engine tests need: with ``logprobs`` it
 answers a request's ``logprobs``/``top_logprobs`` with ``choices[].logprobs.content`` entries (chat)
@@ -109,8 +110,9 @@ def fake_app(b: Behaviour) -> FastAPI:
 
     async def answer(request: Request, chat: bool):
         body = await request.json()
-        if b.refuse_extensions and ("ignore_eos" in body or "min_tokens" in body):
-            return JSONResponse({"error": {"message": "Unrecognized request argument: ignore_eos"}}, 400)
+        extension = next((k for k in ("ignore_eos", "min_tokens", "chat_template_kwargs") if k in body), None)
+        if b.refuse_extensions and extension:
+            return JSONResponse({"error": {"message": f"Unrecognized request argument supplied: {extension}"}}, 400)
         return StreamingResponse(_tokens(b, body, chat), media_type="text/event-stream")
 
     @app.post("/v1/completions")
