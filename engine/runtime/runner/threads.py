@@ -67,14 +67,16 @@ class ThreadController:
         self.slow_steps = 0
 
     def limit(self, most: int) -> int:
-        """Cap the count at ``most`` (the runner's share of the engine's cores changed); returns it."""
+        """Cap the count at ``most`` (the runner's share of the engine's cores changed); returns the
+        count. A user's fixed count stays as it is: it is their choice, and the budget counts it so."""
         most = max(1, most)
-        if self.fixed is None and most != self.most:
-            self.most, self.probe = most, None
-            if most > self.threads:  # more room: look up soon
-                self.next_at[1] = self.clock + PROBE_MIN_S / 2
-                self.wait[1] = PROBE_MIN_S
-        self.threads = min(self.threads, self.most) if self.fixed is None else min(self.fixed, most)
+        if self.fixed is not None or most == self.most:
+            return self.threads
+        self.most, self.probe = most, None
+        if most > self.threads:  # more room: look up soon
+            self.next_at[1] = self.clock + PROBE_MIN_S / 2
+            self.wait[1] = PROBE_MIN_S
+        self.threads = min(self.threads, self.most)
         return self.threads
 
     def observe(self, threads: int, seconds: float, tokens: int) -> int:
@@ -181,8 +183,8 @@ class StepThreads:
 
     def now(self) -> dict:
         """What a ``done`` event and ``stats`` report: the counts in use and how they are chosen."""
-        return {"decode": self.decode.threads, "prompt": self.prompt.threads, "share": self._share,
-                "fixed": self.fixed is not None}
+        return {"decode": self.decode.threads, "prompt": self.prompt.threads, "share": self.share,
+                "fixed": self.fixed is not None}  # share: the most it uses from its next step on
 
     def run(self, batch: Any, prefill: bool) -> int:
         """``llama_decode(ctx, batch)`` on the chosen counts, timed; returns its result code.
