@@ -34,8 +34,8 @@ MARGIN = 0.03  # a count must beat one fewer by this share of a step to be worth
 SLOW = 1.3  # a step this much slower than the count's smoothed time says the machine changed: probe now
 PROBE_MIN_S = 0.25  # the first probe after a change of count; each lost probe doubles the wait ...
 PROBE_MAX_S = {1: 1.5, -1: 4.0}  # ... up to this: more threads (a quiet machine again is found within about
-#                                 this long), fewer (a busier machine is seen at once by its slow steps: SLOW)
-OVERHEAD = 0.03  # ... and is at least long enough that lost probes cost at most this share of the time
+#                                 this long), fewer (a busier machine is seen at once by its slow steps: SLOW),
+OVERHEAD = 0.03  # ... but always long enough that lost probes cost at most this share of the time
 PROBE_STEPS = 2  # steps measured on the probed count ...
 CLEARLY_WORSE = 1.3  # ... but one step this much slower than the count it left ends the probe at once
 FRESH_S = 2.0  # a count's time older than this (of measured step time) no longer speaks for it
@@ -120,8 +120,9 @@ class ThreadController:
         if best != back:  # the probe won: settle there, and look the other way soon
             self.wait = {-1: PROBE_MIN_S, 1: PROBE_MIN_S}
             self.next_at[-direction] = self.clock + PROBE_MIN_S
-        else:  # lost: wait longer, and long enough that probing costs at most OVERHEAD of the time
-            self.wait[direction] = min(PROBE_MAX_S[direction], max(2 * self.wait[direction], extra / OVERHEAD))
+        else:  # lost: wait longer (up to PROBE_MAX_S), and long enough that probing costs at most OVERHEAD
+            #    of the time (on a machine so busy that a step on more threads takes ten times as long)
+            self.wait[direction] = max(min(PROBE_MAX_S[direction], 2 * self.wait[direction]), extra / OVERHEAD)
         self.next_at[direction] = self.clock + self.wait[direction]
         self.threads = best
 
