@@ -41,7 +41,7 @@ from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, 
 from fireside.engine.library.starter import starter_path
 from fireside.engine.runtime.healing import cpu_has_amx
 
-PROMPT = "Count from 1 to 1000, separated by commas."
+PROMPT = "Write a very long story about a lighthouse keeper."
 BUSY = "while True: pass"
 
 
