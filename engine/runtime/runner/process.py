@@ -2,7 +2,7 @@
 
 llama.cpp ends its process on some failures (GPU out of memory, failed asserts), which no Python
 ``try`` can catch, so each loaded model lives here, away from the app. The parent sends frames
-(``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``shutdown``;
+(``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``threads``, ``shutdown``;
 see ``runtime/protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
 
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; a tokenizer
