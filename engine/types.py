@@ -155,3 +155,17 @@ class LoadedModel:
     calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported
     warnings: list[str] = field(default_factory=list)  # what the user should be told: a healed or shrunk load
     parallel: int = 1  # slots: requests decoded together, each with a context of n_ctx tokens
+    threads: int = 0  # decode threads in use (as of its last reply; runner/threads.py chooses them)
+    prompt_threads: int = 0  # threads evaluating prompts
+    thread_share: int = 0  # the most it may use now: its share of the engine's cores (threadbudget.py)
+    threads_fixed: bool = False  # the user chose the count (--threads): it never moves
+
+    def threads_label(self) -> str:
+        """The threads in use, in words: "2 threads (fixed)", "1 of 2 threads", "" before any are known."""
+        if not self.threads:
+            return ""
+        if self.threads_fixed:
+            return f"{self.threads} thread{'s' if self.threads > 1 else ''} (fixed)"
+        most = max(self.thread_share, self.threads)
+        return f"{self.threads} of {most} threads" if most > self.threads else \
+            f"{self.threads} thread{'s' if self.threads > 1 else ''}"

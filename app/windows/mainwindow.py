@@ -163,7 +163,8 @@ class MainWindow(QMainWindow):
         loaded = self.ctx.engine.loaded()
         if loaded:
             parts = [f"{m.model_id} · {human_bytes(m.rss_bytes or m.planned_ram_bytes)} RAM"
-                     + (f" · {human_bytes(m.planned_gpu_bytes)} VRAM" if m.planned_gpu_bytes else "") for m in loaded]
+                     + (f" · {human_bytes(m.planned_gpu_bytes)} VRAM" if m.planned_gpu_bytes else "")
+                     + (f" · {m.threads_label()}" if m.threads_label() else "") for m in loaded]
             self.models_label.setText("Loaded: " + "  |  ".join(parts))
         else:
             self.models_label.setText("No model loaded")

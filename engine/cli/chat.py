@@ -176,8 +176,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         messages.append({"role": "user", "content": prompt})
         _, usage = _stream(engine, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
         if args.stats and usage:
+            threads = next((m.threads_label() for m in engine.loaded() if m.model_id == args.model), "")
             print(f"{usage.completion_tokens} tokens, {usage.decode_tokens_per_s:.1f} tokens/s, "
-                  f"first token after {usage.ttft_s * 1000:.0f} ms", file=sys.stderr)
+                  f"first token after {usage.ttft_s * 1000:.0f} ms" + (f", {threads}" if threads else ""),
+                  file=sys.stderr)
         return 0
     finally:
         engine.close()
@@ -197,6 +199,6 @@ def cmd_ps(args: argparse.Namespace) -> int:
         gpu = round(100 * vram / size) if size else 0
         where = "100% CPU" if gpu == 0 else "100% GPU" if gpu == 100 else f"{100 - gpu}%/{gpu}% CPU/GPU"
         rows.append([m.get("name", "?"), human_bytes(size), where, str(m.get("context_length", "")),
-                     m.get("expires_at", "")])
-    print(table(rows, ["NAME", "SIZE", "PROCESSOR", "CONTEXT", "UNTIL"]) if rows else "no models loaded")
+                     m.get("threads") or "-", m.get("expires_at", "")])
+    print(table(rows, ["NAME", "SIZE", "PROCESSOR", "CONTEXT", "THREADS", "UNTIL"]) if rows else "no models loaded")
     return 0

@@ -166,6 +166,14 @@ class RunnerClient:
             if not complete and not told and self.alive:
                 self._send_cancel(req_id)  # the caller stopped listening: free the runner
 
+    def tell(self, op: str, **payload: Any) -> None:
+        """Send a frame that has no reply (``threads``: this runner's share of the cores); a runner that
+        is gone has nothing to be told."""
+        try:
+            self.pipe.send({"op": op, "id": "", **payload})
+        except PipeClosed:
+            pass
+
     def _send_cancel(self, req_id: str) -> None:
         try:
             self.pipe.send({"op": "cancel", "id": req_id})

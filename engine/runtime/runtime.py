@@ -43,6 +43,7 @@ from .parsing import StreamParser, prompt_opens_reasoning
 from .protocol import Segments, max_prompt_chars, prompt_chars
 from .replycheck import check_reply, expected_schema
 from .templates import ChatTemplate
+from .threadbudget import ThreadBudget
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]
@@ -88,6 +89,7 @@ class _Spawn:
     embedding: bool
     on_progress: ProgressFn | None
     cancel: threading.Event | None
+    fixed_threads: int | None = None  # the user's --threads: kept as chosen (runner/threads.py)
 
 
 class Runtime:
@@ -108,6 +110,7 @@ class Runtime:
         self._lock = threading.RLock()
         self._load_locks: dict[str, threading.Lock] = {}
         self._closed = threading.Event()
+        self._budget: ThreadBudget | None = None  # the cores, split between the runners decoding (made at the first load)
         self._reaper = threading.Thread(target=self._reap_idle, name="fireside-idle-reaper", daemon=True)
         self._reaper.start()
 
@@ -151,7 +154,9 @@ class Runtime:
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
         warnings: list[str] = []
-        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel)
+        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads)
+        if self._budget is None:
+            self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
         try:
             client, result, plan = self._spawn_healing(spawn, plan, warnings)
         except (RuntimeFailure, RunnerCrashed) as first:
@@ -174,6 +179,7 @@ class Runtime:
             calibration=plan.compare(reported) if reported else {}, warnings=warnings,
             parallel=result.get("n_seq", plan.parallel),
         )
+        _note_threads(loaded, result.get("threads"))
         log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
                  loaded.parallel)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
@@ -225,6 +231,7 @@ class Runtime:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:
             for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs,
+                                     threads_fixed=spawn.fixed_threads is not None,
                                      kvcache=None if embedding else self._cache_config()):
                 if msg["type"] == "progress" and on_progress:  # 1.0 only once loaded and warmed up
                     on_progress(LoadProgress(model_id, min(msg["fraction"], LOADING_MAX)))
@@ -271,6 +278,8 @@ class Runtime:
         with self._lock:
             slot = self._slots.pop(key, None)
         if slot:
+            if self._budget is not None:
+                self._budget.forget(slot.client)
             slot.client.close()
 
     def loaded(self) -> list[LoadedModel]:
@@ -368,6 +377,8 @@ class Runtime:
         slot.bounded(prompt)
         with self._lock:
             slot.busy += 1
+            if slot.busy == 1 and self._budget is not None:  # its share goes out before its request
+                self._budget.decoding(slot.client, True, slot.options.threads)
         try:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
@@ -375,6 +386,7 @@ class Runtime:
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"), tokens=msg.get("tokens", 0))
                 elif msg["type"] == "done":
+                    _note_threads(slot.loaded, msg.get("threads"))
                     yield Chunk("done", finish_reason=msg["finish_reason"], usage=Usage(**msg["usage"]),
                                 stop_sequence=msg.get("stop_sequence"))
                 elif msg["type"] == "error":
@@ -386,6 +398,8 @@ class Runtime:
             with self._lock:
                 slot.busy -= 1
                 slot.loaded.last_used = time.time()
+                if slot.busy == 0 and self._budget is not None:
+                    self._budget.decoding(slot.client, False)
 
     def _forget_dead(self, slot: _Slot) -> None:
         with self._lock:
@@ -453,6 +467,13 @@ def _never_back(on_progress: ProgressFn | None) -> ProgressFn | None:
         on_progress(replace(p, fraction=best[0]))
 
     return report
+
+
+def _note_threads(loaded: LoadedModel, threads: dict | None) -> None:
+    """Keep what the runner said about its threads (``runner/threads.py``'s ``now``) for ``ps``."""
+    if threads:
+        loaded.threads, loaded.prompt_threads = threads["decode"], threads["prompt"]
+        loaded.thread_share, loaded.threads_fixed = threads["share"], threads["fixed"]
 
 
 def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:

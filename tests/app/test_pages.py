@@ -193,3 +193,11 @@ def test_a_chat_from_the_first_run_button_shows_in_my_models_last_used(qtbot, ap
         return models.table_model.data(index) if index is not None else None
     qtbot.waitUntil(lambda: last_used() not in (None, "never"), timeout=15_000)  # the refresh has landed
     assert last_used().endswith("min ago")
+
+
+@pytest.mark.model
+def test_the_status_bar_shows_the_threads_a_loaded_model_uses(qtbot, app):
+    label = app.window.models_label
+    qtbot.waitUntil(lambda: "starter" in label.text(), timeout=10_000)
+    loaded = app.ctx.engine.loaded()[0]
+    assert loaded.threads_label() and loaded.threads_label() in label.text()  # "2 threads", "1 of 2 threads"

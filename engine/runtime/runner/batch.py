@@ -44,6 +44,7 @@ from typing import Any
 from . import kvstate
 from .decode import Reply, common_prefix
 from .sampler import Chain, DeadEnd, token_logprob
+from .threads import StepThreads
 from .tokens import prompt_tokens
 
 Send = Callable[..., None]  # send(req_id, kind, **data)
@@ -164,10 +165,11 @@ def slot_context(llama: Any) -> int:
 
 class BatchEngine:
     def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
-                 cache: kvstate.PromptCache | None = None):
+                 cache: kvstate.PromptCache | None = None, threads: StepThreads | None = None):
         import llama_cpp as lc
 
         self.llama, self.send, self.on_finished, self.cache = llama, send, on_finished, cache
+        self.threads = threads  # times each step and sets its thread counts (threads.py); None: the load's
         self.ctx = llama._ctx.ctx
         self.mem = lc.llama_get_memory(self.ctx)
         lc.llama_memory_clear(self.mem, True)  # whatever ran before (a warm-up) is not a slot's
@@ -336,7 +338,11 @@ class BatchEngine:
         within its slot's context, so a full cache (1) is a surprise: the longest reply ends."""
         import llama_cpp as lc
 
-        rc = lc.llama_decode(self.ctx, self.batch)
+        if self.threads is None:
+            rc = lc.llama_decode(self.ctx, self.batch)
+        else:  # a step with prompt tokens in it evaluates a prompt; else every token is a stream's next
+            generating = sum(1 for s in self.slots if s.seq is not None and s.seq.next_token is not None)
+            rc = self.threads.run(self.batch, prefill=self.batch.n_tokens > generating)
         if rc == 1:
             longest = max((s for s in self.slots if s.seq), key=lambda s: len(s.tokens))
             self._release(longest, longest.seq.reply.end("length"))

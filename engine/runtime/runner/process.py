@@ -2,7 +2,7 @@
 
 llama.cpp ends its process on some failures (GPU out of memory, failed asserts), which no Python
 ``try`` can catch, so each loaded model lives here, away from the app. The parent sends frames
-(``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``shutdown``;
+(``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``threads``, ``shutdown``;
 see ``runtime/protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
 
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; a tokenizer
@@ -46,6 +46,8 @@ class Runner:
         self._log_cb = None
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
+        self.step_threads: Any = None  # the StepThreads (threads.py), made at the load
+        self.share: int | None = None  # the cores the runtime last gave this runner
         self.cache: Any = None  # the PromptCache (kvstate.py), when the load asked for one
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
 
@@ -62,6 +64,10 @@ class Runner:
                 event = self.cancels.get(msg["id"])  # a cancel for a finished request is moot
                 if event is not None:
                     event.set()
+            elif op == "threads":  # the runtime's share of the cores for this runner (threadbudget.py)
+                self.share = msg["share"]
+                if self.step_threads is not None:
+                    self.step_threads.share = self.share
             elif op == "shutdown":
                 break
             else:
@@ -210,6 +216,7 @@ class Runner:
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
+        self.step_threads = _step_threads(self.llama, kwargs, msg.get("threads_fixed", False), self.share)
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
@@ -217,7 +224,7 @@ class Runner:
 
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq,
-                   longest_piece=longest_piece(self.llama))
+                   longest_piece=longest_piece(self.llama), threads=self.step_threads.now())
 
     def _warm_up(self, crash: bool) -> None:
         """Decode a few real tokens once, so a llama.cpp crash on this machine happens during the load
@@ -281,7 +288,8 @@ class Runner:
         slots = self.batch.slots if self.batch else []
         self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_seq=self.n_seq,
                    n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots],
-                   prompt_cache=self.cache.notice or "on" if self.cache else "off")
+                   prompt_cache=self.cache.notice or "on" if self.cache else "off",
+                   threads=self.step_threads.now() if self.step_threads else None)
 
     def _gather_wait(self, gather: Gather) -> float:
         """Seconds to wait for the rest of a burst before the next step; 0 once the slots are full."""
@@ -291,12 +299,31 @@ class Runner:
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:
-            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished, self.cache)
+            self.batch = BatchEngine(self.llama, self.n_seq, self._reply_generate, self._finished, self.cache,
+                                     self.step_threads)
         self.batch.submit(req_id, msg, cancel)
         return True  # the batch engine replies and calls _finished when the request ends
 
+    def _reply_generate(self, req_id: str, kind: str, **data: Any) -> None:
+        """``reply`` for the batch engine: a ``done`` says the thread counts in use too (``fireside ps``)."""
+        if kind == "done" and self.step_threads is not None:
+            data["threads"] = self.step_threads.now()
+        self.reply(req_id, kind, **data)
+
     def _finished(self, req_id: str) -> None:
         self.cancels.pop(req_id, None)
+
+
+def _step_threads(llama: Any, kwargs: dict, fixed: bool, share: int | None) -> Any:
+    """The load's thread counts, kept right while running (``threads.py``): ``n_threads`` is a user's
+    fixed choice when ``fixed``, else the most the controller may use."""
+    from .threads import StepThreads
+
+    n = max(1, int(kwargs.get("n_threads") or os.cpu_count() or 1))
+    step_threads = StepThreads(llama.ctx, n, n if fixed else None)
+    if share is not None:
+        step_threads.share = share
+    return step_threads
 
 
 def _test_crash_wanted(kwargs: dict, extra_bufts: bool) -> bool:

@@ -108,7 +108,7 @@ class Chain:
         saved = self.penalties.apply(row) if self.penalties else []
         try:
             if self.argmax:
-                token = self._top(row)
+                token = self._top(ctx, idx)
             elif self.mask is not None:
                 token = self._guided(row)
             else:
@@ -147,10 +147,8 @@ class Chain:
         lc.llama_sampler_accept(self.ptr, token)
         return token
 
-    def _top(self, row: Any) -> int:
-        import numpy as np
-
-        return int(np.ctypeslib.as_array(row, shape=(self.n_vocab,)).argmax())
+    def _top(self, ctx: Any, idx: int) -> int:
+        return int(logits_row(ctx, idx, self.n_vocab).argmax())
 
     def free(self) -> None:
         import llama_cpp as lc
@@ -211,13 +209,41 @@ def _last_n(llama: Any, n: int) -> int:
     return n_ctx if n < 0 else min(n, n_ctx)
 
 
-def token_logprob(llama: Any, ctx: Any, idx: int, token: int, k: int) -> TokenLogprob:
-    """The log-probability of ``token`` in output row ``idx``, with the ``k`` most likely alternatives."""
+_views: dict[tuple[int, int], Any] = {}  # (row address, n_vocab) -> a numpy view of that row
+_row_address: Any = None
+
+
+def logits_row(ctx: Any, idx: int, n_vocab: int) -> Any:
+    """Output row ``idx`` of the last decode as a float32 numpy array (a view: no copy).
+
+    Making a view costs ~20 us (``np.ctypeslib.as_array`` builds an array interface each time), more
+    than the argmax it serves, and a step makes one per sequence. The output buffer stays put from
+    step to step, so views are kept by row address (looked up through a ``c_void_p`` copy of
+    ``llama_get_logits_ith``): a view is only an address and a length, and is used only when llama.cpp
+    has just returned that address for a row of ``n_vocab`` floats, so a reallocated buffer cannot
+    make one stale."""
+    global _row_address
     import llama_cpp as lc
     import numpy as np
 
-    n_vocab = llama.n_vocab()
-    row = np.ctypeslib.as_array(lc.llama_get_logits_ith(ctx, idx), shape=(n_vocab,)).astype(np.float64)
+    if _row_address is None:
+        fn = lc.llama_cpp._lib["llama_get_logits_ith"]  # indexing makes a new function object: ours to retype
+        fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_int32], ctypes.c_void_p
+        _row_address = fn
+    key = (_row_address(ctx, idx), n_vocab)
+    view = _views.get(key)
+    if view is None:
+        if len(_views) > 256:  # rows of many batch shapes over a long life: start again
+            _views.clear()
+        view = _views[key] = np.ctypeslib.as_array((ctypes.c_float * n_vocab).from_address(key[0]))
+    return view
+
+
+def token_logprob(llama: Any, ctx: Any, idx: int, token: int, k: int) -> TokenLogprob:
+    """The log-probability of ``token`` in output row ``idx``, with the ``k`` most likely alternatives."""
+    import numpy as np
+
+    row = logits_row(ctx, idx, llama.n_vocab()).astype(np.float64)
     peak = row.max()
     lse = peak + math.log(float(np.exp(row - peak).sum()))
     k = max(0, min(k, MAX_TOP_LOGPROBS))

@@ -22,6 +22,14 @@ def test_run_prints_one_reply_for_scripts():
     assert out.stdout.strip()
 
 
+def test_run_keeps_a_thread_count_the_user_gave_and_says_so():
+    out = subprocess.run([sys.executable, "-m", "fireside.engine", "run", "starter", "Count to twenty.", "--max-tokens",
+                          "24", "--seed", "1", "--ctx", "1024", "--threads", "1", "--stats"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "24 tokens" in out.stderr and "1 thread (fixed)" in out.stderr
+
+
 def test_ctrl_c_stops_the_reply_and_the_next_prompt_works():
     proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "chat", "starter", "--ctx", "1024", "--seed", "1"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -69,6 +77,8 @@ def test_ps_lists_what_a_running_server_has_loaded(tmp_path):
         assert out.returncode == 0, out.stderr
         row = next(line for line in out.stdout.splitlines() if line.startswith("starter"))
         assert "100% CPU" in row and "1024" in row
+        cores = runtime.loaded()[0].thread_share
+        assert f"{cores} thread" in row  # the threads it uses (all the cores, until it measures fewer are faster)
     finally:
         server.stop()
         runtime.close()

@@ -1,0 +1,209 @@
+"""How many threads each decode step runs on: chosen per phase, kept right while the machine changes.
+
+llama.cpp's worker threads meet at a barrier after every operation of a step, so when another
+process takes one of their cores the whole step waits for the descheduled thread: on a 2-core
+machine with one busy process, 2 threads decoded the starter model at 38.6 tok/s and 1 thread at
+117 (issue 28). No count chosen once at load is right for long on a desktop, so each step's time is
+measured and the count follows it.
+
+``ThreadController`` is the policy, a pure object fed ``(threads, seconds, tokens)`` per step and
+answering the count for the next one (tests run it on recorded timings). It keeps a smoothed time
+per token for each count (by step size: a step of 4 streams is not a step of 1), stays on the
+fastest count it has measured recently, and probes a neighbouring count now and then: soon after a
+step turns slow (another process woke up: try fewer) and, with backing off while probes keep
+losing, every ``PROBE_MAX_S`` at most in each direction (the machine went quiet: try more). A count
+that is no faster than one fewer by ``MARGIN`` loses to it, so a small model that gains nothing
+from more threads does not take them from the rest of the desktop. A user's ``--threads N`` is a
+fixed choice that no measurement moves.
+
+``StepThreads`` applies it to a live context: one controller for steps that only decode and one for
+steps that evaluate a prompt (``llama_set_n_threads`` sets both counts; llama.cpp uses the batch
+count for any step of more than one token), within the share of the engine's cores the runtime
+gives this runner (``share``, set from the runner's reader thread; ``runtime/threadbudget.py``).
+
+Runs on the runner's worker thread, except ``share``, which any thread may set.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+MARGIN = 0.03  # a count must beat one fewer by this share of a step to be worth its thread (noise: ~1-2%)
+SLOW = 1.3  # a step this much slower than the count's smoothed time says the machine changed: probe now
+PROBE_MIN_S = 0.25  # the first probe after a change of count; each lost probe doubles the wait ...
+PROBE_MAX_S = {1: 1.5, -1: 4.0}  # ... up to this: more threads (a quiet machine again is found within about
+#                                 this long), fewer (a busier machine is seen at once by its slow steps: SLOW),
+OVERHEAD = 0.03  # ... but always long enough that lost probes cost at most this share of the time
+PROBE_STEPS = 2  # steps measured on the probed count ...
+CLEARLY_WORSE = 1.3  # ... but one step this much slower than the count it left ends the probe at once
+FRESH_S = 2.0  # a count's time older than this (of measured step time) no longer speaks for it
+SLOW_ALPHA = 0.1  # how much one step moves a count's smoothed time per token
+
+
+@dataclass
+class _Estimate:
+    per_token: float  # smoothed seconds per token
+    at: float  # the controller's clock when last measured
+
+
+class ThreadController:
+    """Chooses a thread count from measured step times. Pure: no clock, no llama.cpp (the clock is
+    the sum of the step seconds it is fed). ``most`` is the most threads it may use; ``fixed`` a
+    user's choice, which it keeps whatever it measures (only a smaller ``most`` caps it)."""
+
+    def __init__(self, most: int, fixed: int | None = None, start: int | None = None):
+        self.fixed = fixed
+        self.most = max(1, fixed or most)
+        self.threads = min(self.most, max(1, start or self.most))
+        self.clock = 0.0
+        self.est: dict[tuple[int, int], _Estimate] = {}  # (step size bucket, threads) -> time per token
+        self.probe: tuple[int, int, float] | None = None  # (threads to return to, steps left, seconds lost)
+        self.wait = {-1: PROBE_MIN_S, 1: PROBE_MIN_S}  # seconds between probes down and up
+        self.next_at = {-1: PROBE_MIN_S, 1: PROBE_MIN_S}
+        self.last_probe = 1  # the direction probed last (probes alternate where both are open)
+        self.slowed_at = float("-inf")  # when slow steps last brought a probe down forward
+        self.slow_steps = 0
+
+    def limit(self, most: int) -> int:
+        """Cap the count at ``most`` (the runner's share of the engine's cores changed); returns the
+        count. A user's fixed count stays as it is: it is their choice, and the budget counts it so."""
+        most = max(1, most)
+        if self.fixed is not None or most == self.most:
+            return self.threads
+        self.most, self.probe = most, None
+        if most > self.threads:  # more room: look up soon
+            self.next_at[1] = self.clock + PROBE_MIN_S / 2
+            self.wait[1] = PROBE_MIN_S
+        self.threads = min(self.threads, self.most)
+        return self.threads
+
+    def observe(self, threads: int, seconds: float, tokens: int) -> int:
+        """One step of ``tokens`` tokens took ``seconds`` on ``threads`` threads; returns the count for
+        the next step."""
+        if self.fixed is not None or tokens <= 0 or seconds <= 0:
+            return self.threads
+        self.clock += seconds
+        bucket = _bucket(tokens)
+        per_token = seconds / tokens
+        old = self.est.get((bucket, threads))
+        fresh = old is not None and self.clock - old.at < FRESH_S
+        if fresh:
+            old.per_token += SLOW_ALPHA * (per_token - old.per_token)
+            old.at = self.clock
+        else:
+            self.est[(bucket, threads)] = _Estimate(per_token, self.clock)
+        if self.probe is not None:
+            self._probing(bucket, threads, per_token, tokens)
+        elif threads == self.threads:
+            self._steady(bucket, per_token, old if fresh else None)
+        return self.threads
+
+    def _probing(self, bucket: int, threads: int, per_token: float, tokens: int) -> None:
+        back, left, extra = self.probe
+        if threads != self.threads:
+            return
+        base = self._fresh(bucket, back)
+        if base is not None:
+            extra += (per_token - base.per_token) * tokens
+        if base is not None and per_token > CLEARLY_WORSE * base.per_token:
+            left = 0  # clearly worse: no need to measure it again
+        else:
+            left -= 1
+        if left > 0:
+            self.probe = (back, left, extra)
+            return
+        self.probe = None
+        direction = 1 if threads > back else -1
+        best = self._best(bucket, back)
+        if best != back:  # the probe won: settle there, and look the other way soon
+            self.wait = {-1: PROBE_MIN_S, 1: PROBE_MIN_S}
+            self.next_at[-direction] = self.clock + PROBE_MIN_S
+        else:  # lost: wait longer (up to PROBE_MAX_S), and long enough that probing costs at most OVERHEAD
+            #    of the time (on a machine so busy that a step on more threads takes ten times as long)
+            self.wait[direction] = max(min(PROBE_MAX_S[direction], 2 * self.wait[direction]), extra / OVERHEAD)
+        self.next_at[direction] = self.clock + self.wait[direction]
+        self.threads = best
+
+    def _steady(self, bucket: int, per_token: float, est: _Estimate | None) -> None:
+        t = self.threads
+        slow = est is not None and per_token > SLOW * est.per_token
+        self.slow_steps = self.slow_steps + 1 if slow else 0
+        # two slow steps running (one is a stall: a page fault, an interrupt)
+        if self.slow_steps >= 2 and t > 1 and self.clock - self.slowed_at > PROBE_MAX_S[1]:
+            self.slowed_at = self.clock  # the machine got busier: see whether fewer threads are faster now
+            self.next_at[-1] = self.clock
+            self.wait[-1] = PROBE_MIN_S
+        open_dirs = [d for d in (-1, 1) if 1 <= t + d <= self.most and self.clock >= self.next_at[d]]
+        if not open_dirs:
+            return
+        direction = open_dirs[0] if len(open_dirs) == 1 else -self.last_probe
+        self.last_probe = direction
+        self.probe = (t, PROBE_STEPS, 0.0)
+        self.threads = t + direction
+
+    def _fresh(self, bucket: int, threads: int) -> _Estimate | None:
+        e = self.est.get((bucket, threads))
+        return e if e is not None and self.clock - e.at < FRESH_S else None
+
+    def _best(self, bucket: int, back: int) -> int:
+        """The fastest count measured recently for this step size, preferring fewer threads unless
+        more are faster by ``MARGIN``; ``back`` when it has no recent time of its own to compare."""
+        if self._fresh(bucket, back) is None:
+            return back
+        best, best_time = None, 0.0
+        for t in range(1, self.most + 1):
+            e = self._fresh(bucket, t)
+            if e is None:
+                continue
+            if best is None or e.per_token < best_time * (1 - MARGIN):
+                best, best_time = t, e.per_token
+        return best or back
+
+
+def _bucket(tokens: int) -> int:
+    """Steps of up to 8 tokens are told apart by size (streams decoded together); prompt chunks by
+    power of two (their time per token changes little with size)."""
+    return tokens if tokens <= 8 else 1 << (tokens - 1).bit_length()
+
+
+class StepThreads:
+    """The thread counts of one runner's context: times each ``llama_decode`` and sets the counts
+    the controllers choose before the next. ``fixed``: the user's ``--threads``; ``most``: the
+    threads the load may use (the machine's cores)."""
+
+    def __init__(self, ctx: Any, most: int, fixed: int | None = None):
+        self.ctx = ctx
+        self.fixed = fixed
+        self.share = most  # the runtime's share for this runner; any thread may set it
+        self._share = most
+        self.decode = ThreadController(most, fixed)
+        self.prompt = ThreadController(most, fixed)
+        self.applied: tuple[int, int] = (0, 0)
+
+    def now(self) -> dict:
+        """What a ``done`` event and ``stats`` report: the counts in use and how they are chosen."""
+        return {"decode": self.decode.threads, "prompt": self.prompt.threads, "share": self.share,
+                "fixed": self.fixed is not None}  # share: the most it uses from its next step on
+
+    def run(self, batch: Any, prefill: bool) -> int:
+        """``llama_decode(ctx, batch)`` on the chosen counts, timed; returns its result code.
+        ``prefill``: the step evaluates prompt tokens (else every token in it is a stream's next)."""
+        import llama_cpp as lc
+
+        if self.share != self._share:
+            self._share = self.share
+            self.decode.limit(self._share)
+            self.prompt.limit(self._share)
+        control = self.prompt if prefill else self.decode
+        threads = control.threads
+        wanted = (threads, threads)  # one token runs on n_threads, more on n_threads_batch: both are this phase's
+        if wanted != self.applied:
+            lc.llama_set_n_threads(self.ctx, *wanted)
+            self.applied = wanted
+        started = time.perf_counter()
+        rc = lc.llama_decode(self.ctx, batch)
+        if rc == 0:
+            control.observe(threads, time.perf_counter() - started, batch.n_tokens)
+        return rc

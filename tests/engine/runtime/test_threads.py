@@ -1,0 +1,120 @@
+"""The decode-thread controller on recorded step timings (issue 28): no clock, no model, no timed assertions.
+
+Each machine below is a table of seconds per decode step by thread count. The starter model's rows
+are measured on a 2-core EPYC: issue 28's llama-server figures (-t 1: 123 tok/s quiet, 117 with one
+busy process; -t 2: 121 and 38.6), and Fireside's on the same machine crowded by other builds (a
+load average of 10: 1 thread about 20 tok/s, 2 threads 1-3). The larger model's rows (a second
+thread nearly doubles its speed on a quiet machine) and the four-core rows are modelled on those
+shapes, not measured. A seeded noise of a few percent (and rare 3x stalls) sits on top.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from fireside.engine.runtime.runner.threads import PROBE_MAX_S, ThreadController
+
+SMALL = {"quiet": {1: 1 / 123, 2: 1 / 121}, "busy": {1: 1 / 117, 2: 1 / 38.6}}
+LARGE = {"quiet": {1: 0.052, 2: 0.028}, "busy": {1: 0.056, 2: 0.085}}
+# the same machine at a load average of 10 (other builds running): 1 thread 20 tok/s, 2 threads 1.7
+CROWDED = {"quiet": {1: 1 / 123, 2: 1 / 121}, "busy": {1: 1 / 20, 2: 1 / 1.7}}
+FOUR = {"quiet": {1: 0.100, 2: 0.052, 3: 0.036, 4: 0.028}, "busy": {1: 0.104, 2: 0.055, 3: 0.039, 4: 0.090}}
+
+
+def run(ctl: ThreadController, machine: dict, schedule: list[tuple[str, int]], seed: int = 1):
+    """Feed ``ctl`` steps of ``machine`` along ``schedule`` ([(state, steps)]); returns each step's
+    (state, threads, seconds)."""
+    rng = random.Random(seed)
+    trace = []
+    for state, steps in schedule:
+        for _ in range(steps):
+            threads = ctl.threads
+            seconds = machine[state][threads] * rng.gauss(1.0, 0.03)
+            if rng.random() < 0.01:
+                seconds *= 3  # a stall now and then (a page fault, an interrupt)
+            ctl.observe(threads, seconds, 1)
+            trace.append((state, threads, seconds))
+    return trace
+
+
+def share_on(trace, state: str, threads: int, last: int) -> float:
+    steps = [t for s, t, _ in trace if s == state][-last:]
+    return sum(1 for t in steps if t == threads) / len(steps)
+
+
+def test_a_busy_process_moves_decoding_to_fewer_threads_and_quiet_brings_them_back():
+    ctl = ThreadController(2)
+    trace = run(ctl, LARGE, [("quiet", 300), ("busy", 300), ("quiet", 300)])
+    assert share_on(trace[:300], "quiet", 2, 200) > 0.9  # a model that gains from 2 threads keeps them
+    busy = trace[300:600]
+    assert all(t == 1 for _, t, _ in busy[20:30])  # moved within a few steps of the process waking
+    assert share_on(busy, "busy", 1, 250) > 0.9
+    # back on a quiet machine: at 2 threads again within PROBE_MAX_S and a probe
+    clock, back_at = 0.0, None
+    for _, t, s in trace[600:]:
+        if t == 2 and back_at is None:
+            back_at = clock
+        clock += s
+    assert back_at is not None and back_at < PROBE_MAX_S[1] + 0.2
+    assert share_on(trace[600:], "quiet", 2, 200) > 0.9
+
+
+def test_a_small_model_that_gains_nothing_from_a_thread_does_not_take_it():
+    ctl = ThreadController(2)
+    trace = run(ctl, SMALL, [("quiet", 600)])
+    assert share_on(trace, "quiet", 1, 400) > 0.9
+
+
+@pytest.mark.parametrize("machine", [SMALL, LARGE, FOUR, CROWDED], ids=["starter", "1.7B", "four-cores", "crowded"])
+@pytest.mark.parametrize("schedule", [
+    [("quiet", 1000)],
+    [("busy", 1000)],
+    [("quiet", 200), ("busy", 200), ("quiet", 200), ("busy", 200), ("quiet", 200)],
+], ids=["quiet", "busy", "changing"])
+def test_never_slower_than_the_best_fixed_choice_by_more_than_noise(machine, schedule):
+    most = max(machine["quiet"])
+    adaptive = sum(s for _, _, s in run(ThreadController(most), machine, schedule))
+    fixed = {n: sum(s for _, _, s in run(ThreadController(most, fixed=n), machine, schedule))
+             for n in range(1, most + 1)}
+    assert adaptive <= 1.06 * min(fixed.values()), (adaptive, fixed)
+
+
+def test_four_cores_and_one_busy_process_settle_on_three_threads():
+    ctl = ThreadController(4)
+    trace = run(ctl, FOUR, [("quiet", 300), ("busy", 600)])
+    assert share_on(trace[:300], "quiet", 4, 150) > 0.85
+    assert share_on(trace, "busy", 3, 300) > 0.85
+
+
+def test_a_users_thread_count_is_never_moved():
+    ctl = ThreadController(2, fixed=2)
+    trace = run(ctl, LARGE, [("quiet", 100), ("busy", 300)])
+    assert {t for _, t, _ in trace} == {2}
+    assert ctl.limit(1) == 2  # another model decoding does not move it either (the budget counts it)
+    assert ctl.limit(4) == 2
+
+
+def test_the_runners_share_caps_the_count_and_room_is_used_again():
+    ctl = ThreadController(2)
+    run(ctl, LARGE, [("quiet", 200)])
+    assert ctl.threads == 2
+    assert ctl.limit(1) == 1  # another model started decoding: this runner's share is one core
+    trace = run(ctl, LARGE, [("quiet", 200)])
+    assert {t for _, t, _ in trace} == {1}
+    ctl.limit(2)  # the other model finished
+    trace = run(ctl, LARGE, [("quiet", 100)])
+    assert share_on(trace, "quiet", 2, 80) > 0.9
+
+
+def test_steps_of_several_streams_are_measured_apart_from_single_ones():
+    """A step of 4 tokens is not slower per step because of threads: it is a different step."""
+    ctl = ThreadController(2)
+    rng = random.Random(3)
+    for i in range(600):
+        tokens = 4 if i % 2 else 1  # streams come and go
+        threads = ctl.threads
+        per_step = LARGE["quiet"][threads] * (1.6 if tokens == 4 else 1.0) * rng.gauss(1, 0.02)
+        ctl.observe(threads, per_step, tokens)
+    assert ctl.threads == 2
