@@ -57,6 +57,7 @@ class LoadOptions:
     use_mlock: bool = False
     n_batch: int = 512
     parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
+    mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:

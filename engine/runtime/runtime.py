@@ -27,6 +27,7 @@ from ..errors import (
     LoadCancelled,
     ModelNotFound,
     ModelTooLarge,
+    NoVision,
     RunnerCrashed,
     RuntimeFailure,
 )
@@ -35,7 +36,7 @@ from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
-from . import healing
+from . import healing, images
 from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for
 from .kvcache import CacheConfig
@@ -46,6 +47,7 @@ from .templates import ChatTemplate
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]
+ProjectorFinder = Callable[[str, Path], "Path | None"]  # (model id, model file) -> its vision projector
 ProgressFn = Callable[[LoadProgress], None]
 
 
@@ -88,12 +90,13 @@ class _Spawn:
     embedding: bool
     on_progress: ProgressFn | None
     cancel: threading.Event | None
+    mmproj: str | None = None
 
 
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
-                 load_defaults: LoadOptions | None = None):
+                 load_defaults: LoadOptions | None = None, projectors: ProjectorFinder | None = None):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -102,6 +105,7 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
+        self.projectors = projectors or (lambda model_id, path: None)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
@@ -151,7 +155,8 @@ class Runtime:
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
         warnings: list[str] = []
-        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel)
+        mmproj = None if embedding else (opts.mmproj or self.projectors(model_id, Path(path)))
+        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, str(mmproj) if mmproj else None)
         try:
             client, result, plan = self._spawn_healing(spawn, plan, warnings)
         except (RuntimeFailure, RunnerCrashed) as first:
@@ -172,7 +177,7 @@ class Runtime:
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
             calibration=plan.compare(reported) if reported else {}, warnings=warnings,
-            parallel=result.get("n_seq", plan.parallel),
+            parallel=result.get("n_seq", plan.parallel), vision=bool(result.get("vision")),
         )
         log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
                  loaded.parallel)
@@ -224,7 +229,7 @@ class Runtime:
         if embedding:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:
-            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs,
+            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
                                      kvcache=None if embedding else self._cache_config()):
                 if msg["type"] == "progress" and on_progress:  # 1.0 only once loaded and warmed up
                     on_progress(LoadProgress(model_id, min(msg["fraction"], LOADING_MAX)))
@@ -310,17 +315,33 @@ class Runtime:
 
     # --- requests --------------------------------------------------------------------------------
     def render_prompt(self, model_id: str, request: ChatRequest) -> str:
-        return "".join(text for text, _ in self._render(self._slot(model_id), request)[0])
+        return _text_of(self._render(self._slot(model_id), request)[0])
 
-    @staticmethod
-    def _render(slot: _Slot, request: ChatRequest) -> tuple[Segments, list | None]:
+    def _render(self, slot: _Slot, request: ChatRequest) -> tuple[Segments, list | None]:
         """The prompt for ``request`` as segments (markup, and message contents that are plain text;
-        see ``tokens.py``) and the tools offered with it (none when tool_choice is "none")."""
+        see ``tokens.py``), with its images between them (``images.py``), and the tools offered with it
+        (none when tool_choice is "none")."""
         tools = request.tools if request.tool_choice != "none" else None
         variables = dict(request.template_vars)
         if request.enable_thinking is not None:  # None: the template keeps its own default
             variables["enable_thinking"] = request.enable_thinking
-        return slot.template.render_segments(request.messages, tools=tools, variables=variables), tools
+        messages, pictures, nonce = images.mark_images(request.messages)
+        if pictures and not slot.loaded.vision:
+            raise NoVision(self.no_vision_message(slot.model_id))
+        segments = slot.template.render_segments(messages, tools=tools, variables=variables)
+        return (images.place_images(segments, pictures, nonce) if pictures else segments), tools
+
+    def no_vision_message(self, model_id: str) -> str:
+        """Why ``model_id`` cannot take an image, naming the library's models that can."""
+        names = self.vision_models()
+        can = (f"; models in the library that can: {', '.join(names[:5])}" if names
+               else "; no model in the library can (pull one with its mmproj projector, e.g. SmolVLM)")
+        return f"{model_id} cannot see images: it reads text only (no vision projector is paired with it){can}"
+
+    def vision_models(self) -> list[str]:
+        """The ids of the library's models that have a vision projector (``projectors`` finds them)."""
+        finder = getattr(self.projectors, "vision_models", None)
+        return finder() if finder else []
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -331,7 +352,7 @@ class Runtime:
         forced = bool(forced_tool_names(request)) if tools else False
         # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
         # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
-        opened = None if grammar else prompt_opens_reasoning("".join(text for text, _ in prompt))
+        opened = None if grammar else prompt_opens_reasoning(_text_of(prompt))
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if grammar else None), []
@@ -435,6 +456,11 @@ class Runtime:
             keys = list(self._slots)
         for key in keys:
             self._drop(key)
+
+
+def _text_of(prompt: Segments) -> str:
+    """A rendered prompt's text, its images left out."""
+    return "".join(s[0] for s in prompt if isinstance(s, tuple))
 
 
 def _never_back(on_progress: ProgressFn | None) -> ProgressFn | None:

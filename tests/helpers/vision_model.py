@@ -180,3 +180,24 @@ def image_bytes(seed: int, size: tuple[int, int] = (48, 40), fmt: str = "PNG") -
     buf = io.BytesIO()
     img.save(buf, fmt)
     return buf.getvalue()
+
+
+def data_url(data: bytes, media_type: str = "image/png") -> str:
+    import base64
+
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def oracle_replies(model: Path, mmproj: Path, conversations: list[list[dict]], max_tokens: int = 12) -> list[str]:
+    """Greedy replies from llama-cpp-python's own ``MTMDChatHandler`` on the pair, one conversation after
+    another (OpenAI-shaped messages with ``image_url`` data URLs): the oracle the runner must match."""
+    import llama_cpp
+    from llama_cpp.llama_chat_format import MTMDChatHandler
+
+    handler = MTMDChatHandler(str(mmproj), verbose=False)
+    llm = llama_cpp.Llama(str(model), n_ctx=1024, chat_handler=handler, verbose=False, seed=0)
+    try:
+        return [llm.create_chat_completion(messages, temperature=0.0, max_tokens=max_tokens, repeat_penalty=1.0)
+                ["choices"][0]["message"]["content"] for messages in conversations]
+    finally:
+        llm.close()
