@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import FiresideError, LibraryError, ModelNotFound, UnsafePath
 from ..models.files import not_regular
 from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
+from ..models.projector import pair
 from ..settings import Settings
 from .index import Index, IndexRow
 from .names import Named, assign_aliases, former_names, full_id, header_quant, model_id, quant_of
@@ -298,7 +299,7 @@ class Library:
         return LibraryModel(
             id=f.id, aliases=[], path=f.path, info=info,
             source=row.source if row else "local", size=f.size, files=f.files,
-            projector=_projector(f.path.parent), origin=row.origin if row else None,
+            projector=_projector(f.path.parent, info), origin=row.origin if row else None,
             sha256=row.sha256 if row else None, added_at=row.added_at if row else time.time(), root=f.root)
 
     def _starter(self) -> LibraryModel | None:
@@ -331,13 +332,10 @@ def _starter_info(path: str, size: int, mtime_ns: int) -> ModelInfo:
     return inspect_file(path)
 
 
-def _projector(folder: Path) -> Path | None:
-    try:
-        names = sorted(p for p in folder.iterdir() if "mmproj" in p.name.lower() and p.suffix == ".gguf"
-                       and not_regular(p) is None)  # the runner would block opening a FIFO
-    except OSError:
-        return None
-    return names[0] if names else None
+def _projector(folder: Path, info: ModelInfo) -> Path | None:
+    """The vision projector in the model's folder whose header fits it (``models/projector.py``)."""
+    found = pair(folder, info.embedding_length)
+    return found.path if found else None
 
 
 def _link(src: Path, dest: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import re
 import secrets
+from pathlib import Path
 from typing import Any
 
 from ..errors import ImageRejected
@@ -46,7 +47,11 @@ def decode_image(data: bytes, media_type: str | None = None, where: str = "image
         raise ImageRejected(f"{where}: SVG images are not read (send a PNG, JPEG, WebP, GIF or BMP)", where)
     try:
         img = PILImage.open(io.BytesIO(data), formats=list(FORMATS))
+    except PILImage.DecompressionBombError as exc:
+        raise ImageRejected(f"{where}: the image has too many pixels (a decompression bomb?): {exc}", where) from None
     except Exception as exc:
+        if _sniff(data):  # the start of a real image, then nonsense or nothing
+            raise ImageRejected(f"{where}: the {_sniff(data)} image is truncated or corrupt: {exc}", where) from None
         raise ImageRejected(f"{where}: not an image Fireside can read (PNG, JPEG, WebP, GIF or BMP): {exc}",
                             where) from None
     found = FORMATS[img.format]
@@ -62,6 +67,15 @@ def decode_image(data: bytes, media_type: str | None = None, where: str = "image
     except Exception as exc:
         raise ImageRejected(f"{where}: the image is truncated or corrupt: {exc}", where) from None
     return Image(rgb.tobytes(), width, height, found)
+
+
+def _sniff(data: bytes) -> str | None:
+    """The media type a file's first bytes announce, if they are one of ``FORMATS``'s signatures."""
+    signatures = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF87a": "image/gif",
+                  b"GIF89a": "image/gif", b"BM": "image/bmp"}
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in signatures.items() if data.startswith(magic)), None)
 
 
 def _claimed(media_type: str) -> str:
@@ -112,3 +126,25 @@ def place_images(segments: list[tuple[str, bool]], images: list[Image], nonce: s
 def prompt_images(prompt: Any) -> int:
     """How many images a prompt holds (0 for a string or text-only segments)."""
     return 0 if isinstance(prompt, str) else sum(1 for s in prompt if isinstance(s, Image))
+
+
+class LibraryProjectors:
+    """The runtime's default ``projectors``: a model's vision projector is the one the library pairs with
+    its file (``models/projector.py``); ``vision_models`` names the library's models that can see."""
+
+    def __init__(self, settings: Any):
+        self.settings = settings
+
+    def __call__(self, model_id: str, path: Path) -> Path | None:
+        from ..errors import FiresideError
+        from ..library import Library
+
+        try:
+            return Library(self.settings).by_path(path).projector
+        except (FiresideError, OSError):
+            return None
+
+    def vision_models(self) -> list[str]:
+        from ..library import Library
+
+        return [m.aliases[0] if m.aliases else m.id for m in Library(self.settings).list() if m.projector]

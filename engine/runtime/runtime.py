@@ -105,7 +105,7 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
-        self.projectors = projectors or (lambda model_id, path: None)
+        self.projectors = projectors or images.LibraryProjectors(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload

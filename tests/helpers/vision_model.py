@@ -103,7 +103,8 @@ def write_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layer
     return path
 
 
-def write_projector(path: Path, *, seed: int = 11, n_layers: int = 2, n_embd_text: int = N_EMBD) -> Path:
+def write_projector(path: Path, *, seed: int = 11, n_layers: int = 2, n_embd_text: int = N_EMBD,
+                    file_type: int = 0) -> Path:
     """A LLaVA-1.5-style ``mmproj``: CLIP ViT (class embedding, pre-norm, ``n_layers`` blocks) then ``mm.0``/``mm.2``."""
     rng = np.random.default_rng(seed)
     n_pos, n_ff = IMAGE_TOKENS + 1, 2 * V_EMBD
@@ -127,7 +128,7 @@ def write_projector(path: Path, *, seed: int = 11, n_layers: int = 2, n_embd_tex
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     w.add_bool("clip.use_gelu", True)
-    w.add_uint32("general.file_type", 0)
+    w.add_uint32("general.file_type", file_type)  # what the header says; the weights stay F32
     w.add_tensor("v.class_embd", t(V_EMBD))
     w.add_tensor("v.patch_embd.weight", t(V_EMBD, 3, PATCH, PATCH, scale=0.1))
     w.add_tensor("v.position_embd.weight", t(n_pos, V_EMBD))
@@ -188,7 +189,8 @@ def data_url(data: bytes, media_type: str = "image/png") -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
 
 
-def oracle_replies(model: Path, mmproj: Path, conversations: list[list[dict]], max_tokens: int = 12) -> list[str]:
+def oracle_replies(model: Path, mmproj: Path, conversations: list[list[dict]], max_tokens: int = 12,
+                   repeat_penalty: float = 1.0) -> list[str]:
     """Greedy replies from llama-cpp-python's own ``MTMDChatHandler`` on the pair, one conversation after
     another (OpenAI-shaped messages with ``image_url`` data URLs): the oracle the runner must match."""
     import llama_cpp
@@ -197,7 +199,8 @@ def oracle_replies(model: Path, mmproj: Path, conversations: list[list[dict]], m
     handler = MTMDChatHandler(str(mmproj), verbose=False)
     llm = llama_cpp.Llama(str(model), n_ctx=1024, chat_handler=handler, verbose=False, seed=0)
     try:
-        return [llm.create_chat_completion(messages, temperature=0.0, max_tokens=max_tokens, repeat_penalty=1.0)
+        return [llm.create_chat_completion(messages, temperature=0.0, max_tokens=max_tokens,
+                                           repeat_penalty=repeat_penalty)
                 ["choices"][0]["message"]["content"] for messages in conversations]
     finally:
         llm.close()

@@ -13,6 +13,7 @@ from fireside.engine.library import Library, imports
 from fireside.engine.library.paths import check_file_name, check_repo_id, safe_join
 from fireside.engine.library.resolve import resolve_model
 from tests.helpers.gguf_builder import build_gguf, split_gguf
+from tests.helpers.vision_model import write_projector
 
 
 def test_ids_aliases_and_cached_inspection(settings, library, monkeypatch):
@@ -56,13 +57,27 @@ def test_colliding_aliases_get_a_suffix_and_the_first_keeps_its_alias(settings, 
 def test_split_set_is_one_model_and_projector_is_tied(settings, library):
     folder = settings.models_dir / "pub/Big-GGUF"
     parts = split_gguf(folder, "Big-Q8_0", count=3, n_layers=6)
-    build_gguf(folder / "mmproj-Big-f16.gguf", n_layers=1)
+    write_projector(folder / "mmproj-Big-f16.gguf", n_embd_text=64, file_type=1)  # Big is 64 wide
     (folder / "Other-Q4_0.gguf.part").write_bytes(b"partial download")
     models = [m for m in library.list() if m.source != "starter"]
     assert [m.id for m in models] == ["pub/Big-GGUF/Big-Q8_0"]
     big = models[0]
     assert big.files == parts and big.size == sum(p.stat().st_size for p in parts)
     assert big.info.block_count == 6 and big.projector == folder / "mmproj-Big-f16.gguf"
+
+
+def test_a_projector_is_paired_by_its_header_not_its_name(settings, library):
+    folder = settings.models_dir / "pub/Family-GGUF"
+    build_gguf(folder / "Family-Small-Q8_0.gguf", n_embd=64)
+    build_gguf(folder / "Family-Large-Q8_0.gguf", n_embd=128, seed=1)
+    write_projector(folder / "mmproj-Family-Large-f16.gguf", n_embd_text=64, file_type=1)  # named for Large, fits Small
+    write_projector(folder / "mmproj-Family-Small-q8_0.gguf", n_embd_text=128, file_type=7)  # and the other way round
+    write_projector(folder / "mmproj-Family-Small-f32.gguf", n_embd_text=128, file_type=0)
+    build_gguf(folder / "mmproj-not-a-projector.gguf", n_embd=64, seed=2)  # a llama file, whatever its name
+    models = {m.id.rsplit("/", 1)[1]: m for m in library.list() if m.source != "starter"}
+    assert set(models) == {"Family-Small-Q8_0", "Family-Large-Q8_0"}  # projectors are never listed as models
+    assert models["Family-Small-Q8_0"].projector == folder / "mmproj-Family-Large-f16.gguf"
+    assert models["Family-Large-Q8_0"].projector == folder / "mmproj-Family-Small-q8_0.gguf"  # Q8_0 before F32
 
 
 def test_invalid_file_is_not_listed(settings, library):

@@ -1,0 +1,91 @@
+"""Vision projectors (``mmproj`` GGUFs): what their headers say, and which one belongs to a model.
+
+A vision model comes as two files, the text model and a projector that turns images into embeddings
+the text model reads. Repos hold several of each (quantizations), and sometimes projectors for other
+sizes of the family, so a projector is paired with a model by header facts, not by file name alone:
+it must have a vision encoder (``clip.has_vision_encoder``, a ``clip.*projector_type``) and its output
+embedding size must be the text model's ``embedding_length``. llama.cpp computes that size from the
+projector's last tensor, whose name depends on the projector type, so every ``mm.*`` tensor's
+dimensions and ``clip.vision.projection_dim`` are the candidates: a projector none of whose
+candidates is the model's width is never offered (llama.cpp would refuse the pair at load). Among the
+projectors that fit, F16 comes first, then Q8_0, then the rest (quantizing a projector costs more
+quality than its size saves, and F16 is what hubs ship as the default).
+
+Threading: plain functions over files, callable from any thread; ``read_projector`` is cached by
+path, size and modification time.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import FiresideError
+from .files import not_regular, open_regular
+from .header import parse
+
+PREFERRED = ("F16", "Q8_0", "BF16", "F32")  # file types, best first (then anything else)
+HEADER_READ = 8 * 1024 * 1024  # a projector's header (no vocabulary) is tens of KB
+
+
+@dataclass(frozen=True)
+class ProjectorInfo:
+    path: Path
+    projector_type: str
+    output_widths: frozenset[int]  # candidate sizes of the embeddings it hands the text model
+    file_type: str  # F16, Q8_0, ... (from general.file_type)
+    size: int
+    image_size: int = 0  # the encoder's input, pixels a side
+
+    def fits(self, n_embd: int) -> bool:
+        return n_embd in self.output_widths
+
+    @property
+    def rank(self) -> int:
+        return PREFERRED.index(self.file_type) if self.file_type in PREFERRED else len(PREFERRED)
+
+
+_FILE_TYPES = {0: "F32", 1: "F16", 7: "Q8_0", 32: "BF16", 2: "Q4_0", 3: "Q4_1", 8: "Q5_0", 9: "Q5_1"}
+
+
+def read_projector(path: Path | str) -> ProjectorInfo | None:
+    """The projector facts of ``path``, or None when it is not a readable vision projector."""
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _read(str(path), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _read(path: str, size: int, mtime_ns: int) -> ProjectorInfo | None:
+    if not_regular(path) is not None:
+        return None
+    try:
+        fh, size = open_regular(path)
+        with fh:
+            header = parse(fh, min(size, HEADER_READ), size > HEADER_READ, path)
+    except (FiresideError, OSError):
+        return None
+    kv = header.kv
+    kind = kv.get("clip.projector_type") or kv.get("clip.vision.projector_type")
+    if kv.get("general.architecture") != "clip" or not isinstance(kind, str) or kv.get("clip.has_vision_encoder") is False:
+        return None
+    widths = {int(d) for t in header.tensors if t.name.startswith("mm.") for d in t.shape}
+    if isinstance(kv.get("clip.vision.projection_dim"), int):
+        widths.add(int(kv["clip.vision.projection_dim"]))
+    ftype = kv.get("general.file_type")
+    return ProjectorInfo(Path(path), kind, frozenset(widths), _FILE_TYPES.get(ftype, "?") if isinstance(ftype, int) else "?",
+                         size, int(kv.get("clip.vision.image_size") or 0))
+
+
+def pair(folder: Path, n_embd: int) -> ProjectorInfo | None:
+    """The best projector in ``folder`` (a hub repo's folder) for a text model ``n_embd`` wide."""
+    try:
+        candidates = [p for p in folder.iterdir() if p.suffix.lower() == ".gguf" and "mmproj" in p.name.lower()]
+    except OSError:
+        return None
+    fitting = [info for p in sorted(candidates) if (info := read_projector(p)) is not None and info.fits(n_embd)]
+    return min(fitting, key=lambda i: (i.rank, i.path.name)) if fitting else None
