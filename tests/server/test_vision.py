@@ -167,3 +167,21 @@ def test_an_http_image_url_is_refused_with_how_to_send_it(served):
     with pytest.raises(openai.BadRequestError, match="data: URLs"):
         clients(url)[0].chat.completions.create(model=model, max_tokens=4, messages=[{"role": "user", "content": [
             {"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/cat.png"}}]}])
+
+
+def test_the_engine_facade_is_the_apps_door_to_images(served):
+    from fireside.engine.errors import ImageRejected
+    from fireside.engine.facade import Engine
+
+    _, model, rt = served
+    engine = Engine.of(rt)
+    assert engine.can_see(model) and not engine.can_see("starter")
+    assert engine.vision_models() == ["tiny-vision:f16"]
+    image = engine.decode_image(JPEG, "image/jpeg")
+    assert (image.width, image.height, image.media_type) == (640, 480, "image/jpeg") and len(image.digest) == 64
+    assert engine.decode_image(JPEG).digest == image.digest  # the pixels are the identity
+    with pytest.raises(ImageRejected):
+        engine.decode_image(b"<svg/>", "image/svg+xml")
+    chunks = list(engine.chat(model, ChatRequest([{"role": "user", "content": [
+        {"type": "text", "text": QUESTION}, image.part()]}], Sampling(temperature=0.0, max_tokens=12))))
+    assert "".join(c.text for c in chunks if c.kind == "text") == direct(rt, model, JPEG)
