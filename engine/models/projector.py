@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import FiresideError
 from .files import not_regular, open_regular
-from .header import parse
+from .header import Header, parse
 
 PREFERRED = ("F16", "Q8_0", "BF16", "F32")  # file types, best first (then anything else)
 HEADER_READ = 8 * 1024 * 1024  # a projector's header (no vocabulary) is tens of KB
@@ -69,6 +69,11 @@ def _read(path: str, size: int, mtime_ns: int) -> ProjectorInfo | None:
             header = parse(fh, min(size, HEADER_READ), size > HEADER_READ, path)
     except (FiresideError, OSError):
         return None
+    return from_header(Path(path), header, size)
+
+
+def from_header(path: Path, header: Header, size: int) -> ProjectorInfo | None:
+    """The projector facts a parsed header holds (a local file's, or a hub file's read by Range)."""
     kv = header.kv
     kind = kv.get("clip.projector_type") or kv.get("clip.vision.projector_type")
     if kv.get("general.architecture") != "clip" or not isinstance(kind, str) or kv.get("clip.has_vision_encoder") is False:
@@ -77,8 +82,14 @@ def _read(path: str, size: int, mtime_ns: int) -> ProjectorInfo | None:
     if isinstance(kv.get("clip.vision.projection_dim"), int):
         widths.add(int(kv["clip.vision.projection_dim"]))
     ftype = kv.get("general.file_type")
-    return ProjectorInfo(Path(path), kind, frozenset(widths), _FILE_TYPES.get(ftype, "?") if isinstance(ftype, int) else "?",
+    return ProjectorInfo(path, kind, frozenset(widths), _FILE_TYPES.get(ftype, "?") if isinstance(ftype, int) else "?",
                          size, int(kv.get("clip.vision.image_size") or 0))
+
+
+def best(projectors: list[ProjectorInfo | None], n_embd: int) -> ProjectorInfo | None:
+    """The projector, of those given, that fits a text model ``n_embd`` wide: F16 first, then Q8_0, ..."""
+    fitting = [p for p in projectors if p is not None and p.fits(n_embd)]
+    return min(fitting, key=lambda p: (p.rank, p.path.name)) if fitting else None
 
 
 def pair(folder: Path, n_embd: int) -> ProjectorInfo | None:
@@ -87,5 +98,4 @@ def pair(folder: Path, n_embd: int) -> ProjectorInfo | None:
         candidates = [p for p in folder.iterdir() if p.suffix.lower() == ".gguf" and "mmproj" in p.name.lower()]
     except OSError:
         return None
-    fitting = [info for p in sorted(candidates) if (info := read_projector(p)) is not None and info.fits(n_embd)]
-    return min(fitting, key=lambda i: (i.rank, i.path.name)) if fitting else None
+    return best([read_projector(p) for p in sorted(candidates)], n_embd)
