@@ -37,6 +37,17 @@ class ProjectorInfo:
     file_type: str  # F16, Q8_0, ... (from general.file_type)
     size: int
     image_size: int = 0  # the encoder's input, pixels a side
+    patch_size: int = 0
+    width: int = 0  # the vision tower's embedding
+    n_ff: int = 0
+    n_head: int = 0
+
+    @property
+    def compute_bytes(self) -> int:
+        """An estimate of mtmd's compute buffer for one image: a few layers' activations (F32) and one
+        layer's attention scores, for the encoder's patches (ggml reuses the rest of the graph's memory)."""
+        n_pos = (self.image_size // self.patch_size) ** 2 + 1 if self.patch_size else 1024
+        return 4 * n_pos * max(self.n_ff, 4 * self.width) * 4 + 2 * max(1, self.n_head) * n_pos * n_pos * 4 + 16 * 2**20
 
     def fits(self, n_embd: int) -> bool:
         return n_embd in self.output_widths
@@ -82,8 +93,13 @@ def from_header(path: Path, header: Header, size: int) -> ProjectorInfo | None:
     if isinstance(kv.get("clip.vision.projection_dim"), int):
         widths.add(int(kv["clip.vision.projection_dim"]))
     ftype = kv.get("general.file_type")
+    def num(key: str) -> int:
+        value = kv.get(f"clip.vision.{key}")
+        return int(value) if isinstance(value, int) and 0 < value < 1 << 20 else 0
+
     return ProjectorInfo(path, kind, frozenset(widths), _FILE_TYPES.get(ftype, "?") if isinstance(ftype, int) else "?",
-                         size, int(kv.get("clip.vision.image_size") or 0))
+                         size, num("image_size"), num("patch_size"), num("embedding_length"),
+                         num("feed_forward_length"), num("attention.head_count"))
 
 
 def best(projectors: list[ProjectorInfo | None], n_embd: int) -> ProjectorInfo | None:

@@ -33,7 +33,8 @@ from ..errors import (
 )
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..models.planner import FitPlan, LoadOptions, plan_fit, with_projector
+from ..models.projector import read_projector
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 from . import healing, images
@@ -147,6 +148,10 @@ class Runtime:
             raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
         plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
+        mmproj = None if embedding else (opts.mmproj or self.projectors(model_id, Path(path)))
+        projector = read_projector(mmproj) if mmproj else None
+        if projector is not None:
+            plan = with_projector(plan, projector.size, projector.compute_bytes)
         notes = list(plan.notes)
         if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
             raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
@@ -155,7 +160,6 @@ class Runtime:
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
         warnings: list[str] = []
-        mmproj = None if embedding else (opts.mmproj or self.projectors(model_id, Path(path)))
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, str(mmproj) if mmproj else None)
         try:
             client, result, plan = self._spawn_healing(spawn, plan, warnings)

@@ -80,6 +80,22 @@ def test_a_projector_is_paired_by_its_header_not_its_name(settings, library):
     assert models["Family-Large-Q8_0"].projector == folder / "mmproj-Family-Small-q8_0.gguf"  # Q8_0 before F32
 
 
+def test_ls_says_which_models_read_images(settings, library, capsys):
+    from fireside.engine.cli import main
+
+    folder = settings.models_dir / "pub/Vis-GGUF"
+    build_gguf(folder / "Vis-Q8_0.gguf", n_embd=64)
+    proj = write_projector(folder / "mmproj-Vis-f16.gguf", n_embd_text=64, file_type=1)
+    build_gguf(settings.models_dir / "pub/Text-GGUF/Text-Q8_0.gguf", n_embd=64, seed=4)
+    assert main(["ls"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert rows["pub/Vis-GGUF/Vis-Q8_0"].rstrip().endswith("vision")
+    assert rows["pub/Text-GGUF/Text-Q8_0"].rstrip().endswith("text")
+    assert main(["ls", "--json"]) == 0
+    listed = {m["id"]: m for m in json.loads(capsys.readouterr().out)}
+    assert listed["pub/Vis-GGUF/Vis-Q8_0"]["projector"] == str(proj)
+
+
 def test_invalid_file_is_not_listed(settings, library):
     bad = settings.models_dir / "pub/repo/Broken-Q4_0.gguf"
     bad.parent.mkdir(parents=True)
