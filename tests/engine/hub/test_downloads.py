@@ -416,11 +416,13 @@ def test_pulling_a_vision_repo_fetches_the_projector_that_fits_and_pairs_it(sett
 
     src = tmp_path / "vlm"
     model = build_gguf(src / "Vis-Q8_0.gguf", n_embd=64, seed=3)
-    projectors = {  # by name the q4 would be the smallest and first; by header only the f16 fits
-        "mmproj-Vis-q4_0.gguf": write_projector(src / "a.gguf", n_embd_text=128, file_type=2),
-        "mmproj-Vis-f16.gguf": write_projector(src / "b.gguf", n_embd_text=64, file_type=1),
+    projectors = {  # the q4_0 is the smallest file and first by name, for another model; the f16 fits best
+        "mmproj-Vis-q4_0.gguf": write_projector(src / "a.gguf", n_embd_text=128, file_type=2, n_layers=0),
+        "mmproj-Vis-f16.gguf": write_projector(src / "b.gguf", n_embd_text=64, file_type=1, n_layers=3),
         "mmproj-Vis-q8_0.gguf": write_projector(src / "c.gguf", n_embd_text=64, file_type=7, n_layers=3),
     }
+    sizes = {name: p.stat().st_size for name, p in projectors.items()}
+    assert min(sizes, key=sizes.get) == "mmproj-Vis-q4_0.gguf"
     fakehub.add_repo("pub/Vis-GGUF", {"Vis-Q8_0.gguf": model.read_bytes(),
                                       **{name: p.read_bytes() for name, p in projectors.items()}})
     pulled = make_hub(settings).pull("pub/Vis-GGUF")
