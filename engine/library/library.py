@@ -195,6 +195,9 @@ class Library:
                 raise UnsafePath(f"{f} is not inside the models folder {model.root}")
         for f in model.files:
             f.unlink(missing_ok=True)  # a symlink or hard link: removes our name, never the original
+        others = [m for m in self.list() if m.path.parent == model.path.parent and m.id != model.id]
+        if model.projector and inside(model.projector.parent, model.root) and not others:
+            model.projector.unlink(missing_ok=True)  # the last model of its folder takes its projector along
         self.index.delete([str(model.path)])
         _prune_empty(model.path.parent, model.root)
         return model
@@ -205,7 +208,7 @@ class Library:
         never a copy). A file already inside a models root is only indexed. ``name`` renames the
         link (Ollama's blobs are named by hash)."""
         src = Path(path).expanduser().absolute()
-        inspect_file(src)  # refuse a broken or hostile file before linking anything
+        info = inspect_file(src)  # refuse a broken or hostile file before linking anything
         for root in self.roots:
             if inside(src, root) and not src.is_symlink():
                 return self.by_path(src)
@@ -215,6 +218,12 @@ class Library:
         dests = [safe_join(self.settings.models_dir, publisher, repo, check_file_name(n)) for n in names]
         for part, dest in zip(parts, dests):
             _link(part.resolve(), dest)  # a link to a link (HF cache snapshots) must not dangle
+        projector = pair(src.parent, info.embedding_length)  # the app's vision projector comes along
+        if projector is not None:
+            try:
+                _link(projector.path.resolve(), dests[0].parent / projector.path.name)
+            except LibraryError as exc:
+                log.warning("imported %s without its vision projector: %s", src.name, exc)
         self.record(dests[0], "import", f"{app}:{src}")
         return self.by_path(dests[0])
 

@@ -250,6 +250,21 @@ def test_import_from_other_apps_links_without_copying(settings, library, tmp_pat
     assert original.is_file() and original.stat().st_size == before.st_size
 
 
+def test_importing_a_vision_model_keeps_its_projector_and_removing_it_unlinks_both(settings, library, tmp_path):
+    home = tmp_path / "userhome"
+    folder = home / ".lmstudio/models/lmstudio-community/Vis-GGUF"
+    original = build_gguf(folder / "Vis-Q8_0.gguf", n_embd=64)
+    proj = write_projector(folder / "mmproj-Vis-f16.gguf", n_embd_text=64, file_type=1)
+    write_projector(folder / "mmproj-Other-f16.gguf", n_embd_text=96, file_type=1)  # another model's: left behind
+    found = imports.find("lmstudio", imports.default_locations("lmstudio", home=home, environ={}))
+    [(_, model)] = imports.import_found(library, found)
+    assert model.projector is not None and _same_file_not_copied(model.projector, proj)
+    assert sorted(p.name for p in model.path.parent.iterdir()) == ["Vis-Q8_0.gguf", "mmproj-Vis-f16.gguf"]
+    library.remove(model.id)
+    assert not model.path.parent.exists()  # both links gone, the folder pruned
+    assert original.is_file() and proj.is_file()  # the other app keeps its files
+
+
 def test_import_falls_back_to_a_symlink_and_lists_it(settings, library, tmp_path, monkeypatch):
     original = build_gguf(tmp_path / "other-fs/Thing-Q4_0.gguf")
 
