@@ -172,6 +172,8 @@ class Runtime:
             log.warning("load of %s failed (%s); retrying with %s", model_id, first, change)
             warnings.append(f"The first load of {model_id} failed ({first}); it loaded with {change} instead.")
             client, result, plan = self._spawn_healing(spawn, smaller, warnings)
+        if result.get("vision_error"):
+            warnings.append(f"{model_id} loaded for text only: {result['vision_error']}")
         notes += warnings
         gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
         reported = reported_bytes(result.get("buffers", {}))

@@ -229,7 +229,7 @@ class Runner:
             llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
-        self._load_projector(msg.get("mmproj"), kwargs)
+        vision_error = self._load_projector(msg.get("mmproj"), kwargs)
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj")))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
@@ -237,19 +237,26 @@ class Runner:
 
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq,
-                   longest_piece=longest_piece(self.llama), vision=self.projector is not None)
+                   longest_piece=longest_piece(self.llama), vision=self.projector is not None,
+                   vision_error=vision_error)
 
-    def _load_projector(self, path: str | None, kwargs: dict) -> None:
-        """Load the vision projector (``vision.py``) beside the model, on the same devices."""
+    def _load_projector(self, path: str | None, kwargs: dict) -> str:
+        """Load the vision projector (``vision.py``) beside the model, on the same devices. One that
+        llama.cpp refuses leaves the model loaded for text; returns why (empty when it loaded)."""
         if not path or kwargs.get("embedding"):
-            return
+            return ""
         from .vision import Projector
 
         started = time.monotonic()
-        self.projector = Projector(path, self.llama, self.llama.n_threads, int(kwargs.get("n_gpu_layers") or 0) != 0,
-                                   bool(kwargs.get("flash_attn")))
+        try:
+            self.projector = Projector(path, self.llama, self.llama.n_threads,
+                                       int(kwargs.get("n_gpu_layers") or 0) != 0, bool(kwargs.get("flash_attn")))
+        except RuntimeError as exc:
+            print(f"fireside: {exc}; the model reads text only", file=sys.stderr, flush=True)
+            return str(exc)
         print(f"fireside: vision projector {path} loaded in {time.monotonic() - started:.2f} s", file=sys.stderr,
               flush=True)
+        return ""
 
     def _warm_up(self, crash: bool) -> None:
         """Decode a few real tokens once, so a llama.cpp crash on this machine happens during the load

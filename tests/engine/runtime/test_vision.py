@@ -137,3 +137,21 @@ def test_a_text_only_model_says_it_cannot_see_images(vision_pair, tmp_path):
         assert ask(rt, "tiny-vision", [{"role": "user", "content": "Hello"}])[0]  # text still works
     finally:
         rt.close()
+
+
+def test_a_projector_for_another_model_leaves_the_model_loaded_for_text(vision_pair, tmp_path):
+    from tests.helpers.vision_model import write_projector
+
+    model, _ = vision_pair
+    wrong = write_projector(tmp_path / "mmproj-wide.gguf", n_embd_text=96)  # 96 wide; the model is 64
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
+    settings.ensure_dirs()
+    rt = Runtime(settings, resolver=lambda ref: model, idle_ttl_s=0)
+    try:
+        loaded = rt.load("tiny-vision", LoadOptions(context=512, parallel=1, mmproj=str(wrong)))
+        assert not loaded.vision and any("text only" in w for w in loaded.warnings)
+        assert ask(rt, "tiny-vision", [{"role": "user", "content": "Hello"}])[0]
+        with pytest.raises(NoVision):
+            ask(rt, "tiny-vision", with_image(IMAGES[0]))
+    finally:
+        rt.close()
