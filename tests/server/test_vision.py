@@ -28,7 +28,7 @@ from tests.helpers.vision_model import IMAGE_TOKENS, data_url, image_bytes, orac
 pytestmark = pytest.mark.model
 
 QUESTION = "What is in this picture?"
-PNG, JPEG = image_bytes(1), image_bytes(3, (640, 480), "JPEG")
+PNG, JPEG, BMP = image_bytes(1), image_bytes(3, (640, 480), "JPEG"), image_bytes(2, (200, 120), "BMP")
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,8 @@ def direct(rt: Runtime, model: str, data: bytes, **sampling) -> str:
     return "".join(c.text for c in chunks if c.kind == "text")
 
 
-@pytest.mark.parametrize("data,media_type", [(PNG, "image/png"), (JPEG, "image/jpeg")], ids=["png-48x40", "jpeg-640x480"])
+@pytest.mark.parametrize("data,media_type", [(PNG, "image/png"), (JPEG, "image/jpeg"), (BMP, "image/bmp")],
+                         ids=["png-48x40", "jpeg-640x480", "bmp-200x120"])
 def test_every_dialect_reads_the_image(served, vision_pair, data, media_type):
     url, model, rt = served
     oai, claude, oll = clients(url)
