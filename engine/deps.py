@@ -23,6 +23,7 @@ FLOORS: dict[str, tuple[str, str]] = {
     "jinja2": ("3.1.6", "older releases let a chat template escape the sandbox"),
     "huggingface-hub": ("0.30", "older releases lack the hub API Fireside uses for files, sizes and hashes"),
     "httpx": ("0.27", "older releases lack the streaming and redirect behaviour downloads rely on"),
+    "pillow": ("10.3", "older releases carry image decoder CVEs, and every image a client sends is decoded with it"),
 }
 
 

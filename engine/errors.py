@@ -28,6 +28,8 @@
     │       └── DownloadCancelled  the user cancelled; the part file stays for a resume
     ├── ServerError             the local API server could not start or stop
     ├── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
+    ├── ImageRejected           an image is corrupt, not an image, too large or of a kind not read (a 400)
+    ├── NoVision                the model cannot see images: it has no projector (a 400 naming ones that can)
     └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
         └── McpTimeout          an MCP server did not answer within its time limit
 
@@ -149,6 +151,19 @@ class ServerError(FiresideError):
 
 class ReadOnlyData(FiresideError):
     """Saved data (the chats database) comes from a newer Fireside: it is shown, but not written."""
+
+
+class ImageRejected(FiresideError):
+    """An image cannot be used: truncated or corrupt, not the image it claims to be, a format Fireside does
+    not read (SVG), or more pixels than the cap (a decompression bomb). ``param`` names where it was."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+class NoVision(FiresideError):
+    """A request holds an image, but its model reads text only (no vision projector is paired with it)."""
 
 
 class GrammarRejected(RuntimeFailure):

@@ -19,17 +19,18 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import RuntimeFailure
+from .errors import FiresideError, RuntimeFailure
 from .library import Library
 from .models.inspection import ModelInfo, inspect_file
 from .models.planner import LoadOptions
 from .remote import RemoteEndpoint, RemoteEngine, RemoteModel, is_remote
 from .remote.engine import RemoteStatus
+from .runtime import images
 from .runtime.healing import Workarounds
 from .runtime.protocol import Segments
 from .runtime.runtime import ProgressFn, Runtime
 from .settings import Settings
-from .types import ChatRequest, Chunk, CompletionRequest, LoadedModel
+from .types import ChatRequest, Chunk, CompletionRequest, Image, LoadedModel
 
 
 class Engine:
@@ -83,6 +84,30 @@ class Engine:
     def model_path(self, model_id: str) -> Path:
         _local_only(model_id, "find a file")
         return Path(self.runtime.resolver(model_id))
+
+    # --- images ----------------------------------------------------------------------------------
+    @staticmethod
+    def decode_image(data: bytes, media_type: str | None = None) -> Image:
+        """An image file's bytes (PNG, JPEG, WebP, GIF: its first frame, BMP) as the ``Image`` a chat
+        message carries (``image.part()`` beside ``{"type": "text", ...}`` parts); ``ImageRejected`` for
+        a corrupt, mislabelled, SVG or oversized file. Decodes: call it off the GUI thread."""
+        return images.decode_image(data, media_type)
+
+    def can_see(self, model_id: str) -> bool:
+        """Whether ``model_id`` takes images: a local model with a vision projector paired in the
+        library (or loaded with one); a remote model is assumed to (its server says otherwise)."""
+        if is_remote(model_id):
+            return True
+        if any(m.model_id == model_id and m.vision for m in self.runtime.loaded()):
+            return True
+        try:
+            return self.runtime.projectors(model_id, Path(self.runtime.resolver(model_id))) is not None
+        except (FiresideError, OSError):
+            return False
+
+    def vision_models(self) -> list[str]:
+        """The library's models that can see images (for a model picker's mark)."""
+        return self.runtime.vision_models()
 
     # --- loading ---------------------------------------------------------------------------------
     def load(self, model_id: str, options: LoadOptions | None = None, *, on_progress: ProgressFn | None = None,

@@ -8,8 +8,11 @@ the app all import it and none of them has to import another for its types.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+IMAGE_PART = "image"  # a message content part {"type": "image", "image": Image}
 
 
 @dataclass
@@ -39,9 +42,46 @@ class ToolCall:
     id: str = ""
 
 
+@dataclass(frozen=True)
+class Image:
+    """An image in a chat message, already decoded (``runtime/images.py``'s ``decode_image`` makes one
+    from a file's bytes, checked and capped): ``pixels`` are 8-bit RGB, row by row, ``width * height * 3``
+    bytes. ``digest`` (SHA-256 of the size and the pixels) is the image's identity: two files that
+    decode to the same pixels are the same image to the model and to every cache, whatever their format.
+    ``media_type`` is the source file's (``image/png``, ``image/jpeg``, ...), kept for saving and display."""
+
+    pixels: bytes = field(repr=False)
+    width: int
+    height: int
+    media_type: str = "image/png"
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.pixels) != self.width * self.height * 3:
+            raise ValueError(f"{self.width}x{self.height} RGB pixels are {self.width * self.height * 3} bytes, "
+                             f"not {len(self.pixels)}")
+        if not self.digest:
+            object.__setattr__(self, "digest", image_digest(self.pixels, self.width, self.height))
+
+    def part(self) -> dict[str, Any]:
+        """This image as a message content part (beside ``{"type": "text", "text": ...}`` parts)."""
+        return {"type": IMAGE_PART, "image": self}
+
+
+def image_digest(pixels: bytes, width: int, height: int) -> str:
+    return hashlib.sha256(f"{width}x{height}:".encode() + pixels).hexdigest()
+
+
+def images_in(messages: list[dict[str, Any]]) -> list[Image]:
+    """Every image in ``messages``, in order."""
+    return [p["image"] for m in messages if isinstance(m.get("content"), list)
+            for p in m["content"] if isinstance(p, dict) and p.get("type") == IMAGE_PART]
+
+
 @dataclass
 class ChatRequest:
-    """A chat turn to generate. ``messages`` use OpenAI's shape: role, content, tool_calls, tool_call_id."""
+    """A chat turn to generate. ``messages`` use OpenAI's shape: role, content, tool_calls, tool_call_id.
+    A content may be a list of parts: ``{"type": "text", "text": ...}`` and ``Image.part()``."""
 
     messages: list[dict[str, Any]]
     sampling: Sampling = field(default_factory=Sampling)
@@ -159,6 +199,7 @@ class LoadedModel:
     prompt_threads: int = 0  # threads evaluating prompts
     thread_share: int = 0  # the most it may use now: its share of the engine's cores (threadbudget.py)
     threads_fixed: bool = False  # the user chose the count (--threads): it never moves
+    vision: bool = False  # loaded with a vision projector: its chats may hold images
 
     def threads_label(self) -> str:
         """The threads in use, in words: "2 threads (fixed)", "1 of 2 threads", "" before any are known."""

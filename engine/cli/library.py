@@ -144,11 +144,19 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if args.json:
         print_json([m.to_dict() for m in models])
     else:
-        rows = [[m.id, ", ".join(m.aliases), m.quant, human_bytes(m.size), m.source] for m in models]
-        print(table(rows, ["id", "alias", "quant", "size", "source"]) if rows else "the library is empty")
+        rows = [[m.id, ", ".join(m.aliases), m.quant, human_bytes(m.size + _projector_size(m)), m.source,
+                 "vision" if m.projector else "text"] for m in models]
+        print(table(rows, ["id", "alias", "quant", "size", "source", "reads"]) if rows else "the library is empty")
     for b in scan.broken:  # on stderr, so the listing (and its JSON) stays what scripts expect
         print(f"not listed: {b.path}: {b.reason}", file=sys.stderr)
     return 0
+
+
+def _projector_size(m: LibraryModel) -> int:
+    try:
+        return m.projector.stat().st_size if m.projector else 0
+    except OSError:
+        return 0
 
 
 def cmd_rm(args: argparse.Namespace) -> int:

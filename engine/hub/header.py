@@ -50,6 +50,12 @@ def fetch_info(client: httpx.Client, urls: list[str], names: list[str], total_si
     return info
 
 
+def fetch_header(client: httpx.Client, url: str, name: str, auth: httpx.Auth | None = None, probe: int = PROBE,
+                 cap: int = CAP) -> inspection.Header:
+    """One file's parsed header (a vision projector's, say), fetched with Range requests."""
+    return _fetch_header(client, url, name, 0, auth, probe, cap)
+
+
 def _fetch_header(client: httpx.Client, url: str, name: str, index: int, auth: httpx.Auth | None,
                   probe: int, cap: int) -> inspection.Header:
     data = fetch_range(client, url, 0, probe - 1, auth)

@@ -15,6 +15,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import quote
 
 import httpx
@@ -39,16 +40,18 @@ from ..library.paths import check_file_name, check_repo_id
 from ..models import hardware as hw
 from ..models.inspection import SPLIT_RE, ModelInfo
 from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..models.projector import best, from_header
 from ..settings import Settings, redact, secret
 from .auth import HubAuth, get_token
 from .downloads import Downloader, DownloadSpec, Progress, gated_message
-from .header import CAP, PROBE, fetch_info
+from .header import CAP, PROBE, fetch_header, fetch_info
 
 log = logging.getLogger(__name__)
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified", "trending": "trending_score"}
 API_SORTS = {"downloads": "downloads", "likes": "likes", "recent": "lastModified", "trending": "trendingScore"}
 MIN_USEFUL_CONTEXT = 2048  # a model that fits only below this is refused by the pull's fit gate
+MAX_PROJECTORS = 12  # projector headers read to choose one (repos ship a few: f16, q8_0, bf16)
 PREFERRED = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q4_1", "Q5_K_M", "Q8_0")
 _KEYRING = object()
 
@@ -210,7 +213,7 @@ class Hub:
         this machine even at a short context, unless ``force``. Blocks; run on a worker thread."""
         details = self.repo(repo_id)
         file = self.pick(details, selector)
-        wanted = [file] + ([min(details.projectors, key=lambda f: f.size)] if details.projectors else [])
+        wanted = [file, *self._projector(details, file)]
         specs = [self._spec(details, f, i) for f in wanted for i in range(len(f.parts))]
         self.downloader.check_space(specs)
         if not force and not all(s.dest.is_file() for s in specs):
@@ -221,6 +224,25 @@ class Hub:
         self.library.record(first.dest, "hub", f"{repo_id}@{details.revision or 'main'}/{file.name}",
                             first.sha256)
         return self.library.by_path(first.dest)
+
+    def _projector(self, details: RepoDetails, file: HubFile) -> list[HubFile]:
+        """The repo's vision projector for ``file``, chosen by header facts read with Range requests
+        (``models/projector.py``): one whose output is the model's width, F16 before Q8_0 before the
+        rest. None fits (or the headers cannot be read): no projector, rather than a wrong one."""
+        if not details.projectors:
+            return []
+        try:
+            n_embd = self.header_info(details.id, file, details.revision).embedding_length
+            infos = {}
+            for p in details.projectors[:MAX_PROJECTORS]:
+                header = fetch_header(self.client, self.url(details.id, p.name, details.revision), p.name, self.auth,
+                                      self.probe, self.cap)
+                infos[p.name] = from_header(Path(p.name), header, p.size)
+        except (HubError, InvalidModelFile) as exc:
+            log.warning("could not read the projectors of %s (%s); pulling the model without one", details.id, exc)
+            return []
+        chosen = best(list(infos.values()), n_embd)
+        return [p for p in details.projectors if chosen and p.name == str(chosen.path)]
 
     def _refuse_unfit(self, details: RepoDetails, file: HubFile) -> None:
         """The fit gate of a pull: the same verdict Discover and ``files --fit`` show, from the header."""

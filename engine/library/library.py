@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import FiresideError, LibraryError, ModelNotFound, UnsafePath
 from ..models.files import not_regular
 from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
+from ..models.projector import pair
 from ..settings import Settings
 from .index import Index, IndexRow
 from .names import Named, assign_aliases, former_names, full_id, header_quant, model_id, quant_of
@@ -194,6 +195,9 @@ class Library:
                 raise UnsafePath(f"{f} is not inside the models folder {model.root}")
         for f in model.files:
             f.unlink(missing_ok=True)  # a symlink or hard link: removes our name, never the original
+        others = [m for m in self.list() if m.path.parent == model.path.parent and m.id != model.id]
+        if model.projector and inside(model.projector.parent, model.root) and not others:
+            model.projector.unlink(missing_ok=True)  # the last model of its folder takes its projector along
         self.index.delete([str(model.path)])
         _prune_empty(model.path.parent, model.root)
         return model
@@ -204,7 +208,7 @@ class Library:
         never a copy). A file already inside a models root is only indexed. ``name`` renames the
         link (Ollama's blobs are named by hash)."""
         src = Path(path).expanduser().absolute()
-        inspect_file(src)  # refuse a broken or hostile file before linking anything
+        info = inspect_file(src)  # refuse a broken or hostile file before linking anything
         for root in self.roots:
             if inside(src, root) and not src.is_symlink():
                 return self.by_path(src)
@@ -214,6 +218,12 @@ class Library:
         dests = [safe_join(self.settings.models_dir, publisher, repo, check_file_name(n)) for n in names]
         for part, dest in zip(parts, dests):
             _link(part.resolve(), dest)  # a link to a link (HF cache snapshots) must not dangle
+        projector = pair(src.parent, info.embedding_length)  # the app's vision projector comes along
+        if projector is not None:
+            try:
+                _link(projector.path.resolve(), dests[0].parent / projector.path.name)
+            except LibraryError as exc:
+                log.warning("imported %s without its vision projector: %s", src.name, exc)
         self.record(dests[0], "import", f"{app}:{src}")
         return self.by_path(dests[0])
 
@@ -298,7 +308,7 @@ class Library:
         return LibraryModel(
             id=f.id, aliases=[], path=f.path, info=info,
             source=row.source if row else "local", size=f.size, files=f.files,
-            projector=_projector(f.path.parent), origin=row.origin if row else None,
+            projector=_projector(f.path.parent, info), origin=row.origin if row else None,
             sha256=row.sha256 if row else None, added_at=row.added_at if row else time.time(), root=f.root)
 
     def _starter(self) -> LibraryModel | None:
@@ -331,13 +341,10 @@ def _starter_info(path: str, size: int, mtime_ns: int) -> ModelInfo:
     return inspect_file(path)
 
 
-def _projector(folder: Path) -> Path | None:
-    try:
-        names = sorted(p for p in folder.iterdir() if "mmproj" in p.name.lower() and p.suffix == ".gguf"
-                       and not_regular(p) is None)  # the runner would block opening a FIFO
-    except OSError:
-        return None
-    return names[0] if names else None
+def _projector(folder: Path, info: ModelInfo) -> Path | None:
+    """The vision projector in the model's folder whose header fits it (``models/projector.py``)."""
+    found = pair(folder, info.embedding_length)
+    return found.path if found else None
 
 
 def _link(src: Path, dest: Path) -> None:

@@ -15,6 +15,7 @@ them when every layer is offloaded, and each offloaded layer keeps its KV cache 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field, replace
 
 from .hardware import Device, Hardware
@@ -57,6 +58,7 @@ class LoadOptions:
     use_mlock: bool = False
     n_batch: int = 512
     parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
+    mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -313,6 +315,23 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     )
     if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)
+    return plan
+
+
+def with_projector(plan: FitPlan, weights_bytes: int, compute_bytes: int) -> FitPlan:
+    """``plan`` with a vision projector (``projector.py``) on the device mtmd runs it on: the main GPU
+    when any layer is offloaded there, else RAM. Its weights and compute buffer count like the model's
+    own, so a projector that does not fit turns the verdict to ``will_not_fit``."""
+    plan = copy.deepcopy(plan)
+    on_gpu = plan.n_gpu_layers > 0 and 0 <= plan.main_gpu < len(plan.gpus)
+    device = plan.gpus[plan.main_gpu] if on_gpu else plan.ram
+    device.weights_bytes += weights_bytes
+    device.compute_bytes += compute_bytes
+    plan.shortfall_bytes = sum(max(0, u.total_bytes - u.available_bytes) for u in [*plan.gpus, plan.ram])
+    if plan.shortfall_bytes:
+        plan.verdict = "will_not_fit"
+    plan.notes.append(f"vision projector on {device.name}: {weights_bytes / 2**20:.0f} MiB of weights, about "
+                      f"{compute_bytes / 2**20:.0f} MiB of compute buffer")
     return plan
 
 

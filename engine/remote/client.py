@@ -30,12 +30,43 @@ from typing import Any
 import httpx
 
 from ..errors import ModelNotFound, RemoteUnsupported
-from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, TokenLogprob, ToolCall, Usage
+from ..types import (
+    IMAGE_PART,
+    ChatRequest,
+    Chunk,
+    CompletionRequest,
+    Image,
+    Sampling,
+    TokenLogprob,
+    ToolCall,
+    Usage,
+)
 from .registry import RemoteEndpoint, RemoteError
 
 CONNECT_TIMEOUT_S = 3.0
 LIST_TIMEOUT_S = 4.0
 READ_TIMEOUT_S = 300.0  # the longest wait for the next event of a reply (a big prompt on a busy engine)
+
+
+def _wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as JSON can carry them: each ``Image`` part as OpenAI's ``image_url``, a PNG data URL."""
+    def part(p: Any) -> Any:
+        return {"type": "image_url", "image_url": {"url": _png_url(p["image"])}} \
+            if isinstance(p, dict) and p.get("type") == IMAGE_PART else p
+
+    return [{**m, "content": [part(p) for p in m["content"]]} if isinstance(m.get("content"), list) else m
+            for m in messages]
+
+
+def _png_url(image: Image) -> str:
+    import base64
+    import io
+
+    from PIL import Image as PILImage
+
+    buf = io.BytesIO()
+    PILImage.frombytes("RGB", (image.width, image.height), image.pixels).save(buf, "PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
 class RemoteClient:
@@ -61,7 +92,7 @@ class RemoteClient:
         return vectors, int((body.get("usage") or {}).get("prompt_tokens", 0))
 
     def chat(self, model: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
-        body = {"model": model, "messages": request.messages, **_sampling(request.sampling, chat=True)}
+        body = {"model": model, "messages": _wire_messages(request.messages), **_sampling(request.sampling, chat=True)}
         if request.tools:  # "none" too: the remote keeps them in its prompt and makes no call
             body["tools"], body["tool_choice"] = request.tools, _tool_choice(request.tool_choice)
         variables = dict(request.template_vars)

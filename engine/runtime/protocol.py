@@ -18,7 +18,8 @@ from typing import BinaryIO
 _LEN = struct.Struct("<I")
 MAX_FRAME = 256 * 1024 * 1024
 # A rendered chat as a ``generate`` or ``tokenize`` frame carries it: ``[(text, parse_special), ...]``
-# (``ChatTemplate.render_segments`` makes it; ``runner/tokens.py`` tokenizes it)
+# (``ChatTemplate.render_segments`` makes it; ``runner/tokens.py`` tokenizes it); a chat with images has
+# ``types.Image`` objects between the segments (``images.place_images``; ``runner/vision.py`` tokenizes it)
 Segments = list[tuple[str, bool]]
 
 
@@ -26,7 +27,7 @@ def prompt_chars(prompt: str | Segments) -> int:
     """How many characters ``prompt`` holds, segments summed."""
     if isinstance(prompt, str):
         return len(prompt)
-    return sum(len(text) for text, _ in prompt)
+    return sum(len(s[0]) for s in prompt if isinstance(s, tuple))
 
 
 def max_prompt_chars(n_ctx: int, longest_piece: int) -> int:

@@ -27,15 +27,17 @@ from ..errors import (
     LoadCancelled,
     ModelNotFound,
     ModelTooLarge,
+    NoVision,
     RunnerCrashed,
     RuntimeFailure,
 )
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit
+from ..models.planner import FitPlan, LoadOptions, plan_fit, with_projector
+from ..models.projector import read_projector
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
-from . import healing
+from . import healing, images
 from .client import RunnerClient
 from .grammar import checked, forced_tool_names, grammar_for, no_call_grammar
 from .kvcache import CacheConfig
@@ -47,6 +49,7 @@ from .threadbudget import ThreadBudget
 
 log = logging.getLogger(__name__)
 Resolver = Callable[[str], Path]
+ProjectorFinder = Callable[[str, Path], "Path | None"]  # (model id, model file) -> its vision projector
 ProgressFn = Callable[[LoadProgress], None]
 
 
@@ -90,12 +93,13 @@ class _Spawn:
     on_progress: ProgressFn | None
     cancel: threading.Event | None
     fixed_threads: int | None = None  # the user's --threads: kept as chosen (runner/threads.py)
+    mmproj: str | None = None
 
 
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
-                 load_defaults: LoadOptions | None = None):
+                 load_defaults: LoadOptions | None = None, projectors: ProjectorFinder | None = None):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -104,6 +108,7 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
+        self.projectors = projectors or images.LibraryProjectors(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
@@ -134,6 +139,22 @@ class Runtime:
                 self._options[key] = opts
             return slot.loaded
 
+    def _plan(self, model_id: str, path: Path, info, opts: LoadOptions, embedding: bool):
+        """The fit plan for a load, the vision projector's weights counted, and the projector's path; raises
+        ``ModelTooLarge`` for a load llama.cpp would refuse or that does not fit."""
+        plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
+        mmproj = None if embedding else (opts.mmproj or self.projectors(model_id, path))
+        projector = read_projector(mmproj) if mmproj else None
+        if projector is not None:
+            plan = with_projector(plan, projector.size, projector.compute_bytes)
+        if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
+            raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
+        if not plan.fits and opts.n_gpu_layers is None:
+            raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
+                                f"this machine has free at a {plan.context:,}-token context; try a smaller context "
+                                f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
+        return plan, mmproj
+
     def _start(self, model_id: str, opts: LoadOptions, on_progress: ProgressFn | None,
                cancel: threading.Event | None, ttl_s: float | None, embedding: bool) -> _Slot:
         path = self.resolver(model_id)
@@ -145,16 +166,11 @@ class Runtime:
             # removed since the library named it: gone (a 404), as an unknown name is
             raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
-        plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
+        plan, mmproj = self._plan(model_id, Path(path), info, opts, embedding)
         notes = list(plan.notes)
-        if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
-            raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
-        if not plan.fits and opts.n_gpu_layers is None:
-            raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
-                                f"this machine has free at a {plan.context:,}-token context; try a smaller context "
-                                f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
         warnings: list[str] = []
-        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads)
+        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
+                       str(mmproj) if mmproj else None)
         if self._budget is None:
             self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
         try:
@@ -168,6 +184,8 @@ class Runtime:
             log.warning("load of %s failed (%s); retrying with %s", model_id, first, change)
             warnings.append(f"The first load of {model_id} failed ({first}); it loaded with {change} instead.")
             client, result, plan = self._spawn_healing(spawn, smaller, warnings)
+        if result.get("vision_error"):
+            warnings.append(f"{model_id} loaded for text only: {result['vision_error']}")
         notes += warnings
         gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
         reported = reported_bytes(result.get("buffers", {}))
@@ -177,7 +195,7 @@ class Runtime:
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
             calibration=plan.compare(reported) if reported else {}, warnings=warnings,
-            parallel=result.get("n_seq", plan.parallel),
+            parallel=result.get("n_seq", plan.parallel), vision=bool(result.get("vision")),
         )
         _note_threads(loaded, result.get("threads"))
         log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
@@ -230,7 +248,7 @@ class Runtime:
         if embedding:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:
-            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs,
+            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
                                      threads_fixed=spawn.fixed_threads is not None,
                                      kvcache=None if embedding else self._cache_config()):
                 if msg["type"] == "progress" and on_progress:  # 1.0 only once loaded and warmed up
@@ -319,19 +337,35 @@ class Runtime:
 
     # --- requests --------------------------------------------------------------------------------
     def render_prompt(self, model_id: str, request: ChatRequest) -> str:
-        return "".join(text for text, _ in self._render(self._slot(model_id), request)[0])
+        return _text_of(self._render(self._slot(model_id), request)[0])
 
-    @staticmethod
-    def _render(slot: _Slot, request: ChatRequest) -> tuple[Segments, list | None]:
+    def _render(self, slot: _Slot, request: ChatRequest) -> tuple[Segments, list | None]:
         """The prompt for ``request`` as segments (markup, and message contents that are plain text;
-        see ``tokens.py``) and the tools the reply may call. With tool_choice "none" the tools stay in the
-        prompt (as OpenAI keeps them: switching between "auto" and "none" keeps the prompt, and its
-        prefix cache, the same) and none may be called (``no_call_grammar``)."""
+        see ``tokens.py``), with its images between them (``images.py``), and the tools the reply may call.
+        With tool_choice "none" the tools stay in the prompt (as OpenAI keeps them: switching between "auto"
+        and "none" keeps the prompt, and its prefix cache, the same) and none may be called
+        (``no_call_grammar``)."""
         variables = dict(request.template_vars)
         if request.enable_thinking is not None:  # None: the template keeps its own default
             variables["enable_thinking"] = request.enable_thinking
-        segments = slot.template.render_segments(request.messages, tools=request.tools, variables=variables)
+        messages, pictures, nonce = images.mark_images(request.messages)
+        if pictures and not slot.loaded.vision:
+            raise NoVision(self.no_vision_message(slot.model_id))
+        segments = slot.template.render_segments(messages, tools=request.tools, variables=variables)
+        segments = images.place_images(segments, pictures, nonce) if pictures else segments
         return segments, request.tools if request.tool_choice != "none" else None
+
+    def no_vision_message(self, model_id: str) -> str:
+        """Why ``model_id`` cannot take an image, naming the library's models that can."""
+        names = self.vision_models()
+        can = (f"; models in the library that can: {', '.join(names[:5])}" if names
+               else "; no model in the library can (pull one with its mmproj projector, e.g. SmolVLM)")
+        return f"{model_id} cannot see images: it reads text only (no vision projector is paired with it){can}"
+
+    def vision_models(self) -> list[str]:
+        """The ids of the library's models that have a vision projector (``projectors`` finds them)."""
+        finder = getattr(self.projectors, "vision_models", None)
+        return finder() if finder else []
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
@@ -343,7 +377,7 @@ class Runtime:
         # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
         # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
         holds_json = grammar is not None and grammar != no_call_grammar()
-        opened = None if holds_json else prompt_opens_reasoning("".join(text for text, _ in prompt))
+        opened = None if holds_json else prompt_opens_reasoning(_text_of(prompt))
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if holds_json else None), []
@@ -452,6 +486,11 @@ class Runtime:
             keys = list(self._slots)
         for key in keys:
             self._drop(key)
+
+
+def _text_of(prompt: Segments) -> str:
+    """A rendered prompt's text, its images left out."""
+    return "".join(s[0] for s in prompt if isinstance(s, tuple))
 
 
 def _never_back(on_progress: ProgressFn | None) -> ProgressFn | None:

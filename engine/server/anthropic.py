@@ -27,7 +27,7 @@ from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
 from .handler import answer
-from .inbound import Refusal, check_tool_choice, given, refuse, sampling, text_of
+from .inbound import Refusal, check_tool_choice, given, message_content, refuse, sampling, text_of
 from .outbound import CallTracker, arguments_dict, reply_parts, sse
 from .validation import Body, Count, Name, StopText, Tokens, Unit, dumped
 
@@ -154,7 +154,7 @@ def _block_messages(role: str, blocks: list[Any]) -> list[dict[str, Any]]:
     out = [{"role": "tool", "tool_call_id": r.tool_use_id, "content": text_of(dumped(r.content))}
            for r in blocks if isinstance(r, ToolResultBlock)]
     if texts or uses:
-        msg: dict[str, Any] = {"role": role, "content": text_of(texts)}
+        msg: dict[str, Any] = {"role": role, "content": message_content(role, texts, "messages")}
         if uses:
             msg["tool_calls"] = [{"id": u.id, "type": "function",
                                   "function": {"name": u.name, "arguments": json.dumps(u.input)}} for u in uses]

@@ -25,10 +25,12 @@ from ..errors import (
     GrammarDeadEnd,
     GrammarRejected,
     HubError,
+    ImageRejected,
     LibraryError,
     LoadCancelled,
     ModelNotFound,
     ModelTooLarge,
+    NoVision,
     QueueFull,
     RemoteError,
     RemoteUnsupported,
@@ -68,6 +70,8 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
     (ContextOverflow, 400, "invalid_request_error", "context_length_exceeded"),
     (GrammarRejected, 400, "invalid_request_error", "grammar_rejected"),
+    (ImageRejected, 400, "invalid_request_error", "invalid_image"),
+    (NoVision, 400, "invalid_request_error", "model_cannot_see_images"),
     # the request's own grammar cannot go on with this model: a retry would end the same way, so a 4xx
     # before the first token; once a stream has started, the same code in its error event
     (GrammarDeadEnd, 400, "invalid_request_error", "grammar_dead_end"),

@@ -8,14 +8,20 @@ once, beside refused fields, message text, tool choice, and the request parts bo
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..types import ChatRequest, Sampling
+from ..runtime.images import MAX_IMAGE_BYTES, decode_image
+from ..types import ChatRequest, Image, Sampling
 from .errors import ApiError
 from .validation import Body, Name
 
 MAX_STOPS = 16
+IMAGE_PARTS = ("image_url", "image", "input_image")  # OpenAI chat, Anthropic, Responses
+_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,", re.IGNORECASE)
 
 
 def sampling(**given: Any) -> Sampling:
@@ -68,15 +74,73 @@ def text_of(content: Any) -> str:
                 parts.append(part)
             elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
                 parts.append(str(part.get("text", "")))
-            elif isinstance(part, dict) and part.get("type") in ("image_url", "image", "input_image"):
-                raise ApiError("messages: this server does not take images yet (its models read text only)",
-                               param="messages")
+            elif isinstance(part, dict) and part.get("type") in IMAGE_PARTS:
+                raise ApiError("messages: images are read in user messages only", param="messages")
             elif isinstance(part, dict) and part.get("type") not in ("refusal", "thinking", "redacted_thinking"):
                 kind = part.get("type")  # audio, files, documents...: ignoring them would change the answer
                 raise ApiError(f"messages: content parts of type {kind!r} are not supported (text only)",
                                param="messages")
         return "".join(parts)
     raise ApiError("message content must be a string or a list of text parts", param="messages")
+
+
+def content_of(content: Any, where: str = "messages") -> str | list[dict[str, Any]]:
+    """A user message's content for the engine: its text, or, when it holds images, a list of text parts
+    and ``Image`` parts (``types.Image.part``), in order. A bad image is a 400 naming where it was."""
+    if not (isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PARTS for p in content)):
+        return text_of(content)
+    parts: list[dict[str, Any]] = []
+    for i, part in enumerate(content):
+        if isinstance(part, dict) and part.get("type") in IMAGE_PARTS:
+            parts.append(image_of(part, f"{where}.content[{i}]").part())
+        else:
+            parts.append({"type": "text", "text": text_of([part])})
+    return parts
+
+
+def message_content(role: str, content: Any, where: str) -> str | list[dict[str, Any]]:
+    """A message's content: a user's may hold images (``content_of``), any other role's is text."""
+    return content_of(content, where) if role == "user" else text_of(content)
+
+
+def image_of(part: dict[str, Any], where: str) -> Image:
+    """The image of one content part, in any dialect's shape: OpenAI chat's ``image_url`` (``{"url"}``),
+    Responses' ``input_image`` (``image_url`` a string) and Anthropic's ``image`` (``source``)."""
+    source = part.get("source")
+    if part.get("type") == "image" and isinstance(source, dict):
+        if source.get("type") == "base64":
+            return image_from_base64(source.get("data"), source.get("media_type"), where)
+        url = source.get("url") if source.get("type") == "url" else None
+    else:
+        url = part.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+    if not isinstance(url, str) or not url:
+        raise ApiError(f"{where}: the image part has no image (a data: URL or base64 data)", param="messages")
+    return image_from_url(url, where)
+
+
+def image_from_url(url: str, where: str) -> Image:
+    """An image from a ``data:`` URL. Fireside does not fetch http(s) image URLs (a server that fetches
+    whatever URL a client names can be made to reach the network behind it)."""
+    m = _DATA_URL.match(url)
+    if m is None:
+        scheme = url.split(":", 1)[0].lower() if ":" in url[:12] else "a bare"
+        raise ApiError(f"{where}: images are read from data: URLs (base64) only, not from {scheme} URLs; "
+                       "send the image inline", param="messages", code="invalid_image")
+    return image_from_base64(url[m.end():], m.group(1), where)
+
+
+def image_from_base64(data: Any, media_type: str | None, where: str) -> Image:
+    """Decode base64 image data (Ollama's ``images`` items, Anthropic's ``source.data``) into an ``Image``."""
+    if not isinstance(data, str) or not data:
+        raise ApiError(f"{where}: the image data is missing", param="messages", code="invalid_image")
+    if len(data) > MAX_IMAGE_BYTES * 4 // 3 + 4:
+        raise ApiError(f"{where}: the image is over {MAX_IMAGE_BYTES:,} bytes", param="messages", code="invalid_image")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(f"{where}: the image data is not valid base64", param="messages", code="invalid_image") from None
+    return decode_image(raw, media_type, where)
 
 
 def check_tool_choice(tools: list[dict] | None, choice: Any) -> str | dict:

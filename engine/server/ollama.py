@@ -27,7 +27,7 @@ from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall
 from .context import context
 from .errors import ApiError, describe, error_body
 from .handler import answer
-from .inbound import Refusal, given, logprobs_option, refuse, sampling
+from .inbound import Refusal, given, image_from_base64, logprobs_option, refuse, sampling
 from .ollama_admin import admin_router
 from .ollama_options import Options
 from .outbound import arguments_dict, logprob_entries, reply_parts, text_logprobs
@@ -106,6 +106,7 @@ class GenerateBody(Ask):
     prompt: str = ""
     system: str | None = None
     raw: bool = False
+    images: list[str] | None = None
 
 
 class EmbedBody(Body):
@@ -136,13 +137,22 @@ def runtime_ttl(keep_alive: float | None, default: float) -> float:
     return 0.0 if keep_alive < 0 else keep_alive
 
 
+def _with_images(role: str, text: str, images: list[str], where: str) -> list[dict[str, Any]]:
+    """Ollama's ``images`` (base64, no data: prefix) as image parts after the message's text, where
+    Ollama's own templates put them."""
+    if role != "user":
+        raise ApiError(f"{where}: images are read in user messages only", param="images")
+    parts = [image_from_base64(data, None, f"{where}[{i}]").part() for i, data in enumerate(images)]
+    return [*parts, {"type": "text", "text": text}] if text else parts
+
+
 def engine_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Ollama messages in the engine's (OpenAI) shape: tool-call arguments as JSON text."""
     out = []
     for m in messages:
-        if m.images:
-            raise ApiError("this server does not take images yet", param="images")
         msg: dict[str, Any] = {"role": m.role, "content": m.content or ""}
+        if m.images:
+            msg["content"] = _with_images(m.role, m.content or "", m.images, f"messages[{len(out)}].images")
         if m.tool_calls:
             msg["tool_calls"] = [{"id": c.id, "type": "function",
                                   "function": {"name": c.function.name, "arguments": json.dumps(c.function.arguments)}}
@@ -233,7 +243,6 @@ async def chat(body: ChatBody, request: Request):
 
 
 GENERATE_REFUSALS: list[Refusal] = [
-    ("images", given, "this server does not take images yet (its models read text only)"),
     ("suffix", given, "insertion (a suffix after the response) is not supported"),
     ("template", given, "a per-request prompt template is not supported: the model's own template is used"),
     ("context", given, "the deprecated context field is not supported: send the conversation to /api/chat"),
@@ -245,12 +254,15 @@ GENERATE_REFUSALS: list[Refusal] = [
 def generate_request(body: GenerateBody) -> ChatRequest | CompletionRequest:
     refuse(body, GENERATE_REFUSALS)
     if body.raw:
+        if body.images:
+            raise ApiError("images cannot be combined with raw prompts (the chat template places them)", param="images")
         opts = body.sampling()
         if body.format:
             raise ApiError("format cannot be combined with raw prompts", param="format")
         return CompletionRequest(prompt=body.prompt, sampling=opts)
     messages = ([{"role": "system", "content": body.system}] if body.system else []) + \
-               [{"role": "user", "content": body.prompt}]
+               [{"role": "user", "content": _with_images("user", body.prompt, body.images, "images")
+                 if body.images else body.prompt}]
     return body.chat_request(messages)
 
 

@@ -36,9 +36,9 @@ from .inbound import (
     effort_switch,
     given,
     logprobs_option,
+    message_content,
     refuse,
     sampling,
-    text_of,
 )
 from .outbound import CallTracker, logprob_entries, now, reply_parts, sse, text_logprobs
 from .validation import Body, Name, Seed, Stop, Tokens, Tool, Unit, dumped
@@ -158,7 +158,8 @@ def chat_request(body: ChatBody) -> ChatRequest:
     refuse(body, CHAT_REFUSALS)
     tools = dumped(body.tools) or None
     thinking, variables = template_settings(body)
-    req = ChatRequest(messages=[dict(dumped(m), content=text_of(dumped(m.content))) for m in body.messages], tools=tools,
+    req = ChatRequest(messages=[dict(dumped(m), content=message_content(m.role, dumped(m.content), f"messages[{i}]"))
+                                for i, m in enumerate(body.messages)], tools=tools,
                       tool_choice=check_tool_choice(tools, dumped(body.tool_choice)),
                       sampling=body.sampling(body.max_completion_tokens or body.max_tokens,
                                              logprobs_option(body.logprobs, body.top_logprobs)),

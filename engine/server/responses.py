@@ -44,6 +44,7 @@ from .inbound import (
     check_tool_choice,
     effort_switch,
     given,
+    message_content,
     refuse,
     sampling,
     text_of,
@@ -138,7 +139,7 @@ def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
     for item in items:
         if item.type == "message":
             role = "system" if item.role == "developer" else item.role
-            out.append({"role": role, "content": text_of(dumped(item.content))})
+            out.append({"role": role, "content": message_content(role, dumped(item.content), f"input[{len(out)}]")})
         elif item.type == "reasoning":  # an earlier turn's thinking: left out of the prompt, as templates do
             continue
         elif item.type == "function_call":

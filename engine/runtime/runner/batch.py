@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import kvstate
+from . import kvstate, vision
 from .decode import Reply, common_prefix
 from .sampler import Chain, DeadEnd, token_logprob
 from .threads import StepThreads
@@ -113,6 +113,7 @@ class _Seq:
     n_logprobs: int | None
     next_token: int | None = None  # sampled, not yet in the cache
     tag: str | None = None  # what the prompt cache files this request's state under (a conversation)
+    images: list = field(default_factory=list)  # its image chunks (vision.py), by their place in ``prompt``
 
 
 @dataclass
@@ -164,6 +165,8 @@ def slot_context(llama: Any) -> int:
 
 
 class BatchEngine:
+    projector: Any = None  # vision.Projector, when the model was loaded with one (the runner sets it)
+
     def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
                  cache: kvstate.PromptCache | None = None, threads: StepThreads | None = None):
         import llama_cpp as lc
@@ -210,7 +213,7 @@ class BatchEngine:
             return
         reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
-                                 tag=msg.get("cache_tag")))
+                                 tag=msg.get("cache_tag"), images=msg.pop("images", [])))
 
     def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
         self.send(req_id, kind, **data)
@@ -221,6 +224,8 @@ class BatchEngine:
         """Admit waiting requests, drop cancelled ones, then decode one batch and sample from it."""
         self._drop_cancelled()
         self._admit()
+        if self.projector is not None:
+            vision.evaluate_due(self)  # images the prompts have reached, each in a decode of its own
         outputs = self._fill()
         if self.batch.n_tokens == 0:
             return
@@ -265,6 +270,7 @@ class BatchEngine:
             slot.tokens = list(donor.tokens)
         restored = self._restore(slot, seq, keep)
         keep = min(max(keep, restored), len(seq.prompt) - 1)  # the last prompt token is evaluated again for its logits
+        keep = vision.whole_images(seq.images, keep)
         lc.llama_memory_seq_rm(self.mem, slot.seq_id, keep, -1)
         slot.tokens = slot.tokens[:keep]
         seq.reply.cached = keep
@@ -314,7 +320,7 @@ class BatchEngine:
             if seq is None or seq.next_token is not None:
                 continue
             start = len(slot.tokens)
-            end = min(len(seq.prompt), start + self.n_batch - self.batch.n_tokens)
+            end = vision.text_end(seq.images, start, min(len(seq.prompt), start + self.n_batch - self.batch.n_tokens))
             for pos in range(start, end):
                 last = pos == len(seq.prompt) - 1
                 idx = self._add(slot.seq_id, seq.prompt[pos], pos, last)
@@ -401,6 +407,7 @@ class BatchEngine:
     def _end(self, seq: _Seq, events: list[dict]) -> None:
         if seq.chain:
             seq.chain.free()
+        vision.free(seq.images)
         for event in events:
             self.send(seq.req_id, event.pop("type"), **event)
         self.on_finished(seq.req_id)

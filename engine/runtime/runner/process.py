@@ -50,6 +50,7 @@ class Runner:
         self.share: int | None = None  # the cores the runtime last gave this runner
         self.cache: Any = None  # the PromptCache (kvstate.py), when the load asked for one
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
+        self.projector: Any = None  # vision.Projector, when the load named an mmproj
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -90,13 +91,13 @@ class Runner:
             req_id, op = msg["id"], msg["op"]
             try:
                 if op == "tokenize":
-                    tokens = prompt_tokens(self.llama, msg["text"], msg.get("add_bos", False))
+                    tokens = self._tokens(msg["text"], msg.get("add_bos", False), msg)
                     self.reply(req_id, "result", tokens=tokens)
                     self.cancels.pop(req_id, None)
                     continue
                 if op == "generate":
                     started = time.perf_counter()
-                    msg["tokens"] = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+                    msg["tokens"] = self._tokens(msg["prompt"], msg.get("add_bos", False), msg)
                     msg["tokenize_s"] = time.perf_counter() - started  # part of the time to first token
                 else:  # embed: each input's length, checked against the context before any is embedded
                     msg["counts"] = [len(prompt_tokens(self.llama, text, True)) for text in msg["inputs"]]
@@ -106,6 +107,24 @@ class Runner:
                 continue
             msg["at"] = time.monotonic()  # when it is ready, for Gather
             self.requests.put(msg)
+
+    def _tokens(self, prompt: Any, add_bos: bool, msg: dict) -> list[int]:
+        """The prompt's tokens; a prompt with images (``runner/vision.py``) leaves its image chunks in
+        ``msg["images"]`` for the batch engine, bar a ``tokenize`` request's (freed: only counted)."""
+        from .tokens import prompt_tokens
+
+        if isinstance(prompt, str) or all(isinstance(s, tuple) for s in prompt):
+            return prompt_tokens(self.llama, prompt, add_bos)
+        if self.projector is None:
+            raise ValueError("this model cannot see images: it was loaded without a vision projector")
+        tokens, images = self.projector.tokenize(self.llama, prompt, add_bos)
+        if msg["op"] == "generate":
+            msg["images"] = images
+        else:
+            from .vision import free
+
+            free(images)
+        return tokens
 
     def reply(self, req_id: str, kind: str, **data: Any) -> None:
         try:
@@ -217,14 +236,34 @@ class Runner:
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
         self.step_threads = _step_threads(self.llama, kwargs, msg.get("threads_fixed", False), self.share)
-        self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts))
+        vision_error = self._load_projector(msg.get("mmproj"), kwargs)
+        self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj")))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
         from .tokens import longest_piece
 
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq,
-                   longest_piece=longest_piece(self.llama), threads=self.step_threads.now())
+                   longest_piece=longest_piece(self.llama), threads=self.step_threads.now(), vision=self.projector is not None,
+                   vision_error=vision_error)
+
+    def _load_projector(self, path: str | None, kwargs: dict) -> str:
+        """Load the vision projector (``vision.py``) beside the model, on the same devices. One that
+        llama.cpp refuses leaves the model loaded for text; returns why (empty when it loaded)."""
+        if not path or kwargs.get("embedding"):
+            return ""
+        from .vision import Projector
+
+        started = time.monotonic()
+        try:
+            self.projector = Projector(path, self.llama, self.llama.n_threads,
+                                       int(kwargs.get("n_gpu_layers") or 0) != 0, bool(kwargs.get("flash_attn")))
+        except RuntimeError as exc:
+            print(f"fireside: {exc}; the model reads text only", file=sys.stderr, flush=True)
+            return str(exc)
+        print(f"fireside: vision projector {path} loaded in {time.monotonic() - started:.2f} s", file=sys.stderr,
+              flush=True)
+        return ""
 
     def _warm_up(self, crash: bool) -> None:
         """Decode a few real tokens once, so a llama.cpp crash on this machine happens during the load
@@ -301,7 +340,12 @@ class Runner:
         if self.batch is None:
             self.batch = BatchEngine(self.llama, self.n_seq, self._reply_generate, self._finished, self.cache,
                                      self.step_threads)
+            self.batch.projector = self.projector
         self.batch.submit(req_id, msg, cancel)
+        if msg.get("images"):  # refused before the batch took them
+            from .vision import free
+
+            free(msg["images"])
         return True  # the batch engine replies and calls _finished when the request ends
 
     def _reply_generate(self, req_id: str, kind: str, **data: Any) -> None:

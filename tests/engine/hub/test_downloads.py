@@ -19,6 +19,7 @@ from fireside.engine.library import Library
 from fireside.engine.models import hardware
 from fireside.engine.models.hardware import Hardware
 from tests.helpers.fakehub import Fault
+from tests.helpers.gguf_builder import build_gguf
 from tests.helpers.hubfixtures import Q4, Q8, REPO, SPLIT, hub_settings, make_hub, run_fakehub
 from tests.helpers.waiting import wait_until
 
@@ -408,3 +409,25 @@ def test_a_fifo_at_the_part_name_is_a_clear_error_not_a_hang(settings, fakehub):
     assert not hung, "the pull hung on the FIFO"
     assert "named pipe" in str(errors[0]) and "remove it" in str(errors[0])
     assert not dest_of(settings).exists()
+
+
+def test_pulling_a_vision_repo_fetches_the_projector_that_fits_and_pairs_it(settings, fakehub, tmp_path):
+    from tests.helpers.vision_model import write_projector
+
+    src = tmp_path / "vlm"
+    model = build_gguf(src / "Vis-Q8_0.gguf", n_embd=64, seed=3)
+    projectors = {  # the q4_0 is the smallest file and first by name, for another model; the f16 fits best
+        "mmproj-Vis-q4_0.gguf": write_projector(src / "a.gguf", n_embd_text=128, file_type=2, n_layers=0),
+        "mmproj-Vis-f16.gguf": write_projector(src / "b.gguf", n_embd_text=64, file_type=1, n_layers=3),
+        "mmproj-Vis-q8_0.gguf": write_projector(src / "c.gguf", n_embd_text=64, file_type=7, n_layers=3),
+    }
+    sizes = {name: p.stat().st_size for name, p in projectors.items()}
+    assert min(sizes, key=sizes.get) == "mmproj-Vis-q4_0.gguf"
+    fakehub.add_repo("pub/Vis-GGUF", {"Vis-Q8_0.gguf": model.read_bytes(),
+                                      **{name: p.read_bytes() for name, p in projectors.items()}})
+    pulled = make_hub(settings).pull("pub/Vis-GGUF")
+    folder = settings.models_dir / "pub/Vis-GGUF"
+    assert sorted(p.name for p in folder.iterdir()) == ["Vis-Q8_0.gguf", "mmproj-Vis-f16.gguf"]
+    assert pulled.projector == folder / "mmproj-Vis-f16.gguf"
+    assert (folder / "mmproj-Vis-f16.gguf").read_bytes() == projectors["mmproj-Vis-f16.gguf"].read_bytes()
+    assert fakehub.downloads("mmproj-Vis-q4_0.gguf") == []  # its header was read, never the file

@@ -13,6 +13,7 @@ from fireside.engine.library import Library, imports
 from fireside.engine.library.paths import check_file_name, check_repo_id, safe_join
 from fireside.engine.library.resolve import resolve_model
 from tests.helpers.gguf_builder import build_gguf, split_gguf
+from tests.helpers.vision_model import write_projector
 
 
 def test_ids_aliases_and_cached_inspection(settings, library, monkeypatch):
@@ -56,13 +57,43 @@ def test_colliding_aliases_get_a_suffix_and_the_first_keeps_its_alias(settings, 
 def test_split_set_is_one_model_and_projector_is_tied(settings, library):
     folder = settings.models_dir / "pub/Big-GGUF"
     parts = split_gguf(folder, "Big-Q8_0", count=3, n_layers=6)
-    build_gguf(folder / "mmproj-Big-f16.gguf", n_layers=1)
+    write_projector(folder / "mmproj-Big-f16.gguf", n_embd_text=64, file_type=1)  # Big is 64 wide
     (folder / "Other-Q4_0.gguf.part").write_bytes(b"partial download")
     models = [m for m in library.list() if m.source != "starter"]
     assert [m.id for m in models] == ["pub/Big-GGUF/Big-Q8_0"]
     big = models[0]
     assert big.files == parts and big.size == sum(p.stat().st_size for p in parts)
     assert big.info.block_count == 6 and big.projector == folder / "mmproj-Big-f16.gguf"
+
+
+def test_a_projector_is_paired_by_its_header_not_its_name(settings, library):
+    folder = settings.models_dir / "pub/Family-GGUF"
+    build_gguf(folder / "Family-Small-Q8_0.gguf", n_embd=64)
+    build_gguf(folder / "Family-Large-Q8_0.gguf", n_embd=128, seed=1)
+    write_projector(folder / "mmproj-Family-Large-f16.gguf", n_embd_text=64, file_type=1)  # named for Large, fits Small
+    write_projector(folder / "mmproj-Family-Small-q8_0.gguf", n_embd_text=128, file_type=7)  # and the other way round
+    write_projector(folder / "mmproj-Family-Small-f32.gguf", n_embd_text=128, file_type=0)
+    build_gguf(folder / "mmproj-not-a-projector.gguf", n_embd=64, seed=2)  # a llama file, whatever its name
+    models = {m.id.rsplit("/", 1)[1]: m for m in library.list() if m.source != "starter"}
+    assert set(models) == {"Family-Small-Q8_0", "Family-Large-Q8_0"}  # projectors are never listed as models
+    assert models["Family-Small-Q8_0"].projector == folder / "mmproj-Family-Large-f16.gguf"
+    assert models["Family-Large-Q8_0"].projector == folder / "mmproj-Family-Small-q8_0.gguf"  # Q8_0 before F32
+
+
+def test_ls_says_which_models_read_images(settings, library, capsys):
+    from fireside.engine.cli import main
+
+    folder = settings.models_dir / "pub/Vis-GGUF"
+    build_gguf(folder / "Vis-Q8_0.gguf", n_embd=64)
+    proj = write_projector(folder / "mmproj-Vis-f16.gguf", n_embd_text=64, file_type=1)
+    build_gguf(settings.models_dir / "pub/Text-GGUF/Text-Q8_0.gguf", n_embd=64, seed=4)
+    assert main(["ls"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[2:]}
+    assert rows["pub/Vis-GGUF/Vis-Q8_0"].rstrip().endswith("vision")
+    assert rows["pub/Text-GGUF/Text-Q8_0"].rstrip().endswith("text")
+    assert main(["ls", "--json"]) == 0
+    listed = {m["id"]: m for m in json.loads(capsys.readouterr().out)}
+    assert listed["pub/Vis-GGUF/Vis-Q8_0"]["projector"] == str(proj)
 
 
 def test_invalid_file_is_not_listed(settings, library):
@@ -217,6 +248,21 @@ def test_import_from_other_apps_links_without_copying(settings, library, tmp_pat
     assert listed[expected_id].info.architecture == "llama" and listed[expected_id].source == "import"
     library.remove(expected_id)
     assert original.is_file() and original.stat().st_size == before.st_size
+
+
+def test_importing_a_vision_model_keeps_its_projector_and_removing_it_unlinks_both(settings, library, tmp_path):
+    home = tmp_path / "userhome"
+    folder = home / ".lmstudio/models/lmstudio-community/Vis-GGUF"
+    original = build_gguf(folder / "Vis-Q8_0.gguf", n_embd=64)
+    proj = write_projector(folder / "mmproj-Vis-f16.gguf", n_embd_text=64, file_type=1)
+    write_projector(folder / "mmproj-Other-f16.gguf", n_embd_text=96, file_type=1)  # another model's: left behind
+    found = imports.find("lmstudio", imports.default_locations("lmstudio", home=home, environ={}))
+    [(_, model)] = imports.import_found(library, found)
+    assert model.projector is not None and _same_file_not_copied(model.projector, proj)
+    assert sorted(p.name for p in model.path.parent.iterdir()) == ["Vis-Q8_0.gguf", "mmproj-Vis-f16.gguf"]
+    library.remove(model.id)
+    assert not model.path.parent.exists()  # both links gone, the folder pruned
+    assert original.is_file() and proj.is_file()  # the other app keeps its files
 
 
 def test_import_falls_back_to_a_symlink_and_lists_it(settings, library, tmp_path, monkeypatch):

@@ -124,3 +124,23 @@ def test_plan_compares_with_what_llama_cpp_reports(q8b):
     report = plan.compare({"weights": plan.ram.weights_bytes, "kv": plan.ram.kv_bytes * 2})
     assert report["weights"]["ratio"] == pytest.approx(1.0)
     assert report["kv"]["ratio"] == pytest.approx(0.5)
+
+
+def test_a_vision_projector_counts_on_the_device_that_runs_it(q8b, tmp_path):
+    from fireside.engine.models.planner import with_projector
+    from fireside.engine.models.projector import read_projector
+    from tests.helpers.vision_model import write_projector
+
+    projector = read_projector(write_projector(tmp_path / "mmproj-f16.gguf", n_embd_text=64))
+    assert projector is not None and projector.compute_bytes > 16 * 2**20
+    on_cpu = plan_fit(q8b, machine(ram=32), LoadOptions(context=8192))
+    with_it = with_projector(on_cpu, projector.size, projector.compute_bytes)
+    assert with_it.ram.total_bytes == on_cpu.ram.total_bytes + projector.size + projector.compute_bytes
+    assert on_cpu.ram.total_bytes == plan_fit(q8b, machine(ram=32), LoadOptions(context=8192)).ram.total_bytes  # a copy
+    on_gpu = plan_fit(q8b, machine((8, 8)), LoadOptions(context=8192))
+    assert on_gpu.verdict == "full_gpu"
+    moved = with_projector(on_gpu, projector.size, projector.compute_bytes)
+    assert moved.gpus[0].total_bytes == on_gpu.gpus[0].total_bytes + projector.size + projector.compute_bytes
+    # a projector that does not fit beside the model: the plan says so, before a runner tries
+    huge = with_projector(on_gpu, 8 * GiB, projector.compute_bytes)
+    assert huge.verdict == "will_not_fit" and huge.shortfall_bytes > 0 and not huge.fits

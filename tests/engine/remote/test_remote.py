@@ -93,3 +93,34 @@ def test_a_dead_remote_lists_nothing_and_says_why(registry):
             engine.check("remote/dead/any")
     finally:
         engine.close()
+
+
+def test_an_image_goes_to_a_remote_as_a_png_data_url_of_the_same_pixels():
+    import base64
+    import io
+
+    from PIL import Image as PILImage
+
+    from fireside.engine.runtime.images import decode_image
+    from tests.helpers.vision_model import image_bytes
+
+    seen = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.update(json.loads(request.content))
+        body = _sse({"choices": [{"delta": {"content": "a cat"}, "finish_reason": "stop"}]},
+                    {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 2}})
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    endpoint = RemoteEndpoint("gpu", "http://gpu-box:8000", True)
+    image = decode_image(image_bytes(5, (30, 20), "JPEG"), "image/jpeg")
+    request = ChatRequest([{"role": "user", "content": [{"type": "text", "text": "what?"}, image.part()]}])
+    http = httpx.Client(base_url=endpoint.base_url, transport=httpx.MockTransport(handler))
+    chunks = list(RemoteClient(endpoint, client=http).chat("llava", request, threading.Event()))
+    assert chunks[0].text == "a cat"
+    text, sent = seen["messages"][0]["content"]
+    assert text == {"type": "text", "text": "what?"} and sent["type"] == "image_url"
+    url = sent["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    decoded = PILImage.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert decoded.convert("RGB").tobytes() == image.pixels  # lossless: the remote sees the same pixels

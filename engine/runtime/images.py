@@ -1,0 +1,150 @@
+"""Images on the server's side of the runner pipe: decoding a file into an ``Image``, and placing images
+in a rendered chat prompt.
+
+``decode_image`` is the one door for image bytes, whoever sent them (an API dialect, the app's attach
+button): Pillow reads the header first, and an image of more than ``MAX_PIXELS`` pixels (a
+decompression bomb: 30000x30000 is a few KB of PNG) is refused before a pixel is decoded. Only PNG,
+JPEG, WebP, GIF and BMP are read (never SVG, which is a program, or formats Pillow guesses at); a file
+whose bytes are not the image type it claims, or that ends early, is refused. An animated image is
+read as its first frame (as Ollama and llama-server do). The pixels go to the runner as 8-bit RGB
+(``types.Image``), so llama.cpp never parses an image file: its decoder never sees hostile bytes.
+
+``mark_images`` and ``place_images``: a chat template renders text, so each image part is replaced by a
+marker that cannot occur in a message (a per-request nonce), the template renders, and the markers in
+the rendered segments are replaced by the ``Image`` objects themselves: the runner's tokenizer thread
+turns those into the model's image chunks (``runner/vision.py``).
+
+Threading: plain functions, callable from any thread.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+from ..errors import ImageRejected
+from ..types import IMAGE_PART, Image
+
+MAX_PIXELS = 4096 * 4096  # 48 MiB of RGB: past any projector's input (they resize to under 2k pixels a side)
+MAX_IMAGE_BYTES = 20 * 1024 * 1024  # an encoded file (OpenAI's and Anthropic's own caps are 20 MB and 5 MB)
+FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp", "GIF": "image/gif", "BMP": "image/bmp"}
+Prompt = list  # segments ``(text, parse_special)`` with ``Image`` objects between them
+
+
+def decode_image(data: bytes, media_type: str | None = None, where: str = "image") -> Image:
+    """The pixels of the image file ``data``; ``media_type`` is what the sender said it is (checked).
+    Raises ``ImageRejected`` (a 400) for anything that is not a whole, readable image of a read format."""
+    from PIL import Image as PILImage
+
+    if not data:
+        raise ImageRejected(f"{where}: the image is empty", where)
+    if len(data) > MAX_IMAGE_BYTES:
+        raise ImageRejected(f"{where}: the image is {len(data):,} bytes; the limit is {MAX_IMAGE_BYTES:,}", where)
+    if (media_type and "svg" in media_type.lower()) or data.lstrip()[:5].lower() in (b"<?xml", b"<svg "):
+        raise ImageRejected(f"{where}: SVG images are not read (send a PNG, JPEG, WebP, GIF or BMP)", where)
+    try:
+        img = PILImage.open(io.BytesIO(data), formats=list(FORMATS))
+    except PILImage.DecompressionBombError as exc:
+        raise ImageRejected(f"{where}: the image has too many pixels (a decompression bomb?): {exc}", where) from None
+    except Exception as exc:
+        if _sniff(data):  # the start of a real image, then nonsense or nothing
+            raise ImageRejected(f"{where}: the {_sniff(data)} image is truncated or corrupt: {exc}", where) from None
+        raise ImageRejected(f"{where}: not an image Fireside can read (PNG, JPEG, WebP, GIF or BMP): {exc}",
+                            where) from None
+    found = FORMATS[img.format]
+    if media_type and _claimed(media_type) not in (found, "image/*"):
+        raise ImageRejected(f"{where}: the data says {media_type}, but the bytes are {found}", where)
+    width, height = img.size
+    if width * height > MAX_PIXELS:
+        raise ImageRejected(f"{where}: the image is {width:,}x{height:,} pixels; the limit is "
+                            f"{MAX_PIXELS:,} pixels (4096x4096)", where)
+    try:
+        img.seek(0)  # an animated image: its first frame
+        rgb = img.convert("RGB")  # decodes: a truncated or corrupt file fails here
+    except Exception as exc:
+        raise ImageRejected(f"{where}: the image is truncated or corrupt: {exc}", where) from None
+    return Image(rgb.tobytes(), width, height, found)
+
+
+def _sniff(data: bytes) -> str | None:
+    """The media type a file's first bytes announce, if they are one of ``FORMATS``'s signatures."""
+    signatures = {b"\x89PNG\r\n\x1a\n": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF87a": "image/gif",
+                  b"GIF89a": "image/gif", b"BM": "image/bmp"}
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((kind for magic, kind in signatures.items() if data.startswith(magic)), None)
+
+
+def _claimed(media_type: str) -> str:
+    claimed = media_type.split(";")[0].strip().lower()
+    return "image/jpeg" if claimed in ("image/jpg", "image/pjpeg") else claimed
+
+
+def mark_images(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Image], str]:
+    """``messages`` with each image part replaced by a text part holding a marker, the images in order,
+    and the marker's nonce (``place_images`` finds the markers by it)."""
+    nonce = secrets.token_hex(8)
+    images: list[Image] = []
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(_is_image(p) for p in content):
+            parts = []
+            for p in content:
+                if _is_image(p):
+                    parts.append({"type": "text", "text": f"<fireside-image-{nonce}-{len(images)}>"})
+                    images.append(p["image"])
+                else:
+                    parts.append(p)
+            m = {**m, "content": parts}
+        out.append(m)
+    return out, images, nonce
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == IMAGE_PART
+
+
+def place_images(segments: list[tuple[str, bool]], images: list[Image], nonce: str) -> Prompt:
+    """The rendered ``segments`` with each image's marker replaced by the image. A template that drops
+    or repeats a message's content drops or repeats its image with it."""
+    marker = re.compile(f"<fireside-image-{nonce}-(\\d+)>")
+    out: Prompt = []
+    for text, special in segments:
+        at = 0
+        for m in marker.finditer(text):
+            out.append((text[at:m.start()], special))
+            out.append(images[int(m.group(1))])
+            at = m.end()
+        out.append((text[at:], special))
+    return [s for s in out if isinstance(s, Image) or s[0]]
+
+
+def prompt_images(prompt: Any) -> int:
+    """How many images a prompt holds (0 for a string or text-only segments)."""
+    return 0 if isinstance(prompt, str) else sum(1 for s in prompt if isinstance(s, Image))
+
+
+class LibraryProjectors:
+    """The runtime's default ``projectors``: a model's vision projector is the one the library pairs with
+    its file (``models/projector.py``); ``vision_models`` names the library's models that can see."""
+
+    def __init__(self, settings: Any):
+        self.settings = settings
+
+    def __call__(self, model_id: str, path: Path) -> Path | None:
+        from ..errors import FiresideError
+        from ..library import Library
+
+        try:
+            return Library(self.settings).by_path(path).projector
+        except (FiresideError, OSError):
+            return None
+
+    def vision_models(self) -> list[str]:
+        from ..library import Library
+
+        return [m.aliases[0] if m.aliases else m.id for m in Library(self.settings).list() if m.projector]
