@@ -57,6 +57,10 @@ class ChatRequest:
     # read it; ``reasoning_effort`` for gpt-oss's template); JSON values, never the template's own names
     template_vars: dict[str, Any] = field(default_factory=dict)
     cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
+    # text the reply is expected to repeat, such as a file being edited (OpenAI's Predicted Outputs): the
+    # source of speculative decoding's drafts (runtime/runner/drafts.py); the reply is the same without it
+    prediction: str | None = None
+    drafts: bool | None = None  # prompt-lookup drafts for this request (None: as the model was loaded)
 
 
 @dataclass
@@ -90,6 +94,10 @@ class Usage:
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
     total_s: float = 0.0
+    draft_tokens: int = 0  # tokens drafted and verified by speculative decoding (runtime/runner/drafts.py)
+    accepted_draft_tokens: int = 0  # of those, the ones the reply kept
+    accepted_prediction_tokens: int = 0  # with a prediction (OpenAI's Predicted Outputs): drafts kept
+    rejected_prediction_tokens: int = 0  # and drafts refused (decoded, then dropped)
 
     @property
     def evaluated_prompt_tokens(self) -> int:

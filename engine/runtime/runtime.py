@@ -335,7 +335,8 @@ class Runtime:
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if grammar else None), []
-        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
+        drafting = {k: v for k, v in (("prediction", request.prediction), ("drafts", request.drafts)) if v is not None}
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag, drafting):
             if event.kind == "text":
                 written.append(event.text)
                 reasoning_tokens += event.tokens if parser.thinking else 0
@@ -361,14 +362,15 @@ class Runtime:
         yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
-                  cancel: threading.Event | None, cache_tag: str | None = None) -> Iterator[Chunk]:
+                  cancel: threading.Event | None, cache_tag: str | None = None,
+                  drafting: dict | None = None) -> Iterator[Chunk]:
         slot.bounded(prompt)
         with self._lock:
             slot.busy += 1
         try:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
-                                          cache_tag=cache_tag):
+                                          cache_tag=cache_tag, **(drafting or {})):
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"), tokens=msg.get("tokens", 0))
                 elif msg["type"] == "done":

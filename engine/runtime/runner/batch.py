@@ -43,6 +43,7 @@ from typing import Any
 
 from . import kvstate
 from .decode import Reply, common_prefix
+from .drafts import Drafter
 from .sampler import Chain, DeadEnd, token_logprob
 from .tokens import prompt_tokens
 
@@ -112,6 +113,8 @@ class _Seq:
     n_logprobs: int | None
     next_token: int | None = None  # sampled, not yet in the cache
     tag: str | None = None  # what the prompt cache files this request's state under (a conversation)
+    drafter: Drafter | None = None  # guesses at the next tokens (drafts.py); None: no drafting
+    draft: list[int] = field(default_factory=list)  # this step's draft, after next_token in the batch
 
 
 @dataclass
@@ -164,10 +167,11 @@ def slot_context(llama: Any) -> int:
 
 class BatchEngine:
     def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
-                 cache: kvstate.PromptCache | None = None):
+                 cache: kvstate.PromptCache | None = None, drafting: bool = True):
         import llama_cpp as lc
 
         self.llama, self.send, self.on_finished, self.cache = llama, send, on_finished, cache
+        self.drafting = drafting  # prompt-lookup drafts (a request's prediction drafts either way)
         self.ctx = llama._ctx.ctx
         self.mem = lc.llama_get_memory(self.ctx)
         lc.llama_memory_clear(self.mem, True)  # whatever ran before (a warm-up) is not a slot's
@@ -207,8 +211,11 @@ class BatchEngine:
             self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
             return
         reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
+        prediction, lookup = msg.get("prediction_tokens"), msg.get("drafts", self.drafting) is not False
+        reply.predicted = prediction is not None
+        drafter = Drafter(tokens, prediction, lookup) if (prediction and msg.get("drafts") is not False) or lookup else None
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
-                                 tag=msg.get("cache_tag")))
+                                 tag=msg.get("cache_tag"), drafter=drafter))
 
     def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
         self.send(req_id, kind, **data)
@@ -303,10 +310,17 @@ class BatchEngine:
         each token's position is the slot's cached length plus its place in the chunk."""
         self.batch.n_tokens = 0
         outputs = []
-        for slot in self.slots:
-            seq = slot.seq
-            if seq is not None and seq.next_token is not None:
-                outputs.append((seq, self._add(slot.seq_id, seq.next_token, len(slot.tokens), True)))
+        generating = [s for s in self.slots if s.seq is not None and s.seq.next_token is not None]
+        for n, slot in enumerate(generating, 1):
+            seq, pos = slot.seq, len(slot.tokens)
+            outputs.append((seq, self._add(slot.seq_id, seq.next_token, pos, True)))
+            # a draft leaves a token of the batch for each slot still to come, stays in the slot's
+            # context and within the reply's max tokens (drafts.py)
+            room = min(self.n_batch - self.batch.n_tokens - (len(generating) - n), self.n_ctx - pos - 2,
+                       seq.reply.max_tokens - seq.reply.n_out - 1)
+            seq.draft = seq.drafter.propose(room) if seq.drafter else []
+            for i, token in enumerate(seq.draft, 1):
+                self._add(slot.seq_id, token, pos + i, True)
         for slot in self.slots:  # prefill: the rest of the batch, in slot order
             seq = slot.seq
             if seq is None or seq.next_token is not None:
@@ -355,24 +369,51 @@ class BatchEngine:
             by_seq[b.seq_id[i][0]].tokens.append(b.token[i])
 
     def _sample(self, seq: _Seq, idx: int) -> None:
+        """Sample ``seq``'s row ``idx`` and, with a draft, the rows after it while each sample equals
+        the drafted token in the batch (the rule drafts.py explains); the rest of the draft is dropped."""
         import llama_cpp as lc
 
         slot = next(s for s in self.slots if s.seq is seq)
-        try:
-            token = seq.chain.sample(self.ctx, idx)
-        except DeadEnd as exc:  # this request ends; the step goes on for the others
-            self._release(slot, [dead_end(seq.reply, str(exc))])
-            return
-        logprob = None
-        if seq.n_logprobs is not None:
-            logprob = token_logprob(self.llama, self.ctx, idx, token, seq.n_logprobs)
-        events = seq.reply.push(token, lc.llama_vocab_is_eog(self.llama._model.vocab, token), logprob)
-        seq.next_token = token
-        if seq.reply.finish is not None:
+        draft, seq.draft = seq.draft, []
+        accepted, events = 0, None
+        for i in range(len(draft) + 1):
+            try:
+                token = seq.chain.sample(self.ctx, idx + i)
+            except DeadEnd as exc:  # this request ends; the step goes on for the others
+                events = [dead_end(seq.reply, str(exc))]
+                break
+            logprob = None
+            if seq.n_logprobs is not None:
+                logprob = token_logprob(self.llama, self.ctx, idx + i, token, seq.n_logprobs)
+            events = seq.reply.push(token, lc.llama_vocab_is_eog(self.llama._model.vocab, token), logprob)
+            seq.next_token = token
+            if seq.drafter:
+                seq.drafter.took(token)
+            hit = i < len(draft) and token == draft[i]
+            accepted += hit
+            if seq.reply.finish is not None or not hit:
+                break
+            for event in events:  # a draft token taken: its text goes out, the next row is sampled
+                self.send(seq.req_id, event.pop("type"), **event)
+            events = []
+        if draft:
+            self._drop_draft(slot, len(draft) - accepted, seq.drafter, len(draft), accepted)
+            seq.reply.drafted += len(draft)
+            seq.reply.accepted += accepted
+        if seq.reply.finish is not None or (events and events[-1]["type"] == "error"):
             self._release(slot, events)
         else:
             for event in events:
                 self.send(seq.req_id, event.pop("type"), **event)
+
+    def _drop_draft(self, slot: _Slot, rejected: int, drafter: Drafter, drafted: int, accepted: int) -> None:
+        """The draft's last ``rejected`` tokens leave the slot's cache; a taken one stays (it is the reply's)."""
+        import llama_cpp as lc
+
+        drafter.verified(drafted, accepted)
+        if rejected:
+            del slot.tokens[len(slot.tokens) - rejected:]
+            lc.llama_memory_seq_rm(self.mem, slot.seq_id, len(slot.tokens), -1)
 
     # --- endings -----------------------------------------------------------------------------------
     def _release(self, slot: _Slot, events: list[dict] | None, error: str = "") -> None:

@@ -47,6 +47,7 @@ class Runner:
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
         self.cache: Any = None  # the PromptCache (kvstate.py), when the load asked for one
+        self.drafting = True  # prompt-lookup drafts (drafts.py), as the load options say
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
 
     # --- pipe side -------------------------------------------------------------------------------
@@ -91,6 +92,8 @@ class Runner:
                 if op == "generate":
                     started = time.perf_counter()
                     msg["tokens"] = prompt_tokens(self.llama, msg["prompt"], msg.get("add_bos", False))
+                    if msg.get("prediction"):  # Predicted Outputs: plain text, the drafts' source (drafts.py)
+                        msg["prediction_tokens"] = prompt_tokens(self.llama, [(msg["prediction"], False)], False)
                     msg["tokenize_s"] = time.perf_counter() - started  # part of the time to first token
                 else:  # embed: each input's length, checked against the context before any is embedded
                     msg["counts"] = [len(prompt_tokens(self.llama, text, True)) for text in msg["inputs"]]
@@ -187,6 +190,7 @@ class Runner:
         default_params = llama_cpp.llama_model_default_params
         kwargs = dict(msg["kwargs"])
         extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
+        self.drafting = bool(kwargs.pop("drafts", True))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
 
         def params_with_progress():
             params = default_params()
@@ -291,7 +295,8 @@ class Runner:
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:
-            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished, self.cache)
+            self.batch = BatchEngine(self.llama, self.n_seq, self.reply, self._finished, self.cache,
+                                     drafting=self.drafting)
         self.batch.submit(req_id, msg, cancel)
         return True  # the batch engine replies and calls _finished when the request ends
 
