@@ -17,7 +17,7 @@ import threading
 import httpx
 
 from ..facade import Engine
-from ..fmt import human_bytes
+from ..fmt import draft_share, human_bytes
 from ..models.planner import LoadOptions
 from ..settings import Settings
 from ..types import ChatRequest, Sampling, Usage
@@ -176,8 +176,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         messages.append({"role": "user", "content": prompt})
         _, usage = _stream(engine, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
         if args.stats and usage:
+            drafts = draft_share(usage.draft_tokens, usage.accepted_draft_tokens)
             print(f"{usage.completion_tokens} tokens, {usage.decode_tokens_per_s:.1f} tokens/s, "
-                  f"first token after {usage.ttft_s * 1000:.0f} ms", file=sys.stderr)
+                  f"first token after {usage.ttft_s * 1000:.0f} ms" + (f", {drafts}" if drafts else ""), file=sys.stderr)
         return 0
     finally:
         engine.close()
