@@ -70,6 +70,7 @@ class CompletionRequest:
     prompt: str
     sampling: Sampling = field(default_factory=Sampling)
     grammar: str | None = None
+    drafts: bool | None = None  # prompt-lookup drafts for this request (None: as the model was loaded)
 
 
 @dataclass

@@ -359,7 +359,8 @@ class Runtime:
         """Stream a raw completion of ``request.prompt`` (no chat template)."""
         grammar = checked(request.grammar)
         slot = self._slot(model_id, ttl_s=ttl_s)
-        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
+        drafting = {"drafts": request.drafts} if request.drafts is not None else None
+        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel, None, drafting)
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
                   cancel: threading.Event | None, cache_tag: str | None = None,

@@ -18,7 +18,7 @@ from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings
-from fireside.engine.types import ChatRequest, Sampling
+from fireside.engine.types import ChatRequest, CompletionRequest, Sampling
 
 pytestmark = pytest.mark.model
 
@@ -105,13 +105,17 @@ def test_greedy_replies_are_the_same_token_for_token_with_drafts_on_and_off(runt
     assert predicted.rejected_prediction_tokens == predicted.draft_tokens - predicted.accepted_draft_tokens
 
 
-def test_prompt_lookup_drafts_a_quoted_passage(runtime):
-    text = f"Repeat this poem word for word, twice:\n{POEM}"
-    chat(runtime, text, drafts=False, temperature=0, max_tokens=1)
-    off, _ = chat(runtime, text, drafts=False, temperature=0, max_tokens=48)
-    on, usage = chat(runtime, text, temperature=0, max_tokens=48)
+def test_prompt_lookup_drafts_a_repeated_passage(runtime):
+    def complete(drafts, max_tokens):
+        sampling = Sampling(temperature=0, repeat_penalty=1.0, max_tokens=max_tokens)  # a penalty fights repeating
+        chunks = list(runtime.complete("starter", CompletionRequest(f"{POEM}\n\n{POEM}\n\n", sampling, drafts=drafts)))
+        return "".join(c.text for c in chunks if c.kind == "text"), chunks[-1].usage
+
+    complete(False, 1)
+    off, _ = complete(False, 40)
+    on, usage = complete(None, 40)
     assert on == off
-    assert usage.accepted_draft_tokens >= 12  # most of the quote came from drafts taken whole
+    assert usage.accepted_draft_tokens >= 20  # the third copy of the poem came mostly from drafts
     assert usage.accepted_prediction_tokens == usage.rejected_prediction_tokens == 0  # no prediction was sent
 
 
