@@ -34,6 +34,7 @@ from __future__ import annotations
 NGRAM = 3  # tokens of context a lookup matches (2 hits too often by chance in prose; 4 misses edits' seams)
 MIN_DRAFT, MAX_DRAFT = 2, 8  # tokens a prompt-lookup draft starts at and grows to
 MAX_PREDICTION_DRAFT = 16  # a prediction is usually right for long runs
+NEARBY = 24  # prediction tokens searched past the reply's last place in it, for where an edit ends
 WINDOW = 16  # drafted tokens over which a source's acceptance is judged
 PAYS = 0.35  # the share of drafted tokens accepted below which prompt lookup is paused
 PAUSE, MAX_PAUSE = 16, 512  # steps a paused source waits, doubling each time it pays too little
@@ -141,11 +142,21 @@ class Drafter:
         if self.prediction is None:
             return []
         tokens = self.prediction.tokens
-        if self.pred_at is None and len(self.output) >= NGRAM:  # off its track: find where it resumes
-            self.pred_at = self.prediction.after(self.output[-NGRAM:], self.pred_good)
+        if self.pred_at is None and self.output:  # off its track: find where it resumes
+            self.pred_at = self._resume()
         if self.pred_at is None:
             return []
         return tokens[self.pred_at:self.pred_at + min(room, self.pred_source.k)]
+
+    def _resume(self) -> int | None:
+        """Where the prediction goes on after the reply left it: just after the reply's last token, looked
+        for a little way past where the reply last followed it (a word replaced, a line left out), else
+        after the reply's last ``NGRAM`` tokens anywhere in it (a passage moved)."""
+        tokens, last = self.prediction.tokens, self.output[-1]
+        for at in range(self.pred_good, min(len(tokens), self.pred_good + NEARBY)):
+            if tokens[at] == last:
+                return at + 1
+        return self.prediction.after(self.output[-NGRAM:], self.pred_good) if len(self.output) >= NGRAM else None
 
     def verified(self, drafted: int, accepted: int) -> None:
         """The last draft's first ``accepted`` of ``drafted`` tokens were kept."""
