@@ -376,6 +376,7 @@ class BatchEngine:
         slot = next(s for s in self.slots if s.seq is seq)
         draft, seq.draft = seq.draft, []
         accepted, events = 0, None
+        seq.reply.drafted += len(draft)  # counted before a token ends the reply: its usage says them
         for i in range(len(draft) + 1):
             try:
                 token = seq.chain.sample(self.ctx, idx + i)
@@ -385,12 +386,13 @@ class BatchEngine:
             logprob = None
             if seq.n_logprobs is not None:
                 logprob = token_logprob(self.llama, self.ctx, idx + i, token, seq.n_logprobs)
+            hit = i < len(draft) and token == draft[i]
+            accepted += hit
+            seq.reply.accepted += hit
             events = seq.reply.push(token, lc.llama_vocab_is_eog(self.llama._model.vocab, token), logprob)
             seq.next_token = token
             if seq.drafter:
                 seq.drafter.took(token)
-            hit = i < len(draft) and token == draft[i]
-            accepted += hit
             if seq.reply.finish is not None or not hit:
                 break
             for event in events:  # a draft token taken: its text goes out, the next row is sampled
@@ -398,8 +400,6 @@ class BatchEngine:
             events = []
         if draft:
             self._drop_draft(slot, len(draft) - accepted, seq.drafter, len(draft), accepted)
-            seq.reply.drafted += len(draft)
-            seq.reply.accepted += accepted
         if seq.reply.finish is not None or (events and events[-1]["type"] == "error"):
             self._release(slot, events)
         else:
