@@ -17,6 +17,11 @@ With a prompt cache on disk (``kvstate.py``), a slot's state is saved when its r
 reply's last event is sent), and a prompt that shares a longer prefix with a saved state than with
 any slot has that state loaded instead of evaluated; ``restored_tokens`` in usage counts those.
 
+Speculative decoding (``drafts.py``): a generating slot may put, after its next token, a draft of the
+tokens guessed to follow (from the request's ``prediction`` or from its own prompt and reply), each with
+logits; its rows are sampled in order while each sample equals the drafted token, and the rest of the
+draft leaves the slot's cache (``llama_memory_seq_rm``) before the next step.
+
 Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
 stay in position order, so with flash attention (the default) a seeded request gives the same text
 alone or beside other requests (tests/engine/runtime/test_batching.py checks it). What still breaks it is
