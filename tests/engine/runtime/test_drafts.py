@@ -169,31 +169,3 @@ def test_accepted_prediction_tokens_reach_the_openai_client(runtime):
     finally:
         thread.stop()
 
-
-def chi2_critical(df: int, p: float = 0.001) -> float:
-    """The chi-square quantile above which a statistic with ``df`` degrees of freedom has probability
-    ``p`` (Wilson-Hilferty; z is the normal quantile for p = 0.001)."""
-    z = 3.090
-    return df * (1 - 2 / (9 * df) + z * (2 / (9 * df)) ** 0.5) ** 3
-
-
-def test_sampled_replies_keep_their_distribution_with_drafts(runtime):
-    """Hot sampling of a poem's third copy, 30 seeds with prompt-lookup drafts and 30 others without: the
-    tokens after the first come from drafted rows wherever the first is the poem's, and the replies' frequencies must agree."""
-    def sample(drafts: bool, seed: int):
-        sampling = Sampling(temperature=1.5, repeat_penalty=1.0, seed=seed, max_tokens=4)
-        chunks = list(runtime.complete("starter", CompletionRequest(f"{POEM}\n\n{POEM}\n\n", sampling, drafts=drafts)))
-        return "".join(c.text for c in chunks if c.kind == "text"), chunks[-1].usage
-
-    n = 30
-    on = [sample(True, seed) for seed in range(n)]
-    off = [sample(False, 1000 + seed)[0] for seed in range(n)]
-    assert sum(u.draft_tokens for _, u in on) >= n // 2  # drafts were verified under sampling
-    texts = [t for t, _ in on]
-    counts = {t: (texts.count(t), off.count(t)) for t in set(texts) | set(off)}
-    big = {t: c for t, c in counts.items() if sum(c) >= 10}  # small cells pooled: the statistic needs counts
-    rest = (sum(c[0] for t, c in counts.items() if t not in big), sum(c[1] for t, c in counts.items() if t not in big))
-    cells = [*big.values(), *([rest] if sum(rest) else [])]
-    assert len(cells) >= 2  # the sampling is hot enough for the test to mean something
-    statistic = sum((a - b) ** 2 / (a + b) for a, b in cells)  # two samples of equal size
-    assert statistic < chi2_critical(len(cells) - 1), counts
