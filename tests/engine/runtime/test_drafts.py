@@ -101,7 +101,8 @@ def test_greedy_replies_are_the_same_token_for_token_with_drafts_on_and_off(runt
     assert (usage.completion_tokens, off_usage.draft_tokens) == (off_usage.completion_tokens, 0)
     with_prediction, predicted = chat(runtime, text, prediction=edited(off), temperature=0, max_tokens=MAX_TOKENS)
     assert with_prediction == off
-    assert predicted.draft_tokens > 0  # the prediction was drafted from (an edit may refuse all of a short one)
+    if off_usage.completion_tokens == MAX_TOKENS:  # an edit can spoil all of a very short reply's prediction
+        assert predicted.draft_tokens > 0
     assert predicted.rejected_prediction_tokens == predicted.draft_tokens - predicted.accepted_draft_tokens
 
 
