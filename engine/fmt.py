@@ -30,3 +30,11 @@ def human_count(n: float) -> str:
         if n >= size:
             return f"{n / size:.1f}{unit}" if unit in ("T", "B") else f"{n / size:.0f}{unit}"
     return str(int(n))
+
+
+def draft_share(drafted: int, accepted: int) -> str:
+    """``"drafts 30/40 accepted (75%)"``: how much of speculative decoding's guessing was kept; empty
+    when nothing was drafted."""
+    if not drafted:
+        return ""
+    return f"drafts {accepted:,}/{drafted:,} accepted ({100 * accepted / drafted:.0f}%)"

@@ -100,6 +100,10 @@ class ChatRequest:
     # engine that refuses them is a 400 naming it
     template_param: str = "chat_template_kwargs"
     cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
+    # text the reply is expected to repeat, such as a file being edited (OpenAI's Predicted Outputs): the
+    # source of speculative decoding's drafts (runtime/runner/drafts.py); the reply is the same without it
+    prediction: str | None = None
+    drafts: bool | None = None  # prompt-lookup drafts for this request (None: as the model was loaded)
 
 
 @dataclass
@@ -109,6 +113,7 @@ class CompletionRequest:
     prompt: str
     sampling: Sampling = field(default_factory=Sampling)
     grammar: str | None = None
+    drafts: bool | None = None  # prompt-lookup drafts for this request (None: as the model was loaded)
 
 
 @dataclass
@@ -133,6 +138,10 @@ class Usage:
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
     total_s: float = 0.0
+    draft_tokens: int = 0  # tokens drafted and verified by speculative decoding (runtime/runner/drafts.py)
+    accepted_draft_tokens: int = 0  # of those, the ones the reply kept
+    accepted_prediction_tokens: int = 0  # with a prediction (OpenAI's Predicted Outputs): drafts kept
+    rejected_prediction_tokens: int = 0  # and drafts refused (decoded, then dropped)
 
     @property
     def evaluated_prompt_tokens(self) -> int:

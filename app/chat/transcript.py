@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fireside.engine.fmt import draft_share
+
 from ..store import Message
 from .markdown import plain, render
 from .toolcard import ToolCallView
@@ -47,6 +49,8 @@ def format_stats(stats: dict) -> str:
         parts.append(f"resumed {stats['restored_tokens']:,} tokens from cache")
     if "completion_tokens" in stats:
         parts.append(f"{stats['completion_tokens']} tokens")
+    if stats.get("draft_tokens"):
+        parts.append(draft_share(stats["draft_tokens"], stats.get("accepted_draft_tokens", 0)))
     if stats.get("finish_reason") and stats["finish_reason"] != "stop":
         parts.append({"length": "hit the token limit", "cancelled": "stopped"}.get(
             stats["finish_reason"], stats["finish_reason"]))

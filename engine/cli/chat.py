@@ -17,7 +17,7 @@ import threading
 import httpx
 
 from ..facade import Engine
-from ..fmt import human_bytes
+from ..fmt import draft_share, human_bytes
 from ..models.planner import LoadOptions
 from ..settings import Settings
 from ..types import ChatRequest, Sampling, Usage
@@ -177,9 +177,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         _, usage = _stream(engine, args.model, ChatRequest(messages=messages, sampling=_sampling(args)))
         if args.stats and usage:
             threads = next((m.threads_label() for m in engine.loaded() if m.model_id == args.model), "")
+            drafts = draft_share(usage.draft_tokens, usage.accepted_draft_tokens)
+            extra = "".join(f", {part}" for part in (drafts, threads) if part)
             print(f"{usage.completion_tokens} tokens, {usage.decode_tokens_per_s:.1f} tokens/s, "
-                  f"first token after {usage.ttft_s * 1000:.0f} ms" + (f", {threads}" if threads else ""),
-                  file=sys.stderr)
+                  f"first token after {usage.ttft_s * 1000:.0f} ms{extra}", file=sys.stderr)
         return 0
     finally:
         engine.close()

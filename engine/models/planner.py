@@ -59,6 +59,7 @@ class LoadOptions:
     n_batch: int = 512
     parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
     mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
+    drafts: bool = True  # speculative decoding's prompt-lookup drafts (runtime/runner/drafts.py)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -111,6 +112,7 @@ class FitPlan:
     notes: list[str] = field(default_factory=list)
     refusal: str | None = None  # why llama.cpp would refuse these options whatever the memory
     parallel: int = 1  # slots, each with a KV cache of ``context`` tokens
+    drafts: bool = True  # prompt-lookup drafts (the runner takes this one, when off)
 
     @property
     def fits(self) -> bool:
@@ -133,6 +135,8 @@ class FitPlan:
             "flash_attn": self.flash_attn,
             "n_seq_max": self.parallel,  # the runner takes this one: Llama() has no such parameter
         }
+        if not self.drafts:
+            kw["drafts"] = False  # the runner takes this one too
         if len(self.tensor_split) > 1:
             kw["tensor_split"] = self.tensor_split
         if self.kv_type != "f16":
@@ -311,7 +315,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         trained_context=trained, kv_type=o.kv_type, flash_attn=flash,
         threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
         n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes, refusal=refusal,
-        parallel=max(1, o.parallel),
+        parallel=max(1, o.parallel), drafts=o.drafts,
     )
     if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)

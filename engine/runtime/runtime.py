@@ -381,7 +381,8 @@ class Runtime:
         parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if holds_json else None), []
-        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag):
+        drafting = {k: v for k, v in (("prediction", request.prediction), ("drafts", request.drafts)) if v is not None}
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag, drafting):
             if event.kind == "text":
                 written.append(event.text)
                 reasoning_tokens += event.tokens if parser.thinking else 0
@@ -404,10 +405,12 @@ class Runtime:
         """Stream a raw completion of ``request.prompt`` (no chat template)."""
         grammar = checked(request.grammar)
         slot = self._slot(model_id, ttl_s=ttl_s)
-        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel)
+        drafting = {"drafts": request.drafts} if request.drafts is not None else None
+        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel, None, drafting)
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
-                  cancel: threading.Event | None, cache_tag: str | None = None) -> Iterator[Chunk]:
+                  cancel: threading.Event | None, cache_tag: str | None = None,
+                  drafting: dict | None = None) -> Iterator[Chunk]:
         slot.bounded(prompt)
         with self._lock:
             slot.busy += 1
@@ -416,7 +419,7 @@ class Runtime:
         try:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
-                                          cache_tag=cache_tag):
+                                          cache_tag=cache_tag, **(drafting or {})):
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"), tokens=msg.get("tokens", 0))
                 elif msg["type"] == "done":

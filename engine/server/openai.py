@@ -39,6 +39,7 @@ from .inbound import (
     message_content,
     refuse,
     sampling,
+    text_of,
 )
 from .outbound import CallTracker, logprob_entries, now, reply_parts, sse, text_logprobs
 from .validation import Body, Name, Seed, Stop, Tokens, Tool, Unit, dumped
@@ -105,6 +106,13 @@ class Generation(Body):
         return bool(self.stream_options and self.stream_options.include_usage)
 
 
+class Prediction(Body):
+    """Predicted Outputs: text the reply is expected to largely repeat (a string or text parts)."""
+
+    type: Literal["content"]
+    content: Content
+
+
 class ChatBody(Generation):
     messages: list[Message] = Field(min_length=1)
     max_completion_tokens: Tokens | None = None
@@ -117,6 +125,7 @@ class ChatBody(Generation):
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     reasoning_effort: Effort | None = None
     chat_template_kwargs: dict[str, Any] | None = None  # vLLM's and llama-server's extension
+    prediction: Prediction | None = None
 
 
 class CompletionBody(Generation):
@@ -164,7 +173,8 @@ def chat_request(body: ChatBody) -> ChatRequest:
                       sampling=body.sampling(body.max_completion_tokens or body.max_tokens,
                                              logprobs_option(body.logprobs, body.top_logprobs)),
                       enable_thinking=thinking, template_vars=variables,
-                      template_param="chat_template_kwargs" if body.chat_template_kwargs else "reasoning_effort")
+                      template_param="chat_template_kwargs" if body.chat_template_kwargs else "reasoning_effort",
+                      prediction=text_of(dumped(body.prediction.content)) or None if body.prediction else None)
     apply_format(req, dumped(body.response_format))
     return req
 
@@ -284,7 +294,9 @@ def openai_usage(usage: Usage | None) -> dict:
     return {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
             "total_tokens": u.prompt_tokens + u.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
-            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens}}
+            "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens,
+                                          "accepted_prediction_tokens": u.accepted_prediction_tokens,
+                                          "rejected_prediction_tokens": u.rejected_prediction_tokens}}
 
 
 def finish_reason(reason: str | None) -> str:

@@ -86,3 +86,13 @@ def test_a_failed_reply_offers_retry(qtbot):
     assert asked.args == [3]
     card.set_stats({"completion_tokens": 5}, "complete")
     assert not card.retry_button.isVisible()
+
+
+def test_the_stats_line_shows_the_share_of_drafted_tokens_accepted():
+    from fireside.app.chat.transcript import format_stats
+    from fireside.engine.types import Usage
+
+    drafted = {"finish_reason": "stop", **Usage(completion_tokens=50, draft_tokens=40, accepted_draft_tokens=30).to_dict()}
+    assert "drafts 30/40 accepted (75%)" in format_stats(drafted)
+    plain = {"finish_reason": "stop", **Usage(completion_tokens=50).to_dict()}
+    assert "drafts" not in format_stats(plain)

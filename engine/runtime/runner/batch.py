@@ -17,6 +17,11 @@ With a prompt cache on disk (``kvstate.py``), a slot's state is saved when its r
 reply's last event is sent), and a prompt that shares a longer prefix with a saved state than with
 any slot has that state loaded instead of evaluated; ``restored_tokens`` in usage counts those.
 
+Speculative decoding (``drafts.py``): a generating slot may put, after its next token, a draft of the
+tokens guessed to follow (from the request's ``prediction`` or from its own prompt and reply), each with
+logits; its rows are sampled in order while each sample equals the drafted token, and the rest of the
+draft leaves the slot's cache (``llama_memory_seq_rm``) before the next step.
+
 Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
 stay in position order, so with flash attention (the default) a seeded request gives the same text
 alone or beside other requests (tests/engine/runtime/test_batching.py checks it). What still breaks it is
@@ -43,6 +48,7 @@ from typing import Any
 
 from . import kvstate, vision
 from .decode import Reply, common_prefix
+from .drafts import Drafter
 from .sampler import Chain, DeadEnd, token_logprob
 from .threads import StepThreads
 from .tokens import prompt_tokens
@@ -114,6 +120,8 @@ class _Seq:
     next_token: int | None = None  # sampled, not yet in the cache
     tag: str | None = None  # what the prompt cache files this request's state under (a conversation)
     images: list = field(default_factory=list)  # its image chunks (vision.py), by their place in ``prompt``
+    drafter: Drafter | None = None  # guesses at the next tokens (drafts.py); None: no drafting
+    draft: list[int] = field(default_factory=list)  # this step's draft, after next_token in the batch
 
 
 @dataclass
@@ -168,11 +176,13 @@ class BatchEngine:
     projector: Any = None  # vision.Projector, when the model was loaded with one (the runner sets it)
 
     def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
-                 cache: kvstate.PromptCache | None = None, threads: StepThreads | None = None):
+                 cache: kvstate.PromptCache | None = None, threads: StepThreads | None = None,
+                 drafting: bool = True):
         import llama_cpp as lc
 
         self.llama, self.send, self.on_finished, self.cache = llama, send, on_finished, cache
         self.threads = threads  # times each step and sets its thread counts (threads.py); None: the load's
+        self.drafting = drafting  # prompt-lookup drafts (a request's prediction drafts either way)
         self.ctx = llama._ctx.ctx
         self.mem = lc.llama_get_memory(self.ctx)
         lc.llama_memory_clear(self.mem, True)  # whatever ran before (a warm-up) is not a slot's
@@ -212,8 +222,11 @@ class BatchEngine:
             self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
             return
         reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
+        prediction, lookup = msg.get("prediction_tokens"), msg.get("drafts", self.drafting) is not False
+        reply.predicted = prediction is not None
+        drafter = Drafter(tokens, prediction, lookup) if (prediction and msg.get("drafts") is not False) or lookup else None
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
-                                 tag=msg.get("cache_tag"), images=msg.pop("images", [])))
+                                 tag=msg.get("cache_tag"), images=msg.pop("images", []), drafter=drafter))
 
     def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
         self.send(req_id, kind, **data)
@@ -311,10 +324,17 @@ class BatchEngine:
         each token's position is the slot's cached length plus its place in the chunk."""
         self.batch.n_tokens = 0
         outputs = []
-        for slot in self.slots:
-            seq = slot.seq
-            if seq is not None and seq.next_token is not None:
-                outputs.append((seq, self._add(slot.seq_id, seq.next_token, len(slot.tokens), True)))
+        generating = [s for s in self.slots if s.seq is not None and s.seq.next_token is not None]
+        for n, slot in enumerate(generating, 1):
+            seq, pos = slot.seq, len(slot.tokens)
+            outputs.append((seq, self._add(slot.seq_id, seq.next_token, pos, True)))
+            # a draft leaves a token of the batch for each slot still to come, stays in the slot's
+            # context and within the reply's max tokens (drafts.py)
+            room = min(self.n_batch - self.batch.n_tokens - (len(generating) - n), self.n_ctx - pos - 2,
+                       seq.reply.max_tokens - seq.reply.n_out - 1)
+            seq.draft = seq.drafter.propose(room) if seq.drafter else []
+            for i, token in enumerate(seq.draft, 1):
+                self._add(slot.seq_id, token, pos + i, True)
         for slot in self.slots:  # prefill: the rest of the batch, in slot order
             seq = slot.seq
             if seq is None or seq.next_token is not None:
@@ -346,8 +366,8 @@ class BatchEngine:
 
         if self.threads is None:
             rc = lc.llama_decode(self.ctx, self.batch)
-        else:  # a step with prompt tokens in it evaluates a prompt; else every token is a stream's next
-            generating = sum(1 for s in self.slots if s.seq is not None and s.seq.next_token is not None)
+        else:  # a step with prompt tokens in it evaluates a prompt; else every token is a stream's next, or drafted
+            generating = sum(1 + len(s.seq.draft) for s in self.slots if s.seq is not None and s.seq.next_token is not None)
             rc = self.threads.run(self.batch, prefill=self.batch.n_tokens > generating)
         if rc == 1:
             longest = max((s for s in self.slots if s.seq), key=lambda s: len(s.tokens))
@@ -367,24 +387,51 @@ class BatchEngine:
             by_seq[b.seq_id[i][0]].tokens.append(b.token[i])
 
     def _sample(self, seq: _Seq, idx: int) -> None:
+        """Sample ``seq``'s row ``idx`` and, with a draft, the rows after it while each sample equals
+        the drafted token in the batch (the rule drafts.py explains); the rest of the draft is dropped."""
         import llama_cpp as lc
 
         slot = next(s for s in self.slots if s.seq is seq)
-        try:
-            token = seq.chain.sample(self.ctx, idx)
-        except DeadEnd as exc:  # this request ends; the step goes on for the others
-            self._release(slot, [dead_end(seq.reply, str(exc))])
-            return
-        logprob = None
-        if seq.n_logprobs is not None:
-            logprob = token_logprob(self.llama, self.ctx, idx, token, seq.n_logprobs)
-        events = seq.reply.push(token, lc.llama_vocab_is_eog(self.llama._model.vocab, token), logprob)
-        seq.next_token = token
-        if seq.reply.finish is not None:
+        draft, seq.draft = seq.draft, []
+        accepted, events = 0, None
+        seq.reply.drafted += len(draft)  # counted before a token ends the reply: its usage says them
+        for i in range(len(draft) + 1):
+            try:
+                token = seq.chain.sample(self.ctx, idx + i)
+            except DeadEnd as exc:  # this request ends; the step goes on for the others
+                events = [dead_end(seq.reply, str(exc))]
+                break
+            logprob = None
+            if seq.n_logprobs is not None:
+                logprob = token_logprob(self.llama, self.ctx, idx + i, token, seq.n_logprobs)
+            hit = i < len(draft) and token == draft[i]
+            accepted += hit
+            seq.reply.accepted += hit
+            events = seq.reply.push(token, lc.llama_vocab_is_eog(self.llama._model.vocab, token), logprob)
+            seq.next_token = token
+            if seq.drafter:
+                seq.drafter.took(token)
+            if seq.reply.finish is not None or not hit:
+                break
+            for event in events:  # a draft token taken: its text goes out, the next row is sampled
+                self.send(seq.req_id, event.pop("type"), **event)
+            events = []
+        if draft:
+            self._drop_draft(slot, len(draft) - accepted, seq.drafter, len(draft), accepted)
+        if seq.reply.finish is not None or (events and events[-1]["type"] == "error"):
             self._release(slot, events)
         else:
             for event in events:
                 self.send(seq.req_id, event.pop("type"), **event)
+
+    def _drop_draft(self, slot: _Slot, rejected: int, drafter: Drafter, drafted: int, accepted: int) -> None:
+        """The draft's last ``rejected`` tokens leave the slot's cache; a taken one stays (it is the reply's)."""
+        import llama_cpp as lc
+
+        drafter.verified(drafted, accepted)
+        if rejected:
+            del slot.tokens[len(slot.tokens) - rejected:]
+            lc.llama_memory_seq_rm(self.mem, slot.seq_id, len(slot.tokens), -1)
 
     # --- endings -----------------------------------------------------------------------------------
     def _release(self, slot: _Slot, events: list[dict] | None, error: str = "") -> None:

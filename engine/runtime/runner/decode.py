@@ -48,6 +48,8 @@ class Reply:
         self.first_at: float | None = None
         self.finish: str | None = None
         self.logprobs: list = []  # TokenLogprob entries not yet sent with a text piece
+        self.drafted = self.accepted = 0  # drafted tokens verified, and taken (runner/drafts.py)
+        self.predicted = False  # the request sent a prediction (OpenAI's Predicted Outputs)
 
     def push(self, token: int, is_eog: bool, logprob: Any = None) -> list[dict]:
         """Take one sampled token; return the events it releases (a ``done`` when the reply ends)."""
@@ -110,4 +112,8 @@ class Reply:
             decode_tokens_per_s=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
             prompt_tokens_per_s=(self.n_prompt - self.cached) / ttft if ttft > 0 else 0.0,
             total_s=end - self.started,
+            draft_tokens=self.drafted,
+            accepted_draft_tokens=self.accepted,
+            accepted_prediction_tokens=self.accepted if self.predicted else 0,
+            rejected_prediction_tokens=self.drafted - self.accepted if self.predicted else 0,
         ).to_dict()

@@ -49,6 +49,7 @@ class Runner:
         self.step_threads: Any = None  # the StepThreads (threads.py), made at the load
         self.share: int | None = None  # the cores the runtime last gave this runner
         self.cache: Any = None  # the PromptCache (kvstate.py), when the load asked for one
+        self.drafting = True  # prompt-lookup drafts (drafts.py), as the load options say
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
         self.projector: Any = None  # vision.Projector, when the load named an mmproj
 
@@ -98,6 +99,8 @@ class Runner:
                 if op == "generate":
                     started = time.perf_counter()
                     msg["tokens"] = self._tokens(msg["prompt"], msg.get("add_bos", False), msg)
+                    if msg.get("prediction"):  # Predicted Outputs: plain text, the drafts' source (drafts.py)
+                        msg["prediction_tokens"] = prompt_tokens(self.llama, [(msg["prediction"], False)], False)
                     msg["tokenize_s"] = time.perf_counter() - started  # part of the time to first token
                 else:  # embed: each input's length, checked against the context before any is embedded
                     msg["counts"] = [len(prompt_tokens(self.llama, text, True)) for text in msg["inputs"]]
@@ -212,6 +215,7 @@ class Runner:
         default_params = llama_cpp.llama_model_default_params
         kwargs = dict(msg["kwargs"])
         extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
+        self.drafting = bool(kwargs.pop("drafts", True))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
 
         def params_with_progress():
             params = default_params()
@@ -339,7 +343,7 @@ class Runner:
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
         if self.batch is None:
             self.batch = BatchEngine(self.llama, self.n_seq, self._reply_generate, self._finished, self.cache,
-                                     self.step_threads)
+                                     self.step_threads, drafting=self.drafting)
             self.batch.projector = self.projector
         self.batch.submit(req_id, msg, cancel)
         if msg.get("images"):  # refused before the batch took them
