@@ -16,23 +16,17 @@ def smollm2_file() -> Path:
 
 
 def with_chat_template(src: Path, dst: Path, template: str) -> Path:
-    """A copy of the GGUF at ``src`` whose chat template is ``template``, rewritten with the gguf writer."""
-    import gguf
-    from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
-
-    reader = gguf.GGUFReader(str(src))
-    arch = reader.get_field(gguf.Keys.General.ARCHITECTURE).contents()
-    writer = gguf.GGUFWriter(str(dst), arch=arch, endianess=reader.endianess)
-    new = {gguf.Keys.Tokenizer.CHAT_TEMPLATE: MetadataDetails(gguf.GGUFValueType.STRING, template)}
-    copy_with_new_metadata(reader, writer, new, [])
-    return dst
+    """A copy of the GGUF at ``src`` whose chat template is ``template`` (``retemplated``: the header
+    rewritten, the tensor bytes copied as they are; the gguf writer took 5-10 s a copy)."""
+    return retemplated(src, dst, template)
 
 
 def chat_template_of(path: Path) -> str:
-    """The chat template the GGUF at ``path`` carries."""
-    import gguf
+    """The chat template the GGUF at ``path`` carries (the engine's header reader: gguf's reader maps
+    and parses every tensor first)."""
+    from fireside.engine.models.inspection import inspect_file
 
-    return gguf.GGUFReader(str(path)).get_field(gguf.Keys.Tokenizer.CHAT_TEMPLATE).contents()
+    return inspect_file(path).chat_template
 
 
 def with_reasoning_template(src: Path, dst: Path) -> Path:
