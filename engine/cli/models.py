@@ -42,8 +42,8 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
                                                 "context (default: up to 4, as many as fit)")
     g.add_argument("--no-mmap", dest="use_mmap", action="store_false", default=True)
     g.add_argument("--mlock", dest="use_mlock", action="store_true", default=False)
-    g.add_argument("--no-drafts", dest="drafts", action="store_false", default=None,
-                   help="no prompt-lookup drafts (speculative decoding; a request's prediction still drafts)")
+    g.add_argument("--drafts", dest="drafts", action="store_true", default=None,
+                   help="prompt-lookup drafts (speculative decoding; a request's prediction drafts either way)")
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:

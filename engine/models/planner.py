@@ -59,7 +59,8 @@ class LoadOptions:
     n_batch: int = 512
     parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
     mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
-    drafts: bool = True  # speculative decoding's prompt-lookup drafts (runtime/runner/drafts.py)
+    drafts: bool = False  # speculative decoding's prompt-lookup drafts (runtime/runner/drafts.py): off until
+    # bench/speculative.py shows they pay; on, short replies ran about 11% slower (tests/server/test_conformance.py)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -112,7 +113,7 @@ class FitPlan:
     notes: list[str] = field(default_factory=list)
     refusal: str | None = None  # why llama.cpp would refuse these options whatever the memory
     parallel: int = 1  # slots, each with a KV cache of ``context`` tokens
-    drafts: bool = True  # prompt-lookup drafts (the runner takes this one, when off)
+    drafts: bool = False  # prompt-lookup drafts (the runner takes this one, when on)
 
     @property
     def fits(self) -> bool:
@@ -135,8 +136,8 @@ class FitPlan:
             "flash_attn": self.flash_attn,
             "n_seq_max": self.parallel,  # the runner takes this one: Llama() has no such parameter
         }
-        if not self.drafts:
-            kw["drafts"] = False  # the runner takes this one too
+        if self.drafts:
+            kw["drafts"] = True  # the runner takes this one too (off when left out)
         if len(self.tensor_split) > 1:
             kw["tensor_split"] = self.tensor_split
         if self.kv_type != "f16":

@@ -19,7 +19,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 pytestmark = [pytest.mark.model, pytest.mark.timeout(1200)]  # 50 grammar-constrained replies each: minutes
-TIMES = 50
+TIMES = 30
 PARALLEL = 4  # requests at once: the runner decodes them together, as a busy server would
 
 

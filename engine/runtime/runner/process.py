@@ -49,7 +49,7 @@ class Runner:
         self.step_threads: Any = None  # the StepThreads (threads.py), made at the load
         self.share: int | None = None  # the cores the runtime last gave this runner
         self.cache: Any = None  # the PromptCache (kvstate.py), when the load asked for one
-        self.drafting = True  # prompt-lookup drafts (drafts.py), as the load options say
+        self.drafting = False  # prompt-lookup drafts (drafts.py), as the load options say
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
         self.projector: Any = None  # vision.Projector, when the load named an mmproj
 
@@ -215,7 +215,7 @@ class Runner:
         default_params = llama_cpp.llama_model_default_params
         kwargs = dict(msg["kwargs"])
         extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
-        self.drafting = bool(kwargs.pop("drafts", True))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
+        self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
 
         def params_with_progress():
             params = default_params()

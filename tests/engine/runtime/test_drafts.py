@@ -74,7 +74,7 @@ def runtime(tmp_path_factory):
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("drafts"))})
     settings.ensure_dirs()
     rt = Runtime(settings, idle_ttl_s=0)
-    rt.load("starter", LoadOptions(context=1024, parallel=4))
+    rt.load("starter", LoadOptions(context=1024, parallel=4, drafts=True))
     yield rt
     rt.close()
 
