@@ -45,8 +45,8 @@ def test_forced_tool_use_and_tool_result_turn(client):
     assert use.name == "get_weather" and isinstance(use.input["city"], str) and use.id
     follow = ask + [{"role": "assistant", "content": [b.model_dump() for b in m.content]},
                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "Sunny, 21 C"}]}]
-    reply = client.messages.create(model="starter", max_tokens=6, tools=[WEATHER], messages=follow,
-                                   tool_choice={"type": "none"})
+    reply = client.messages.create(model="starter", max_tokens=24, tools=[WEATHER], messages=follow,
+                                   tool_choice={"type": "none"}, extra_body={"temperature": 0})
     assert reply.content[0].type == "text" and reply.content[0].text
 
 
