@@ -24,7 +24,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, wait_until_serving
+from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, started
 from fireside.engine.library.starter import starter_path
 from fireside.engine.runtime.healing import cpu_has_amx
 
@@ -45,7 +45,7 @@ def start_llama_server(binary: str, threads: int, ctx: int, slots: int, no_repac
     port = free_port()
     cmd = [binary, "-m", str(starter_path()), "-t", str(threads), "-c", str(ctx * slots), "-np", str(slots),
            "--host", "127.0.0.1", "--port", str(port), "--no-webui", *(["--no-repack"] if no_repack else [])]
-    return _started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
+    return started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
 def start_fireside(home: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
@@ -55,17 +55,8 @@ def start_fireside(home: str, threads: int, ctx: int, slots: int) -> tuple[subpr
            "--keep-alive", "-1", "--ctx", str(ctx), "--parallel", str(slots), "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "FIRESIDE_HOME": home})
-    return _started(proc, port, "/v1/models")
+    return started(proc, port, "/v1/models")
 
-
-def _started(proc: subprocess.Popen, port: int, path: str) -> tuple[subprocess.Popen, str]:
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(proc, url, path=path)
-    except RuntimeError as exc:
-        proc.kill()
-        raise SystemExit(f"{' '.join(proc.args[:3])}: {exc}") from None
-    return proc, url
 
 
 def tpot(r: RequestResult) -> float:

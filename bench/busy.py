@@ -37,7 +37,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, wait_until_serving
+from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, started
 from fireside.engine.library.starter import starter_path
 from fireside.engine.runtime.healing import cpu_has_amx
 
@@ -57,7 +57,7 @@ def start_llama_server(binary: str, model: Path, ctx: int, no_repack: bool) -> t
     port = free_port()
     cmd = [binary, "-m", str(model), "-c", str(ctx), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
            "--no-webui", *(["--no-repack"] if no_repack else [])]
-    return _started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
+    return started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
 def start_fireside(home: str, models: list[str], ctx: int) -> tuple[subprocess.Popen, str]:
@@ -68,17 +68,8 @@ def start_fireside(home: str, models: list[str], ctx: int) -> tuple[subprocess.P
            "--ctx", str(ctx), "--parallel", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "FIRESIDE_HOME": home, "FIRESIDE_MODELS": str(Path(home) / "models")})
-    return _started(proc, port, "/v1/models")
+    return started(proc, port, "/v1/models")
 
-
-def _started(proc: subprocess.Popen, port: int, path: str) -> tuple[subprocess.Popen, str]:
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(proc, url, path=path)
-    except RuntimeError as exc:
-        proc.kill()
-        raise SystemExit(f"{' '.join(map(str, proc.args[:3]))}: {exc}") from None
-    return proc, url
 
 
 @contextlib.contextmanager

@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers: the tiny pair's builder
 
-from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, wait_until_serving  # noqa: E402
+from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, started  # noqa: E402
 from fireside.engine.library.starter import starter_path  # noqa: E402
 from fireside.engine.settings import Settings  # noqa: E402
 from tests.helpers.vision_model import build_vision_pair, data_url, image_bytes  # noqa: E402
@@ -89,25 +89,16 @@ def start_fireside(home: Path, model: Path, mmproj: Path, threads: int, ctx: int
            "--keep-alive", "-1", "--ctx", str(ctx), "--parallel", str(SLOTS), "--threads", str(threads)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "FIRESIDE_HOME": str(home)})
-    return (*_started(proc, port, "/v1/models"), model_id)
+    return (*started(proc, port, "/v1/models"), model_id)
 
 
 def start_llama_server(binary: str, model: Path, mmproj: Path, threads: int, ctx: int) -> tuple[subprocess.Popen, str, str]:
     port = free_port()
     cmd = [binary, "-m", str(model), "--mmproj", str(mmproj), "-t", str(threads), "-c", str(ctx * SLOTS),
            "-np", str(SLOTS), "--host", "127.0.0.1", "--port", str(port), "--no-webui"]
-    return (*_started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health"),
+    return (*started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health"),
             model.stem)
 
-
-def _started(proc: subprocess.Popen, port: int, path: str) -> tuple[subprocess.Popen, str]:
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(proc, url, path=path)
-    except RuntimeError as exc:
-        proc.kill()
-        raise SystemExit(f"{' '.join(map(str, proc.args[:3]))}: {exc}") from None
-    return proc, url
 
 
 def _ok(r: RequestResult) -> RequestResult:

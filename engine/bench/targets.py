@@ -54,6 +54,18 @@ def wait_until_serving(proc: subprocess.Popen, url: str, timeout: float = 180, p
         time.sleep(0.2)
 
 
+def started(proc: subprocess.Popen, port: int, path: str) -> tuple[subprocess.Popen, str]:
+    """``proc`` and its loopback URL once it answers ``path``; a server that dies or never answers is
+    killed and ends the bench script with what it said."""
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(proc, url, path=path)
+    except RuntimeError as exc:
+        proc.kill()
+        raise SystemExit(f"{' '.join(map(str, proc.args[:3]))}: {exc}") from None
+    return proc, url
+
+
 @dataclass
 class RequestResult:
     """One timed request. Times are seconds from the moment the request was sent."""
