@@ -172,6 +172,9 @@ class PatternReader:
     and the spellings the converter would fail on or loop on forever (a lone ``]`` or ``}``)."""
 
     def __init__(self, pattern: str, where: str, limits: GrammarLimits):
+        from .strictjson import spelled_pattern  # what the converter is handed: escapes spelled as units
+
+        pattern = spelled_pattern(pattern)
         anchored = len(pattern) >= 2 and pattern.startswith("^") and pattern.endswith("$")
         self.text = pattern[1:-1] if anchored else pattern  # unanchored: the converter refuses it
         self.where, self.limits = where, limits

@@ -52,7 +52,7 @@ class StrictConverter(SchemaConverter):
 
     def _visit_pattern(self, pattern: str, name: str) -> str:
         before = set(self._rules)
-        rule_name = super()._visit_pattern(pattern, name)
+        rule_name = super()._visit_pattern(spelled_pattern(pattern), name)
         for added in set(self._rules) - before:  # the pattern's own rules: its body, `dot`, repetitions
             self._rules[added] = _json_escaped_body(self._rules[added], outer=added == rule_name)
         return rule_name
@@ -76,7 +76,7 @@ def _json_escaped_body(body: str, outer: bool) -> str:
         if token.startswith('"'):
             text = _decode_literal(token[1:-1])
             out.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]) if text is not None
-                       else _with_regex_classes(token[1:-1]))
+                       else token)  # an escape GBNF does not know: llama.cpp's parser refuses it
         elif token.startswith("["):
             out.append(_strict_class(token, negated_only=False))
         else:
@@ -84,35 +84,44 @@ def _json_escaped_body(body: str, outer: bool) -> str:
     return "".join(out)
 
 
-_REGEX_CLASSES = {"d": "[0-9]", "D": "[^0-9]", "w": "[a-zA-Z0-9_]", "W": "[^a-zA-Z0-9_]",
-                  "s": '(" " | "\\\\t" | "\\\\n" | "\\\\r")', "S": "[^ \\t\\n\\r]"}
+_UNITS = {"d": "[0-9]", "D": "[^0-9]", "w": "[a-zA-Z0-9_]", "W": "[^a-zA-Z0-9_]", "s": "( |\\t|\\n|\\r)",
+          "S": "[^ \\t\\n\\r]"}
+_IN_CLASS = {"d": "0-9", "w": "a-zA-Z0-9_", "s": " \\t\\n\\r"}
+_LITERAL_ESCAPES = '"\\'  # kept as escapes: the literal path writes them the way JSON escapes them
+_HEX_WIDTH = {"x": 2, "u": 4, "U": 8}
 
 
-def _with_regex_classes(body: str) -> str:
-    """A pattern literal holding ``\\d``, ``\\w`` or ``\\s`` (which the converter copies as GBNF escapes
-    GBNF does not have) as a group of JSON-escaped literals and classes; any other unknown escape is
-    left for llama.cpp's parser to refuse."""
-    parts, i, text = [], 0, ""
-    while i < len(body):
-        if body[i] == "\\" and i + 1 < len(body) and body[i + 1] in _REGEX_CLASSES:
-            if text:
-                parts.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]))
-                text = ""
-            parts.append(_strict_class(_REGEX_CLASSES[body[i + 1]], negated_only=False)
-                         if body[i + 1] != "s" else _REGEX_CLASSES["s"])
-            i += 2
+def spelled_pattern(pattern: str) -> str:
+    """``pattern`` with every escape spelled so the converter reads it as one unit of what Python's
+    ``re`` means by it. The converter copies an escape into the literal run before it, so ``-\\d{4}``
+    repeated ``-\\d`` and ``\\w+@`` became ``(@\\w)+``; and it copies ``\\d``, ``\\w``, ``\\s`` and escaped
+    punctuation (``\\.``) as GBNF escapes GBNF does not have. Here ``\\d``, ``\\w``, ``\\s`` and their
+    negations become classes (inside a class, their ranges), escaped punctuation becomes a one-character
+    class, and any other escape a quantifier follows is put in a group. Escapes with no meaning here
+    (``\\b``, ``\\p``) are left for llama.cpp's parser to refuse."""
+    out, i, in_class, n = [], 0, False, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch != "\\" or i + 1 >= n:
+            if ch == "[" and not in_class:
+                in_class = True
+            elif ch == "]" and in_class:
+                in_class = False
+            out.append(ch)
+            i += 1
             continue
-        if body[i] == "\\":
-            code, i = _escape_at(body, i)
-            if code is None:
-                return f'"{body}"'
-            text += chr(code)
-            continue
-        text += body[i]
-        i += 1
-    if text:
-        parts.append(_emit_literal(json.dumps(text, ensure_ascii=False)[1:-1]))
-    return f"({' '.join(parts)})"
+        kind = pattern[i + 1]
+        end = i + 2 + _HEX_WIDTH.get(kind, 0)
+        escape, i = pattern[i:end], end
+        if in_class:
+            out.append(_IN_CLASS.get(kind) or (f"\\x{ord(kind):02X}" if not kind.isalnum() else escape))
+        elif kind in _UNITS:
+            out.append(_UNITS[kind])
+        elif not kind.isalnum() and kind not in _LITERAL_ESCAPES:
+            out.append(f"[\\x{ord(kind):02X}]")
+        else:
+            out.append(f"({escape})" if i < n and pattern[i] in "*+?{" else escape)
+    return "".join(out)
 
 
 def _emit_literal(text: str) -> str:
