@@ -96,3 +96,38 @@ def test_the_stats_line_shows_the_share_of_drafted_tokens_accepted():
     assert "drafts 30/40 accepted (75%)" in format_stats(drafted)
     plain = {"finish_reason": "stop", **Usage(completion_tokens=50).to_dict()}
     assert "drafts" not in format_stats(plain)
+
+
+def test_a_new_message_keeps_the_cards_already_shown(qtbot):
+    """Each Send showed the thread again by building every card (each renders its Markdown): by the
+    eighth turn the window froze for 150 ms (bench/gui.py). Cards showing a message as it is stay;
+    a changed message gets a card of its new text; a branch switched
+    away from loses its cards; the order is the thread's."""
+    from fireside.app.chat.transcript import Transcript
+    from fireside.app.store import Message
+
+    def msg(i, text, parent, role="assistant"):
+        return Message(i, 1, parent, role, text, "complete", "m", 0.0)
+
+    transcript = Transcript()
+    qtbot.addWidget(transcript)
+    thread = [msg(1, "hi", None, "user"), msg(2, "Hello **there**", 1), msg(3, "more", 2, "user")]
+    transcript.show_thread(thread, {})
+    first = [transcript.view(m.id) for m in thread]
+    first[1].set_content("Hello **there**", reasoning="a thought", reasoning_s=None)
+    first[1].thought.setChecked(True)
+
+    reply = msg(4, "Sure", 3)
+    transcript.show_thread([msg(1, "hi", None, "user"), msg(2, "Hello **there**", 1, ), msg(3, "more", 2, "user"),
+                            reply], {})
+    assert transcript.view(1) is first[0] and transcript.view(3) is first[2]
+    assert transcript.view(2) is not first[1], "its message changed (a reasoning shown, not stored): built again"
+
+    edited = msg(5, "more, edited", 2, "user")
+    thread = [msg(1, "hi", None, "user"), msg(2, "Hello **there**", 1), edited]
+    transcript.show_thread(thread, {5: (1, 2)})
+    assert transcript.view(1) is first[0] and transcript.view(3) is None and transcript.view(4) is None
+    assert transcript.view(5).body.toPlainText() == "more, edited" and transcript.view(5).branch_label.text() == "2/2"
+    shown = [transcript.column.itemAt(i).widget() for i in range(transcript.column.count() - 1)]
+    assert shown == [transcript.view(1), transcript.view(2), transcript.view(5)]
+    assert transcript.column.itemAt(transcript.column.count() - 1).spacerItem() is not None  # the stretch, last
