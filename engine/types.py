@@ -209,6 +209,7 @@ class LoadedModel:
     thread_share: int = 0  # the most it may use now: its share of the engine's cores (threadbudget.py)
     threads_fixed: bool = False  # the user chose the count (--threads): it never moves
     vision: bool = False  # loaded with a vision projector: its chats may hold images
+    draft: str = ""  # the draft model loaded beside it (speculative decoding), as the load options named it
 
     def threads_label(self) -> str:
         """The threads in use, in words: "2 threads (fixed)", "1 of 2 threads", "" before any are known."""

@@ -8,7 +8,7 @@ from ..fmt import human_bytes, human_count
 from ..library.resolve import resolve_model
 from ..models import hardware
 from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit, verdict_text
+from ..models.planner import FitPlan, LoadOptions, plan_fit, verdict_text, with_draft
 from ..runtime.healing import Workarounds
 from ..settings import Settings
 from .fmt import print_json, table
@@ -44,6 +44,9 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mlock", dest="use_mlock", action="store_true", default=False)
     g.add_argument("--drafts", dest="drafts", action="store_true", default=None,
                    help="prompt-lookup drafts (speculative decoding; a request's prediction drafts either way)")
+    g.add_argument("--draft", dest="draft", metavar="MODEL",
+                   help="a draft model for speculative decoding: a smaller model with the same vocabulary "
+                        "(a library id, a .gguf path, or `starter`)")
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
@@ -78,7 +81,10 @@ def cmd_hw(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     path = resolve_model(args.model, Settings.from_env())
     info = inspect_file(path)
-    plan = plan_fit(info, hardware.detect(), load_options(args))
+    options = load_options(args)
+    plan = plan_fit(info, hardware.detect(), options)
+    if options.draft:
+        plan = with_draft(plan, inspect_file(resolve_model(options.draft, Settings.from_env())))
     if args.json:
         print_json({"model": info.to_dict(), "plan": plan.to_dict()})
         return 0
@@ -116,6 +122,16 @@ def _kv_heads(info: ModelInfo) -> str:
     return str(distinct[0]) if len(distinct) == 1 else f"{distinct[0]}-{distinct[-1]}"
 
 
+def drafting(plan: FitPlan) -> str:
+    """Speculative decoding's sources for this load, in words."""
+    sources = ["a request's prediction"]
+    if plan.drafts:
+        sources.append("prompt lookup")
+    if plan.draft_model:
+        sources.append(f"the draft model {plan.draft_model} (on {'the GPU' if plan.draft_gpu else 'the CPU'})")
+    return ", ".join(sources[:-1]) + f" and {sources[-1]}" if len(sources) > 1 else f"only from {sources[0]}"
+
+
 def describe_plan(plan: FitPlan) -> str:
     words = verdict_text(plan.verdict)
     verdict = words[0].lower() + words[1:]
@@ -129,6 +145,7 @@ def describe_plan(plan: FitPlan) -> str:
         f"{'on' if plan.flash_attn else 'off'}); largest that fits: {plan.max_context:,}",
         f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers + 1} (with the output layer), threads {plan.threads}",
         f"  {plan.parallel} parallel slot{'s' if plan.parallel > 1 else ''}, each with its own context",
+        f"  drafting: {drafting(plan)}",
     ]
     for use in [*plan.gpus, plan.ram]:
         lines.append(f"  {use.name:<10} {human_bytes(use.total_bytes):>10} of {human_bytes(use.available_bytes)} "

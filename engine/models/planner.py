@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from .hardware import Device, Hardware
 from .inspection import ModelInfo
@@ -61,6 +62,7 @@ class LoadOptions:
     mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
     drafts: bool = False  # speculative decoding's prompt-lookup drafts (runtime/runner/drafts.py): off until
     # bench/speculative.py shows they pay; on, short replies ran about 11% slower (tests/server/test_conformance.py)
+    draft: str | None = None  # a draft model (a library id or a .gguf path) with the same vocabulary (draftmodel.py)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -114,6 +116,8 @@ class FitPlan:
     refusal: str | None = None  # why llama.cpp would refuse these options whatever the memory
     parallel: int = 1  # slots, each with a KV cache of ``context`` tokens
     drafts: bool = False  # prompt-lookup drafts (the runner takes this one, when on)
+    draft_model: str = ""  # the draft model's file name, when one is loaded beside it (with_draft)
+    draft_gpu: bool = False  # and whether it goes on the main GPU (else it runs on the CPU)
 
     @property
     def fits(self) -> bool:
@@ -328,16 +332,38 @@ def with_projector(plan: FitPlan, weights_bytes: int, compute_bytes: int) -> Fit
     when any layer is offloaded there, else RAM. Its weights and compute buffer count like the model's
     own, so a projector that does not fit turns the verdict to ``will_not_fit``."""
     plan = copy.deepcopy(plan)
-    on_gpu = plan.n_gpu_layers > 0 and 0 <= plan.main_gpu < len(plan.gpus)
+    device = _beside(plan, plan.n_gpu_layers > 0, weights_bytes, 0, compute_bytes)
+    plan.notes.append(f"vision projector on {device.name}: {weights_bytes / 2**20:.0f} MiB of weights, about "
+                      f"{compute_bytes / 2**20:.0f} MiB of compute buffer")
+    return plan
+
+
+def with_draft(plan: FitPlan, draft: ModelInfo) -> FitPlan:
+    """``plan`` with a draft model (``runtime/runner/draftmodel.py``) beside the model: its weights and
+    a KV cache as long as every slot's, on the main GPU when the model is wholly there, else in RAM
+    (a GPU the model only partly fits on has no room for it). Counted like the model's own, so a
+    draft that does not fit turns the verdict to ``will_not_fit``."""
+    plan = copy.deepcopy(plan)
+    plan.draft_model, plan.draft_gpu = Path(draft.path).name, plan.verdict == "full_gpu"
+    kv = draft.kv_bytes_per_token(plan.kv_type) * plan.context * plan.parallel
+    device = _beside(plan, plan.draft_gpu, draft.file_size, kv, 0)
+    plan.notes.append(f"draft model {plan.draft_model} on {device.name}: {draft.file_size / 2**20:.0f} MiB of "
+                      f"weights, {kv / 2**20:.0f} MiB of KV cache")
+    return plan
+
+
+def _beside(plan: FitPlan, on_gpu: bool, weights_bytes: int, kv_bytes: int, compute_bytes: int) -> DeviceUse:
+    """Count what a load adds beside the model on the main GPU (``on_gpu``, if there is one) or in
+    RAM; the verdict turns to ``will_not_fit`` when it does not fit. Returns the device."""
+    on_gpu = on_gpu and 0 <= plan.main_gpu < len(plan.gpus)
     device = plan.gpus[plan.main_gpu] if on_gpu else plan.ram
     device.weights_bytes += weights_bytes
+    device.kv_bytes += kv_bytes
     device.compute_bytes += compute_bytes
     plan.shortfall_bytes = sum(max(0, u.total_bytes - u.available_bytes) for u in [*plan.gpus, plan.ram])
     if plan.shortfall_bytes:
         plan.verdict = "will_not_fit"
-    plan.notes.append(f"vision projector on {device.name}: {weights_bytes / 2**20:.0f} MiB of weights, about "
-                      f"{compute_bytes / 2**20:.0f} MiB of compute buffer")
-    return plan
+    return device
 
 
 def _flash_attention(o: LoadOptions, notes: list[str]) -> tuple[bool, str | None]:

@@ -33,7 +33,7 @@ from ..errors import (
 )
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit, with_projector
+from ..models.planner import FitPlan, LoadOptions, plan_fit, with_draft, with_projector
 from ..models.projector import read_projector
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
@@ -94,6 +94,7 @@ class _Spawn:
     cancel: threading.Event | None
     fixed_threads: int | None = None  # the user's --threads: kept as chosen (runner/threads.py)
     mmproj: str | None = None
+    draft: dict | None = None  # the draft model the runner loads beside it: {"path", "name", "n_gpu_layers"}
 
 
 class Runtime:
@@ -140,20 +141,28 @@ class Runtime:
             return slot.loaded
 
     def _plan(self, model_id: str, path: Path, info, opts: LoadOptions, embedding: bool):
-        """The fit plan for a load, the vision projector's weights counted, and the projector's path; raises
-        ``ModelTooLarge`` for a load llama.cpp would refuse or that does not fit."""
+        """The fit plan for a load, the vision projector's and draft model's memory counted, the
+        projector's path and the draft model's path; raises ``ModelTooLarge`` for a load llama.cpp would
+        refuse or that does not fit, ``ModelNotFound`` for a draft model that is not there."""
         plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
         mmproj = None if embedding else (opts.mmproj or self.projectors(model_id, path))
         projector = read_projector(mmproj) if mmproj else None
         if projector is not None:
             plan = with_projector(plan, projector.size, projector.compute_bytes)
+        draft = None
+        if opts.draft and not embedding:
+            try:
+                draft = Path(self.resolver(opts.draft))
+                plan = with_draft(plan, inspect_file(draft))
+            except (ModelNotFound, OSError, InvalidModelFile) as exc:
+                raise ModelNotFound(f"the draft model for {model_id} cannot be used: {exc}") from None
         if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
             raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
         if not plan.fits and opts.n_gpu_layers is None:
             raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
                                 f"this machine has free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
-        return plan, mmproj
+        return plan, mmproj, draft
 
     def _start(self, model_id: str, opts: LoadOptions, on_progress: ProgressFn | None,
                cancel: threading.Event | None, ttl_s: float | None, embedding: bool) -> _Slot:
@@ -166,11 +175,13 @@ class Runtime:
             # removed since the library named it: gone (a 404), as an unknown name is
             raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
-        plan, mmproj = self._plan(model_id, Path(path), info, opts, embedding)
+        plan, mmproj, draft = self._plan(model_id, Path(path), info, opts, embedding)
         notes = list(plan.notes)
         warnings: list[str] = []
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
-                       str(mmproj) if mmproj else None)
+                       str(mmproj) if mmproj else None,
+                       {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0}
+                       if draft else None)
         if self._budget is None:
             self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
         try:
@@ -186,6 +197,8 @@ class Runtime:
             client, result, plan = self._spawn_healing(spawn, smaller, warnings)
         if result.get("vision_error"):
             warnings.append(f"{model_id} loaded for text only: {result['vision_error']}")
+        if result.get("draft_error"):
+            warnings.append(f"{model_id} loaded without a draft model: {result['draft_error']}")
         notes += warnings
         gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
         reported = reported_bytes(result.get("buffers", {}))
@@ -196,6 +209,7 @@ class Runtime:
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
             calibration=plan.compare(reported) if reported else {}, warnings=warnings,
             parallel=result.get("n_seq", plan.parallel), vision=bool(result.get("vision")),
+            draft=result.get("draft") or "",
         )
         _note_threads(loaded, result.get("threads"))
         log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
@@ -249,6 +263,7 @@ class Runtime:
             kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
         try:
             for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
+                                     draft=spawn.draft,
                                      threads_fixed=spawn.fixed_threads is not None,
                                      kvcache=None if embedding else self._cache_config()):
                 if msg["type"] == "progress" and on_progress:  # 1.0 only once loaded and warmed up

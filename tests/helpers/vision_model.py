@@ -69,9 +69,16 @@ def _copy_tokenizer(w: GGUFWriter, keys: dict[str, object]) -> None:
             w.add_array(name, value)
 
 
-def write_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layers: int = 2) -> Path:
+def write_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layers: int = 2,
+                     swap_tokens: tuple[int, int] | None = None) -> Path:
+    """The text model; ``swap_tokens`` (two token ids) gives it a vocabulary that differs from SmolLM2's
+    only in those two tokens' places (a draft model that must be refused)."""
     rng = np.random.default_rng(seed)
     keys = _tokenizer_keys(tokenizer_from)
+    if swap_tokens:
+        tokens, (a, b) = list(keys["tokenizer.ggml.tokens"]), swap_tokens
+        tokens[a], tokens[b] = tokens[b], tokens[a]
+        keys["tokenizer.ggml.tokens"] = tokens
     n_vocab, n_ff, n_head = len(keys["tokenizer.ggml.tokens"]), 4 * N_EMBD, 4
 
     def t(*shape: int, scale: float = 0.25) -> np.ndarray:

@@ -18,7 +18,8 @@ reply's last event is sent), and a prompt that shares a longer prefix with a sav
 any slot has that state loaded instead of evaluated; ``restored_tokens`` in usage counts those.
 
 Speculative decoding (``drafts.py``): a generating slot may put, after its next token, a draft of the
-tokens guessed to follow (from the request's ``prediction`` or from its own prompt and reply), each with
+tokens guessed to follow (from the request's ``prediction``, its own prompt and reply, or a draft
+model, ``draftmodel.py``), each with
 logits; its rows are sampled in order while each sample equals the drafted token, and the rest of the
 draft leaves the slot's cache (``llama_memory_seq_rm``) before the next step.
 
@@ -174,6 +175,7 @@ def slot_context(llama: Any) -> int:
 
 class BatchEngine:
     projector: Any = None  # vision.Projector, when the model was loaded with one (the runner sets it)
+    draft_model: Any = None  # draftmodel.DraftModel, when the model was loaded with one (the runner sets it)
 
     def __init__(self, llama: Any, n_slots: int, send: Send, on_finished: Callable[[str], None],
                  cache: kvstate.PromptCache | None = None, threads: StepThreads | None = None,
@@ -224,9 +226,18 @@ class BatchEngine:
         reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
         prediction, lookup = msg.get("prediction_tokens"), msg.get("drafts", self.drafting) is not False
         reply.predicted = prediction is not None
-        drafter = Drafter(tokens, prediction, lookup) if (prediction and msg.get("drafts") is not False) or lookup else None
+        modelled = self.draft_model is not None and msg.get("drafts") is not False and not msg.get("images")
+        drafter = Drafter(tokens, prediction, lookup) if (prediction and msg.get("drafts") is not False) or lookup \
+            or modelled else None
+        if modelled:
+            drafter.model = lambda k: self._guess(drafter, k)
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
                                  tag=msg.get("cache_tag"), images=msg.pop("images", []), drafter=drafter))
+
+    def _guess(self, drafter: Drafter, k: int) -> list[int]:
+        """The draft model's next ``k`` tokens for the slot ``drafter``'s request is in."""
+        slot = next(s for s in self.slots if s.seq is not None and s.seq.drafter is drafter)
+        return self.draft_model.guess(slot.seq_id, slot.tokens + [slot.seq.next_token], k)
 
     def _finish_early(self, req_id: str, kind: str, **data: Any) -> None:
         self.send(req_id, kind, **data)
@@ -472,6 +483,8 @@ class BatchEngine:
         lc.llama_memory_clear(self.mem, True)
         for slot in self.slots:
             slot.tokens = []
+        if self.draft_model is not None:
+            self.draft_model.forget()
 
     def close(self) -> None:
         import llama_cpp as lc

@@ -11,18 +11,20 @@ from p without ``d``, renormalized. The chain samples exactly the tokens of the 
 seeded request draws the same random numbers and gives the same text with drafting on or off; greedy
 text is the same token for token wherever a step's numerics are (see ``batch.py`` on batches).
 
-Two sources, per request:
+Three sources, per request, tried in this order:
 
 - **the prediction** (OpenAI's Predicted Outputs: the text the reply is expected to repeat, such as a
   file being edited): drafts follow the prediction from where the reply is in it; after the reply
   leaves it (an edit), the last ``NGRAM`` tokens are looked up in it again to find where it resumes;
 - **prompt lookup** (llama.cpp's ngram-simple): the last ``NGRAM`` tokens of the prompt and reply so
   far are looked up earlier in them, and what followed there is the draft (a quoted passage, code
-  being repeated).
+  being repeated);
+- **a draft model** (``draftmodel.py``, llama.cpp's draft-simple): a second model with the same
+  vocabulary guesses, greedily, when neither source above has a draft.
 
 Each draft costs the step its tokens, and a step shared by several slots costs every slot, so drafting
 must pay: its length adapts (doubling while drafts are taken whole, cut to what was taken when one is
-not), and a prompt-lookup source whose drafts are mostly refused (under ``PAYS`` of the drafted tokens
+not), and a prompt-lookup or draft-model source whose drafts are mostly refused (under ``PAYS`` of the drafted tokens
 over the last ``WINDOW``) is paused for a number of steps that doubles each time, so free writing,
 where lookups rarely hit, is decoded as it would be without drafting.
 
@@ -31,8 +33,11 @@ Runs on the runner's worker thread, one ``Drafter`` per request.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 NGRAM = 3  # tokens of context a lookup matches (2 hits too often by chance in prose; 4 misses edits' seams)
 MIN_DRAFT, MAX_DRAFT = 2, 8  # tokens a prompt-lookup draft starts at and grows to
+MODEL_DRAFT = 4  # tokens a draft model's guess starts at (it grows to MAX_DRAFT the same way)
 MAX_PREDICTION_DRAFT = 16  # a prediction is usually right for long runs
 NEARBY = 24  # prediction tokens searched past the reply's last place in it, for where an edit ends
 WINDOW = 16  # drafted tokens over which a source's acceptance is judged
@@ -97,10 +102,13 @@ class Source:
 
 
 class Drafter:
-    """One request's drafts: from its ``prediction`` tokens, if it sent any, and from prompt lookup
-    over ``prompt`` and the reply (``lookup``: whether prompt lookup is on)."""
+    """One request's drafts: from its ``prediction`` tokens, if it sent any, from prompt lookup over
+    ``prompt`` and the reply (``lookup``: whether prompt lookup is on), and from a draft model once the
+    batch engine gives it one (``model``: ``guess(k)``, the slot's next ``k`` tokens as it expects them)."""
 
     def __init__(self, prompt: list[int], prediction: list[int] | None, lookup: bool = True):
+        self.model: Callable[[int], list[int]] | None = None
+        self.model_source = Source(MODEL_DRAFT, MAX_DRAFT, pauses=True)
         self.history = Lookup(prompt) if lookup else None
         self.prediction = Lookup(prediction, every=True) if prediction else None
         self.pred_at: int | None = 0 if prediction else None  # the prediction's next token, while on its track
@@ -136,6 +144,11 @@ class Drafter:
             if at is not None:
                 self.last = self.lookup_source
                 return tokens[at:at + min(room, self.lookup_source.k)]
+        if self.model is not None and self.model_source.ready():
+            draft = self.model(min(room, self.model_source.k))
+            if draft:
+                self.last = self.model_source
+            return draft
         return []
 
     def _from_prediction(self, room: int) -> list[int]:

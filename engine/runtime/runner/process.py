@@ -52,6 +52,7 @@ class Runner:
         self.drafting = False  # prompt-lookup drafts (drafts.py), as the load options say
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
         self.projector: Any = None  # vision.Projector, when the load named an mmproj
+        self.draft_model: Any = None  # draftmodel.DraftModel, when the load named a draft model
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -241,6 +242,7 @@ class Runner:
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
         self.step_threads = _step_threads(self.llama, kwargs, msg.get("threads_fixed", False), self.share)
         vision_error = self._load_projector(msg.get("mmproj"), kwargs)
+        draft_error = self._load_draft(msg.get("draft"), kwargs, extra_bufts)
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj")))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
@@ -249,7 +251,51 @@ class Runner:
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq,
                    longest_piece=longest_piece(self.llama), threads=self.step_threads.now(), vision=self.projector is not None,
-                   vision_error=vision_error)
+                   vision_error=vision_error, draft=self.draft_model.name if self.draft_model else None,
+                   draft_error=draft_error)
+
+    def _load_draft(self, draft: dict | None, kwargs: dict, extra_bufts: bool) -> str:
+        """Load the draft model (``draftmodel.py``) beside the model: as many sequences of as many tokens,
+        the same threads and kernels, on the GPU only when ``draft["n_gpu_layers"]`` says. One whose
+        vocabulary differs from the model's, or that llama.cpp refuses, is not used, and the model
+        loads without it; returns why (empty when it loaded)."""
+        if not draft or kwargs.get("embedding"):
+            return ""
+        import llama_cpp
+
+        from .draftmodel import DraftModel, vocabulary_difference
+
+        name, started = draft.get("name") or os.path.basename(draft["path"]), time.monotonic()
+        keep = ("n_ctx", "n_batch", "n_threads", "flash_attn", "use_mmap", "n_seq_max", "type_k", "type_v")
+        draft_kwargs = {k: v for k, v in kwargs.items() if k in keep}
+        default_params = llama_cpp.llama_model_default_params
+
+        def params():
+            p = default_params()
+            p.use_extra_bufts = extra_bufts  # as the model's (healing.py)
+            return p
+
+        llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = params
+        try:
+            with sequences(draft_kwargs) as seq_kwargs:
+                llama = llama_cpp.Llama(model_path=draft["path"], verbose=False, n_gpu_layers=draft.get("n_gpu_layers", 0),
+                                        **seq_kwargs)
+        except Exception as exc:
+            print(f"fireside: the draft model {name} did not load ({exc}); drafting without it", file=sys.stderr, flush=True)
+            return f"the draft model {name} did not load: {exc}"
+        finally:
+            llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
+        why = vocabulary_difference(self.llama, llama)
+        if why:
+            llama.close()
+            print(f"fireside: the draft model {name} was refused: {why}", file=sys.stderr, flush=True)
+            return f"the draft model {name} cannot draft for this model: {why} (a draft model must have the same vocabulary)"
+        self.draft_model = DraftModel(llama, name)
+        self.draft_model.guess(0, self.llama.tokenize(b"Hello, warm-up", add_bos=True, special=False)[:8], 2)
+        self.draft_model.forget()  # warmed up: a llama.cpp crash on this machine happens now, not mid-reply
+        print(f"fireside: draft model {draft['path']} loaded in {time.monotonic() - started:.2f} s", file=sys.stderr,
+              flush=True)
+        return ""
 
     def _load_projector(self, path: str | None, kwargs: dict) -> str:
         """Load the vision projector (``vision.py``) beside the model, on the same devices. One that
@@ -344,7 +390,7 @@ class Runner:
         if self.batch is None:
             self.batch = BatchEngine(self.llama, self.n_seq, self._reply_generate, self._finished, self.cache,
                                      self.step_threads, drafting=self.drafting)
-            self.batch.projector = self.projector
+            self.batch.projector, self.batch.draft_model = self.projector, self.draft_model
         self.batch.submit(req_id, msg, cancel)
         if msg.get("images"):  # refused before the batch took them
             from .vision import free
