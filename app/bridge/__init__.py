@@ -11,7 +11,7 @@ keeps the answer; ``main`` asks it first, on a worker).
 from fireside.engine.library.imports import APPS
 from fireside.engine.library.starter import STARTER_ID, starter_path
 from fireside.engine.models.hardware import engine_build
-from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
+from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, drafting_text, plan_fit, with_draft
 from fireside.engine.remote import is_remote
 from fireside.engine.settings import DEFAULT_PORT
 
@@ -19,4 +19,5 @@ from .bridge import BATCH_S, EngineBridge, TextBatcher
 from .tasks import OnDone, Tasks
 
 __all__ = ["APPS", "BATCH_S", "DEFAULT_PARALLEL", "DEFAULT_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
-           "LoadOptions", "OnDone", "Tasks", "TextBatcher", "engine_build", "is_remote", "plan_fit", "starter_path"]
+           "LoadOptions", "OnDone", "Tasks", "TextBatcher", "drafting_text", "engine_build", "is_remote", "plan_fit",
+           "starter_path", "with_draft"]

@@ -1,7 +1,8 @@
 """The load dialog: GPU layers, context length, KV-cache type, flash attention and parallel slots for one
-model, with the fit planner's live estimate of VRAM and RAM and its verdict.
+model, speculative decoding's drafts (prompt lookup, a draft model from the library), with the fit
+planner's live estimate of VRAM and RAM and its verdict.
 
-"Auto" (the default) lets the planner choose everything. The model's header is read and the hardware
+"Auto" (the default) lets the planner choose the memory settings; drafting is chosen either way. The model's header is read and the hardware
 detected once, off the GUI thread; each change then re-plans (a pure computation) and shows the result.
 What the user picks is remembered per model in the preferences: by the dialog itself when it only edits
 the settings (My Models), or by the model bar once a load with them succeeded (its Load... button), so
@@ -9,6 +10,8 @@ settings that fail to load are never kept.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (
@@ -26,13 +29,14 @@ from PySide6.QtWidgets import (
 
 from fireside.engine.fmt import human_bytes
 
-from ..bridge import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, plan_fit
+from ..bridge import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, drafting_text, plan_fit, with_draft
 from ..bridge.loader import options_dict
 from ..context import AppContext
 from ..feedback import show_error
 
 VERDICTS = VERDICT_WORDS  # one wording for the app and the CLI, kept in the planner
 FLASH = {"Auto": None, "On": True, "Off": False}
+NO_DRAFT = "None"
 MAX_SLOTS = 16  # each slot holds a whole context: past this the KV memory, not the speed, is what grows
 
 
@@ -44,11 +48,13 @@ class LoadDialog(QDialog):
         self.ctx, self.model_id, self.save_on_accept = ctx, model_id, save_on_accept
         self.setWindowTitle(f"Load {model_id}")
         self.setMinimumWidth(460)
-        self.info = self.hw = None
+        self.info = self.hw = self.draft_info = None
         self._build()
         saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))
-        self._apply(saved, auto=saved == LoadOptions())
+        self._saved_draft = saved.draft
+        self._apply(saved, auto=replace(saved, drafts=False, draft=None) == LoadOptions())
         ctx.bridge.inspect(model_id, self._on_inspected)
+        ctx.bridge.list_models(self._on_listed)
 
     def _build(self) -> None:
         self.auto = QCheckBox("Auto (let Fireside choose)")
@@ -61,6 +67,12 @@ class LoadDialog(QDialog):
         self.flash.addItems(list(FLASH))
         self.parallel = QSpinBox(minimum=1, maximum=MAX_SLOTS, toolTip=(
             "Requests decoded together (chats, API clients), each with a KV cache of the full context"))
+        self.lookup = QCheckBox("Prompt lookup", toolTip=(
+            "Guess the next tokens from the conversation itself: faster where a reply repeats text it was given, "
+            "a little slower elsewhere"))
+        self.draft = QComboBox(toolTip="A smaller model with the same vocabulary guesses the next tokens; the "
+                                       "model checks each guess, so replies stay the same")
+        self.draft.addItem(NO_DRAFT)
         self.estimate = QLabel("Reading the model…", wordWrap=True, objectName="estimate")
         form = QFormLayout()
         form.addRow(self.auto)
@@ -70,6 +82,8 @@ class LoadDialog(QDialog):
         form.addRow("KV cache", self.kv)
         form.addRow("Flash attention", self.flash)
         form.addRow("Parallel slots", self.parallel)
+        form.addRow("Drafts", self.lookup)
+        form.addRow("Draft model", self.draft)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Load")
         buttons.accepted.connect(self.accept)
@@ -79,8 +93,10 @@ class LoadDialog(QDialog):
         lay.addWidget(self.estimate)
         lay.addWidget(buttons)
         for signal in (self.auto.toggled, self.layers.valueChanged, self.context.valueChanged,
-                       self.kv.currentIndexChanged, self.flash.currentIndexChanged, self.parallel.valueChanged):
+                       self.kv.currentIndexChanged, self.flash.currentIndexChanged, self.parallel.valueChanged,
+                       self.lookup.toggled):
             signal.connect(self._on_changed)
+        self.draft.currentTextChanged.connect(self._on_draft_current_text_changed)
 
     def _apply(self, o: LoadOptions, auto: bool) -> None:
         self.auto.setChecked(auto)
@@ -89,13 +105,46 @@ class LoadDialog(QDialog):
         self.kv.setCurrentText(o.kv_type)
         self.flash.setCurrentText(next(k for k, v in FLASH.items() if v == o.flash_attn))
         self.parallel.setValue(o.parallel or DEFAULT_PARALLEL)
+        self.lookup.setChecked(o.drafts)
 
     def options(self) -> LoadOptions | None:
+        draft = self.draft.currentText()
+        drafting = {"drafts": self.lookup.isChecked(), "draft": None if draft == NO_DRAFT else draft}
         if self.auto.isChecked():
-            return None
+            return LoadOptions(**drafting) if any(drafting.values()) else None
         return LoadOptions(n_gpu_layers=self.layers.value(), context=self.context.value(),
                            kv_type=self.kv.currentText(), flash_attn=FLASH[self.flash.currentText()],
-                           parallel=self.parallel.value())
+                           parallel=self.parallel.value(), **drafting)
+
+    def _on_listed(self, result, error) -> None:
+        """The library's models, offered as draft models (this one left out: it would guess only what it
+        then computes again)."""
+        if error:
+            return  # no list, no choice: drafting from a model waits for the next time
+        models, _disk = result
+        self.draft.blockSignals(True)
+        self.draft.addItems([m.id for m in models if m.id != self.model_id])
+        self.draft.blockSignals(False)
+        if self._saved_draft:
+            if self.draft.findText(self._saved_draft) < 0:
+                self.draft.addItem(self._saved_draft)  # a path, or a model gone since: shown as saved
+            self.draft.setCurrentText(self._saved_draft)
+
+    @Slot(str)
+    def _on_draft_current_text_changed(self, text: str) -> None:
+        self.draft_info = None
+        if text != NO_DRAFT:
+            self.ctx.bridge.inspect(text, lambda result, error: self._on_draft_inspected(text, result, error))
+        self._on_changed()
+
+    def _on_draft_inspected(self, draft: str, result, error) -> None:
+        if draft != self.draft.currentText():
+            return  # another was chosen meanwhile
+        if error:
+            self.estimate.setText(f"Cannot read the draft model {draft}: {error}")
+            return
+        self.draft_info = result[0]
+        self._on_changed()
 
     def _on_inspected(self, result, error) -> None:
         if error:
@@ -116,13 +165,15 @@ class LoadDialog(QDialog):
             return
         try:
             plan = plan_fit(self.info, self.hw, self.options() or LoadOptions())
+            if self.draft_info is not None:
+                plan = with_draft(plan, self.draft_info)
         except Exception as exc:
             self.estimate.setText(show_error(exc, "planning the load"))
             return
         self.estimate.setText(
             f"<b>{VERDICTS.get(plan.verdict, plan.verdict)}</b> · {plan.n_gpu_layers} GPU layers · "
             f"context {plan.context:,} · {plan.parallel} slot{'s' * (plan.parallel != 1)}<br>VRAM {human_bytes(plan.gpu_bytes)} · RAM {human_bytes(plan.ram.total_bytes)}"
-            f" · largest context that fits: {plan.max_context:,}")
+            f" · largest context that fits: {plan.max_context:,}<br>Drafts: {drafting_text(plan)}")
         if self.auto.isChecked():
             self._show_plan(plan)
 

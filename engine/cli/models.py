@@ -8,7 +8,7 @@ from ..fmt import human_bytes, human_count
 from ..library.resolve import resolve_model
 from ..models import hardware
 from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit, verdict_text, with_draft
+from ..models.planner import FitPlan, LoadOptions, drafting_text, plan_fit, verdict_text, with_draft
 from ..runtime.healing import Workarounds
 from ..settings import Settings
 from .fmt import print_json, table
@@ -122,16 +122,6 @@ def _kv_heads(info: ModelInfo) -> str:
     return str(distinct[0]) if len(distinct) == 1 else f"{distinct[0]}-{distinct[-1]}"
 
 
-def drafting(plan: FitPlan) -> str:
-    """Speculative decoding's sources for this load, in words."""
-    sources = ["a request's prediction"]
-    if plan.drafts:
-        sources.append("prompt lookup")
-    if plan.draft_model:
-        sources.append(f"the draft model {plan.draft_model} (on {'the GPU' if plan.draft_gpu else 'the CPU'})")
-    return ", ".join(sources[:-1]) + f" and {sources[-1]}" if len(sources) > 1 else f"only from {sources[0]}"
-
-
 def describe_plan(plan: FitPlan) -> str:
     words = verdict_text(plan.verdict)
     verdict = words[0].lower() + words[1:]
@@ -145,7 +135,7 @@ def describe_plan(plan: FitPlan) -> str:
         f"{'on' if plan.flash_attn else 'off'}); largest that fits: {plan.max_context:,}",
         f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers + 1} (with the output layer), threads {plan.threads}",
         f"  {plan.parallel} parallel slot{'s' if plan.parallel > 1 else ''}, each with its own context",
-        f"  drafting: {drafting(plan)}",
+        f"  drafting: {drafting_text(plan)}",
     ]
     for use in [*plan.gpus, plan.ram]:
         lines.append(f"  {use.name:<10} {human_bytes(use.total_bytes):>10} of {human_bytes(use.available_bytes)} "

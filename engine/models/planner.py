@@ -36,6 +36,17 @@ def verdict_text(verdict: str) -> str:
     """The verdict as the app shows it ("Runs on the CPU"); an unknown verdict is shown as it is."""
     return VERDICT_WORDS.get(verdict, verdict)
 
+
+def drafting_text(plan: FitPlan) -> str:
+    """Where speculative decoding's drafts come from in this load, in words (``fireside info``, the
+    load dialog)."""
+    sources = ["a request's prediction"]
+    if plan.drafts:
+        sources.append("prompt lookup")
+    if plan.draft_model:
+        sources.append(f"the draft model {plan.draft_model} (on {'the GPU' if plan.draft_gpu else 'the CPU'})")
+    return ", ".join(sources[:-1]) + f" and {sources[-1]}" if len(sources) > 1 else f"only from {sources[0]}"
+
 # Each slot (a request decoded alongside others) gets a KV cache of ``context`` tokens of its own, as
 # Ollama's OLLAMA_NUM_PARALLEL does: every conversation can use the whole context it was loaded with,
 # and its numerics do not depend on the other slots (see runtime/runner/batch.py), which keeps seeds honest.

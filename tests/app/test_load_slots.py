@@ -25,3 +25,34 @@ def test_load_dialog_chooses_parallel_slots(qtbot, make_app, shared_runtime):
     dialog.accept()
     saved = LoadOptions.from_dict(app.ctx.prefs.get("load_options")["starter"])
     assert saved.parallel == 2 and "2 slots" in describe_options(saved)
+
+
+def test_load_dialog_chooses_prompt_lookup_and_a_draft_model(qtbot, make_app, shared_runtime, tmp_path):
+    """Drafting (issue 30) is chosen beside Auto: the library's other models are offered as draft models
+    (not the model itself), the estimate counts the draft's memory and says where drafts come from,
+    and the choice is kept with the model's settings."""
+    from fireside.engine.library.library import Library
+    from tests.helpers.models import smollm2_file
+    from tests.helpers.vision_model import write_text_model
+
+    tiny = write_text_model(tmp_path / "tiny-draft.gguf", smollm2_file())
+    app = make_app(shared_runtime)
+    draft_id = Library(app.ctx.engine.settings).add_file(tiny).id  # listed by the app's library,
+    assert Library(shared_runtime.settings).add_file(tiny).id == draft_id  # read by the shared runtime's
+    dialog = open_load_dialog(qtbot, app)
+    qtbot.waitUntil(lambda: dialog.draft.findText(draft_id) >= 0, timeout=10_000)
+    assert dialog.draft.findText("starter") < 0
+    assert "Drafts: only from a request's prediction" in dialog.estimate.text()
+    ram_before = dialog.estimate.text()
+
+    dialog.draft.setCurrentText(draft_id)
+    qtbot.waitUntil(lambda: "the draft model tiny-draft.gguf (on the CPU)" in dialog.estimate.text(), timeout=10_000)
+    dialog.lookup.setChecked(True)
+    assert "prompt lookup and the draft model" in dialog.estimate.text()
+    assert dialog.estimate.text().split(" · RAM ")[1] != ram_before.split(" · RAM ")[1]  # its weights and KV counted
+    assert dialog.options() == LoadOptions(drafts=True, draft=draft_id)  # memory settings stay Auto
+    dialog.save_on_accept = True
+    dialog.accept()
+    saved = LoadOptions.from_dict(app.ctx.prefs.get("load_options")["starter"])
+    assert saved.draft == draft_id and saved.drafts
+    assert f"draft model {draft_id}" in describe_options(saved) and "prompt lookup" in describe_options(saved)
