@@ -164,6 +164,23 @@ def read_quantifier(body: str) -> tuple[int, int | None] | None:
     return int(m.group(2) or 0), int(m.group(3)) if m.group(3) else None
 
 
+@dataclass
+class _Unit:
+    """One unit of a pattern as ``PatternReader`` reads it."""
+
+    size: int  # its characters with its quantifiers multiplied out
+    nullable: bool = False  # it can match no text
+    varies: bool = False  # it is under a quantifier that repeats it a varying number of times (+, {2,5})
+    single_repeat: bool = False  # a group holding one such unit and nothing else: (a+)
+    branch: bool = False  # a "|" between alternatives
+
+
+def _all_nullable(seq: list[_Unit]) -> bool:
+    """Whether the units since the last ``|`` of ``seq`` can all match no text (none at all can)."""
+    tail = seq[max((i for i, u in enumerate(seq) if u.branch), default=-1) + 1:]
+    return all(u.nullable for u in tail)
+
+
 class PatternReader:
     """A pattern read the way llama-cpp-python's converter reads it (``SchemaConverter._visit_pattern``:
     the same units, the same class and quantifier boundaries, the same escapes), so the caps see every
@@ -184,15 +201,16 @@ class PatternReader:
 
     def read(self) -> int:
         """The pattern's size with its quantifiers multiplied out (refused past the limit)."""
-        return self._unit_sequence()
+        return self._unit_sequence().size
 
     def _bad(self, what: str) -> GrammarRejected:
         return GrammarRejected(f"the JSON schema cannot be enforced: {self.where} {what} (at character "
                                f"{self.i + 1} of the pattern's body)", "pattern_syntax")
 
-    def _unit_sequence(self) -> int:
+    def _unit_sequence(self) -> _Unit:
         text, start = self.text, self.i
-        seq: list[int] = []  # each unit's expanded size; a quantifier multiplies the last
+        seq: list[_Unit] = []  # each unit's expanded size (a quantifier multiplies the last) and shape
+        empty_branch = False  # an alternative of this sequence matches nothing: it all can
         while self.i < len(text):
             c = text[self.i]
             if c == "(":
@@ -204,22 +222,48 @@ class PatternReader:
                 self.i += 1
                 if start == 0 or text[start - 1] != "(":
                     raise self._bad("closes a group it never opened")
-                return self._within(sum(seq))
+                return self._group(seq, empty_branch)
             elif c == "[":
-                seq.append(self._class())
-            elif c in ".|":
-                seq.append(1 if c == "." else 0)
+                seq.append(_Unit(self._class()))
+            elif c == "|":
+                empty_branch = empty_branch or _all_nullable(seq)
+                seq.append(_Unit(0, branch=True))
                 self.i += 1
             elif c in "*+?{":
                 if not seq:
                     raise self._bad(f"has a quantifier {c!r} with nothing before it")
-                if c == "{":  # each product is checked, so the sizes stay small numbers
-                    seq[-1] = self._within(seq[-1] * self._quantifier())
-                else:
-                    self.i += 1
+                seq[-1] = self._quantified(seq[-1], c)
             else:
-                seq.append(self._literal())
-        return self._within(sum(seq))
+                seq.append(_Unit(1 if c == "." else self._literal()))
+                self.i += c == "."
+        return self._group(seq, empty_branch)
+
+    def _group(self, seq: list[_Unit], empty_branch: bool) -> _Unit:
+        """A sequence read whole, as one unit: its size, whether it can match nothing, and whether it is a
+        single repeated unit (``(a+)``)."""
+        nullable = empty_branch or _all_nullable(seq)
+        return _Unit(self._within(sum(u.size for u in seq)), nullable, single_repeat=len(seq) == 1 and seq[0].varies)
+
+    def _quantified(self, unit: _Unit, c: str) -> _Unit:
+        """``unit`` under the quantifier at ``self.i``. One that repeats something able to match nothing
+        (``([ab]*){,500}``, ``(a?)+``) or a lone repetition (``(a+)+``) is refused: llama.cpp's grammar then
+        keeps a parse for every way to split the text among the copies (``([0-9]{3})+`` splits one way only), and checking each candidate
+        token against hundreds of them took minutes a token, inside the step every stream of the model
+        shares (bench/fuzz_grammar.py: one request 393 s, another client's stream stalled 53 s)."""
+        if c == "{":  # each product is checked, so the sizes stay small numbers
+            size = self._within(unit.size * self._quantifier())
+            low, high = self.quantifiers[-1]
+        else:
+            self.i += 1
+            size, (low, high) = unit.size, {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
+        repeats = high is None or high > 1
+        if repeats and (unit.nullable or unit.single_repeat):
+            what = "something that can match no text" if unit.nullable else "a repetition"
+            raise GrammarRejected(f"the JSON schema cannot be enforced: {self.where} repeats {what} (before "
+                                  f"character {self.i + 1} of the pattern's body), which makes llama.cpp's grammar "
+                                  "try every way to split a reply; write the repetition once (a* for (a*)*)",
+                                  "nested_repetition")
+        return _Unit(size, unit.nullable or low == 0, varies=repeats and high != low)
 
     def _within(self, size: int) -> int:
         if size > self.limits.pattern_expansion:
