@@ -89,3 +89,20 @@ def test_a_pattern_python_cannot_read_is_left_to_the_grammar():
     check_reply(schema, '{"c": "zx"}')
     with pytest.raises(SchemaMismatch, match="does not match"):
         check_reply({"type": "string", "pattern": "^a+$"}, '"ab"')
+
+
+@pytest.mark.parametrize("pattern,reply,wrong", [
+    ("^[^]{,1}[a-z]$", "xq", "xyz"),              # ECMA's [^] is any character; to re, a class holding "]"
+    ("^[^]ab[^\\x20-\\x7E]\\w$", "zab\u00e9k", "zabck"),
+])
+def test_a_pattern_is_checked_as_ecma_and_the_grammar_read_it(pattern, reply, wrong):
+    """The 10-minute server fuzz run: replies the grammar wrote under ``^[^]{,1}[a-z]$`` were refused as
+    schema mismatches (500s), Python's ``re`` reading ``[^]...]`` as one class. The grammar admits the
+    reply, and the check takes it; a reply outside the pattern is still refused."""
+    from tests.helpers.gbnf_regex import admits
+
+    schema = {"type": "string", "pattern": pattern}
+    assert admits(checked(schema_grammar(schema)), json.dumps(reply, ensure_ascii=False))
+    check_reply(schema, json.dumps(reply, ensure_ascii=False))
+    with pytest.raises(SchemaMismatch, match="does not match"):
+        check_reply(schema, json.dumps(wrong))
