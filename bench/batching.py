@@ -48,15 +48,15 @@ def start_llama_server(binary: str, threads: int, ctx: int, slots: int, no_repac
     return started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
-def start_fireside(home: str, threads: int, ctx: int, slots: int) -> tuple[subprocess.Popen, str]:
-    """``fireside serve`` with the starter loaded before it listens, kept loaded for the whole run."""
+def start_fireside(home: str, threads: int, ctx: int, slots: int, extra: list[str] | None = None) -> tuple[subprocess.Popen, str]:
+    """``fireside serve`` with the starter loaded before it listens, kept loaded for the whole run
+    (``extra``: more of serve's flags, such as ``--drafts``)."""
     port = free_port()
     cmd = [sys.executable, "-m", "fireside.engine", "serve", "--port", str(port), "--load", "starter",
-           "--keep-alive", "-1", "--ctx", str(ctx), "--parallel", str(slots), "--threads", str(threads)]
+           "--keep-alive", "-1", "--ctx", str(ctx), "--parallel", str(slots), "--threads", str(threads), *(extra or [])]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "FIRESIDE_HOME": home})
     return started(proc, port, "/v1/models")
-
 
 
 def tpot(r: RequestResult) -> float:

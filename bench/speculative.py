@@ -34,9 +34,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-from batching import _started, start_fireside  # noqa: E402
+from batching import start_fireside  # noqa: E402
 
-from fireside.engine.bench.targets import free_port  # noqa: E402
+from fireside.engine.bench.targets import free_port, started  # noqa: E402
 from fireside.engine.library.starter import starter_path  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,16 +145,14 @@ def llama_server(binary: str, threads: int, ctx: int, extra: list[str]) -> tuple
     port = free_port()
     cmd = [binary, "-m", str(starter_path()), "-t", str(threads), "-c", str(ctx * 4), "-np", "4",
            "--host", "127.0.0.1", "--port", str(port), "--no-webui", *extra]
-    return _started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
+    return started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
 def measure_fireside(args, work, drafts: bool, predictions: dict | None) -> tuple[dict, float, dict]:
+    """Fireside with prompt-lookup drafts on (``--drafts``) or off (its default; a prediction drafts either
+    way, so the edit workload's first replies, made here with drafting off, have none)."""
     with tempfile.TemporaryDirectory() as home:
-        proc, url = start_fireside(home, args.threads, args.ctx, 4)
-        if not drafts:  # start_fireside takes no extra flags: this one is restarted with --no-drafts
-            proc.terminate()
-            proc.wait(30)
-            proc, url = _fireside_no_drafts(home, args)
+        proc, url = start_fireside(home, args.threads, args.ctx, 4, ["--drafts"] if drafts else [])
         try:
             replies = {}
             if predictions is None:  # the first, greedy replies the edit workload's predictions are made from
@@ -164,16 +162,6 @@ def measure_fireside(args, work, drafts: bool, predictions: dict | None) -> tupl
         finally:
             proc.terminate()
             proc.wait(30)
-
-
-def _fireside_no_drafts(home: str, args) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "fireside.engine", "serve", "--port", str(port), "--load", "starter",
-           "--keep-alive", "-1", "--ctx", str(args.ctx), "--parallel", "4", "--threads", str(args.threads),
-           "--no-drafts"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "FIRESIDE_HOME": home})
-    return _started(proc, port, "/v1/models")
 
 
 def measure_peer(args, work) -> dict[str, dict]:

@@ -11,7 +11,14 @@ keeps the answer; ``main`` asks it first, on a worker).
 from fireside.engine.library.imports import APPS
 from fireside.engine.library.starter import STARTER_ID, starter_path
 from fireside.engine.models.hardware import engine_build
-from fireside.engine.models.planner import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, drafting_text, plan_fit, with_draft
+from fireside.engine.models.planner import (
+           DEFAULT_PARALLEL,
+           VERDICT_WORDS,
+           LoadOptions,
+           drafting_text,
+           plan_fit,
+           with_draft,
+)
 from fireside.engine.remote import is_remote
 from fireside.engine.settings import DEFAULT_PORT
 

@@ -263,7 +263,7 @@ class ChatEncoder:
         self.stop_reason = chunk.stop_sequence
         out = [self._event({}, finish_reason(chunk.finish_reason))]
         if self.include_usage:
-            out.append(self._event(None, usage=openai_usage(chunk.usage)))
+            out.append(self._event(None, usage=openai_usage(chunk.usage), timings=llama_timings(chunk.usage)))
         return out
 
     def error(self, exc: BaseException) -> list[bytes]:
@@ -286,7 +286,17 @@ class ChatEncoder:
     def _whole(self, choice: dict[str, Any], done: Chunk) -> dict:
         return {**self._head(True), "choices": [{"index": 0, **choice, "finish_reason": finish_reason(done.finish_reason),
                                                  "stop_reason": done.stop_sequence}],
-                "usage": openai_usage(done.usage)}
+                "usage": openai_usage(done.usage), "timings": llama_timings(done.usage)}
+
+
+def llama_timings(usage: Usage | None) -> dict:
+    """llama-server's ``timings`` (its keys, where Fireside has the figure), which tools made for it read:
+    prompt tokens taken from the cache and evaluated, speeds, and speculative decoding's drafts."""
+    u = usage or Usage()
+    return {"cache_n": u.cached_tokens, "prompt_n": u.prompt_tokens - u.cached_tokens,
+            "prompt_per_second": u.prompt_tokens_per_s, "predicted_n": u.completion_tokens,
+            "predicted_per_second": u.decode_tokens_per_s, "draft_n": u.draft_tokens,
+            "draft_n_accepted": u.accepted_draft_tokens}
 
 
 def openai_usage(usage: Usage | None) -> dict:
