@@ -200,6 +200,6 @@ def cmd_ps(args: argparse.Namespace) -> int:
         gpu = round(100 * vram / size) if size else 0
         where = "100% CPU" if gpu == 0 else "100% GPU" if gpu == 100 else f"{100 - gpu}%/{gpu}% CPU/GPU"
         rows.append([m.get("name", "?"), human_bytes(size), where, str(m.get("context_length", "")),
-                     m.get("threads") or "-", m.get("expires_at", "")])
-    print(table(rows, ["NAME", "SIZE", "PROCESSOR", "CONTEXT", "THREADS", "UNTIL"]) if rows else "no models loaded")
+                     m.get("threads") or "-", m.get("draft") or "-", m.get("expires_at", "")])
+    print(table(rows, ["NAME", "SIZE", "PROCESSOR", "CONTEXT", "THREADS", "DRAFT", "UNTIL"]) if rows else "no models loaded")
     return 0

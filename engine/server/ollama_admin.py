@@ -79,7 +79,8 @@ async def ps(request: Request) -> dict:
         entry = tag(model) if model else {"name": loaded.model_id, "model": loaded.model_id, "digest": ""}
         entry.update(size=loaded.planned_ram_bytes + loaded.planned_gpu_bytes, size_vram=loaded.planned_gpu_bytes,
                      context_length=loaded.n_ctx, expires_at=expires_at(ctx, loaded),
-                     threads=loaded.threads_label())  # Fireside's own: the threads in use (`fireside ps`)
+                     threads=loaded.threads_label(),  # Fireside's own: the threads in use (`fireside ps`)
+                     draft=loaded.draft)  # and the draft model drafting for it (speculative decoding), if any
         out.append(entry)
     return {"models": out}
 

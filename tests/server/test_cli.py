@@ -44,10 +44,12 @@ def test_keys_are_stored_in_the_keyring_and_forgotten(memory_keyring, capsys):
 
 @pytest.mark.model
 def test_serve_loads_models_with_the_load_options_given(fireside_home):
-    """``fireside serve --ctx 1024 --parallel 2`` loads with those options, as ``run`` and ``chat`` do."""
+    """``fireside serve --ctx 1024 --parallel 2 --draft starter`` loads with those options, as ``run`` and
+    ``chat`` do; ``/api/ps`` (and so ``fireside ps``) names the draft model."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "-v", "serve", "--port", str(port),
-                             "--ctx", "1024", "--parallel", "2", "--threads", "1", "--load", "starter"],
+                             "--ctx", "1024", "--parallel", "2", "--threads", "1", "--draft", "starter",
+                             "--load", "starter"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
@@ -56,7 +58,7 @@ def test_serve_loads_models_with_the_load_options_given(fireside_home):
             assert lines[-1], "".join(lines)  # the server ended before its banner
         assert any("loaded starter" in ln and "context 1024, 2 slots" in ln for ln in lines), "".join(lines)
         models = httpx.get(f"http://127.0.0.1:{port}/api/ps", timeout=30).json()["models"]
-        assert [(m["model"], m["context_length"]) for m in models] == [("starter", 1024)]
+        assert [(m["model"], m["context_length"], m["draft"]) for m in models] == [("starter", 1024, "starter")]
     finally:
         proc.terminate()
         proc.wait(30)
