@@ -13,9 +13,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from take import OUT, wait  # noqa: E402  (sets a throwaway FIRESIDE_HOME first)
-
 from PySide6.QtWidgets import QApplication  # noqa: E402
+from take import OUT, wait  # noqa: E402  (sets a throwaway FIRESIDE_HOME first)
 
 
 def main() -> None:
