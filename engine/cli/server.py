@@ -52,6 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "restart; see `fireside cache ls`)")
     p.add_argument("--allow-management", action="store_true",
                    help="let API clients pull and delete models (/api/pull, /api/delete); off by default")
+    p.add_argument("--allow-image-urls", action="store_true",
+                   help="fetch images that clients name by http(s) URL (off by default: the server would reach "
+                        "whatever address a client names, including this machine's and the LAN's)")
     add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
     p.set_defaults(handler=cmd_serve)
 
@@ -101,13 +104,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
           preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
-          load_defaults=load_options(args))
+          load_defaults=load_options(args), image_urls=args.allow_image_urls)
     return 0
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
-          management: bool = False, load_defaults: LoadOptions | None = None) -> None:
+          management: bool = False, load_defaults: LoadOptions | None = None, image_urls: bool = False) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
     from ..facade import Engine
     from ..library import Library
@@ -129,13 +132,13 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         log.info("loaded %s (%s, context %d, %d slots)", loaded.model_id, loaded.verdict, loaded.n_ctx,
                  loaded.parallel)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
-                            allow_management=management)
+                            allow_management=management, allow_image_urls=image_urls)
     server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit), host, port)
     try:
         server.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
               f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}"
-              f"{'  model management on' if management else ''}")
+              f"{'  model management on' if management else ''}{'  image URLs fetched' if image_urls else ''}")
         print("Ctrl-C stops it.")
         while not stop.wait(0.5):  # wake now and then so Ctrl-C is seen on every platform
             pass

@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from ..types import ChatRequest, Chunk, CompletionRequest
 from .context import ServerContext, context
+from .imagelinks import fetch_links
 from .streaming import Encoder, collect, stream
 
 
@@ -38,6 +39,8 @@ async def answer(request: Request, model: str, req: ChatRequest | CompletionRequ
     format. ``call_limit``: tool calls the reply keeps (None: all); ``ttl_s``: the model's idle time
     from now (None: as it was); ``unload``: unload the model once the reply is over."""
     ctx = context(request)
+    if isinstance(req, ChatRequest):
+        req = await fetch_links(ctx.policy, req)  # images named by URL, fetched or refused
     model_id = await ctx.model_for(model)
     if prepare is not None:
         req = await run_in_threadpool(prepare, ctx, model_id, req)

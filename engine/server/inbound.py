@@ -21,6 +21,7 @@ from .validation import Body, Name
 
 MAX_STOPS = 16
 IMAGE_PARTS = ("image_url", "image", "input_image")  # OpenAI chat, Anthropic, Responses
+LINK_PART = "image_link"  # an http(s) image URL a client named, until the shared handler fetches it
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,", re.IGNORECASE)
 
 
@@ -92,7 +93,7 @@ def content_of(content: Any, where: str = "messages") -> str | list[dict[str, An
     parts: list[dict[str, Any]] = []
     for i, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") in IMAGE_PARTS:
-            parts.append(image_of(part, f"{where}.content[{i}]").part())
+            parts.append(image_of(part, f"{where}.content[{i}]"))
         else:
             parts.append({"type": "text", "text": text_of([part])})
     return parts
@@ -103,30 +104,33 @@ def message_content(role: str, content: Any, where: str) -> str | list[dict[str,
     return content_of(content, where) if role == "user" else text_of(content)
 
 
-def image_of(part: dict[str, Any], where: str) -> Image:
-    """The image of one content part, in any dialect's shape: OpenAI chat's ``image_url`` (``{"url"}``),
-    Responses' ``input_image`` (``image_url`` a string) and Anthropic's ``image`` (``source``)."""
+def image_of(part: dict[str, Any], where: str) -> dict[str, Any]:
+    """The image part of one content part, in any dialect's shape: OpenAI chat's ``image_url``
+    (``{"url"}``), Responses' ``input_image`` (``image_url`` a string) and Anthropic's ``image``
+    (``source``). Inline data is decoded here (``Image.part()``); an http(s) URL becomes a link part,
+    fetched or refused once the request is in the shared handler (``imagelinks.py``)."""
     source = part.get("source")
     if part.get("type") == "image" and isinstance(source, dict):
         if source.get("type") == "base64":
-            return image_from_base64(source.get("data"), source.get("media_type"), where)
+            return image_from_base64(source.get("data"), source.get("media_type"), where).part()
         url = source.get("url") if source.get("type") == "url" else None
     else:
         url = part.get("image_url")
         url = url.get("url") if isinstance(url, dict) else url
     if not isinstance(url, str) or not url:
         raise ApiError(f"{where}: the image part has no image (a data: URL or base64 data)", param="messages")
-    return image_from_url(url, where)
+    if url[:8].lower().startswith(("http://", "https://")):
+        return {"type": LINK_PART, "url": url, "where": where}
+    return image_from_url(url, where).part()
 
 
 def image_from_url(url: str, where: str) -> Image:
-    """An image from a ``data:`` URL. Fireside does not fetch http(s) image URLs (a server that fetches
-    whatever URL a client names can be made to reach the network behind it)."""
+    """An image from a ``data:`` URL (http(s) URLs are links: ``image_of``); any other scheme is a 400."""
     m = _DATA_URL.match(url)
     if m is None:
         scheme = url.split(":", 1)[0].lower() if ":" in url[:12] else "a bare"
-        raise ApiError(f"{where}: images are read from data: URLs (base64) only, not from {scheme} URLs; "
-                       "send the image inline", param="messages", code="invalid_image")
+        raise ApiError(f"{where}: images are read from data: URLs (base64) or http(s) URLs, not from {scheme} "
+                       "URLs; send the image inline", param="messages", code="invalid_image")
     return image_from_base64(url[m.end():], m.group(1), where)
 
 

@@ -31,7 +31,8 @@ _HOST_RE = re.compile(r"^(?:\[(?P<v6>[0-9a-f:.%]+)\]|(?P<name>[^:\[\]]+))(?::(?P
 @dataclass
 class SecurityPolicy:
     """What the server lets in. ``api_key`` None means no key (allowed on loopback only);
-    ``allow_management`` opens the model-management routes (pull, delete, ...)."""
+    ``allow_management`` opens the model-management routes (pull, delete, ...); ``allow_image_urls``
+    lets it fetch images clients name by http(s) URL."""
 
     api_key: str | None = None
     bind_host: str = "127.0.0.1"
@@ -40,6 +41,7 @@ class SecurityPolicy:
     allowed_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = DEFAULT_MAX_BODY
     allow_management: bool = False
+    allow_image_urls: bool = False  # fetch the http(s) image URLs clients name (imagelinks.py)
 
     def host_allowed(self, host_header: str, local_address: str | None = None) -> bool:
         """Whether ``Host: host_header`` names this server; ``local_address`` is the address the

@@ -163,13 +163,6 @@ def test_an_animated_image_is_read_as_its_first_frame(served):
     assert ask(gif, "image/gif") == ask(first.getvalue(), "image/png")
 
 
-def test_an_http_image_url_is_refused_with_how_to_send_it(served):
-    url, model, _ = served
-    with pytest.raises(openai.BadRequestError, match="data: URLs"):
-        clients(url)[0].chat.completions.create(model=model, max_tokens=4, messages=[{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/cat.png"}}]}])
-
-
 def test_the_engine_facade_is_the_apps_door_to_images(served):
     from fireside.engine.errors import ImageRejected
     from fireside.engine.facade import Engine
