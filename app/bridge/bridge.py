@@ -31,6 +31,7 @@ from PySide6.QtCore import QObject, Signal
 from fireside.engine.errors import RemoteError
 from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 
+from .attachments import ChatImages
 from .downloading import DownloadsController
 from .prompt_cache import PromptCacheController
 from .serving import ServerController
@@ -101,6 +102,7 @@ class EngineBridge(QObject):
         self.downloads = DownloadsController(settings, tasks, extras if extras is not None else {}, self)
         self.server = ServerController(engine, settings, tasks, self)
         self.prompt_cache = PromptCacheController(engine, settings, tasks)
+        self.images = ChatImages(engine, settings.data_dir / "images" if settings else Path("images"), tasks)
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -157,6 +159,7 @@ class EngineBridge(QObject):
     def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event) -> None:
         was_loaded = self.engine.is_loaded(model_id)
         try:
+            request.messages = self.images.resolve(request.messages)  # saved images, decoded (once)
             done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel))
         except Exception as exc:
             self.reply_failed.emit(reply_id, exc)
@@ -195,12 +198,15 @@ class EngineBridge(QObject):
         self.tasks.run_in_background(work, on_done)
 
     def model_ids(self, on_done: OnDone) -> None:
-        """Every model id to offer in a picker, local then remote, and whether some remote did not
-        answer: ``(ids, remote_missing)`` (a dead remote lists nothing, within a few seconds)."""
+        """Every model id to offer in a picker, local then remote, whether some remote did not answer, and
+        the local ones that can see images: ``(ids, remote_missing, vision)`` (a dead remote lists nothing,
+        within a few seconds)."""
         def work():
             statuses = self.engine.remote_statuses()
             remote = [m.id for s in statuses for m in s.models]
-            return [m.id for m in self.engine.library().list()] + remote, any(s.error for s in statuses)
+            local = self.engine.library().list()
+            vision = {m.id for m in local if m.projector}  # (the picker's ids; vision_models() names aliases)
+            return [m.id for m in local] + remote, any(s.error for s in statuses), vision
         self.tasks.run_in_background(work, on_done)
 
     def former_ids(self, on_done: OnDone) -> None:
