@@ -89,7 +89,8 @@ class ChatImages:
 
     def _attach(self, source: Path | bytes | QImage, model_id: str | None, media_type: str | None) -> Attachment:
         if model_id and not self.engine.can_see(model_id):
-            raise ImageRejected(no_vision_text(model_id, self.engine.vision_models()))
+            vision = [m.id for m in self.engine.library().list() if m.projector]  # as the model picker names them
+            raise ImageRejected(no_vision_text(model_id, vision))
         label, data = _read(source)
         try:
             image = self.engine.decode_image(data, media_type)

@@ -295,6 +295,9 @@ class ChatPage(QWidget):
     @Slot(object)
     def _on_session_editing_changed(self, msg) -> None:
         self.bar.show_edit(msg.content if msg is not None else None)
+        self.bar.clear_attachments()
+        if msg is not None and msg.images:  # the edited message's images come back, to keep or remove
+            self.attach([self.ctx.bridge.images.path(name) for name in msg.images])
 
     @Slot(object)
     def _on_session_tool_changed(self, msg) -> None:

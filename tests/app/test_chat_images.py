@@ -155,3 +155,29 @@ def test_deleting_a_chat_deletes_its_image_files_unless_another_chat_sends_them(
                     timeout=10_000)
     assert (folder / shared.name).exists()  # the other chat still sends it
     assert [m.images for m in again.ctx.store.thread(page.conv_id)][0] == [shared.name]
+
+
+def test_the_button_and_a_paste_attach_and_an_edit_brings_the_images_back(qtbot, make_app, vision_home, tmp_path,
+                                                                          monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    app, page = start(make_app, vision_home)
+    path = picture(tmp_path, 8)
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(path)], ""))
+    with qtbot.waitSignal(page.image_attached, timeout=20_000) as chosen:
+        page.bar.attach_button.click()
+    mime = QMimeData()
+    mime.setData("image/png", image_bytes(9))  # a picture copied from another app
+    with qtbot.waitSignal(page.image_attached, timeout=20_000) as pasted:
+        page.composer.insertFromMimeData(mime)
+    assert pasted.args[0].label == "the pasted image"
+    names = [chosen.args[0].name, pasted.args[0].name]
+    assert list(page.bar.chips) == names
+    page.bar.chips[names[0]][0].remove_button.click()  # taken off before sending
+    assert list(page.bar.chips) == names[1:]
+    send(qtbot, page, "", max_tokens=2)  # an image alone is a message too
+    user = app.ctx.store.thread(page.conv_id)[0]
+    assert user.images == names[1:] and app.ctx.store.conversation(page.conv_id).title == "An image"
+    with qtbot.waitSignal(page.image_attached, timeout=20_000):
+        page.transcript.view(user.id).edit_button.click()
+    assert list(page.bar.chips) == names[1:]  # editing the message keeps its image unless it is removed
