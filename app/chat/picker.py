@@ -98,7 +98,7 @@ class ModelBar(QWidget):
                 self.combo.setItemData(self.combo.count() - 1, f"{model_id} can see images: attach them to a "
                                        "message", Qt.ToolTipRole)
         if current:
-            self.set_model(current)
+            self.set_model(current)  # (and the state line says whether it sees images)
 
     def current(self) -> str | None:
         return self.combo.currentData() or None
@@ -165,12 +165,13 @@ class ModelBar(QWidget):
         model_id = self.current()
         loaded = {m.model_id: m for m in self.ctx.engine.loaded()}
         self.eject_button.setEnabled(model_id in loaded)
+        sees = " · sees images" if self.sees_images(model_id) else ""
         if model_id in loaded:
-            self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}")
+            self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}{sees}")
         elif is_remote(model_id):
             self.state.setText("Remote model: it runs on its own server")
         elif self.loading != model_id:
-            self.state.setText("Not loaded: sending a message loads it" if model_id else "")
+            self.state.setText(f"Not loaded: sending a message loads it{sees}" if model_id else "")
 
     def context_size(self, model_id: str | None) -> int:
         loaded = {m.model_id: m for m in self.ctx.engine.loaded()}
