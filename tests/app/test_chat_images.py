@@ -181,3 +181,38 @@ def test_the_button_and_a_paste_attach_and_an_edit_brings_the_images_back(qtbot,
     with qtbot.waitSignal(page.image_attached, timeout=20_000):
         page.transcript.view(user.id).edit_button.click()
     assert list(page.bar.chips) == names[1:]  # editing the message keeps its image unless it is removed
+
+
+def test_images_are_read_decoded_and_written_off_the_gui_thread(qtbot, make_app, vision_home, tmp_path, monkeypatch):
+    import PIL.Image
+
+    from fireside.engine.facade import Engine
+    from tests.helpers.guithread import GuiThreadIO
+
+    guard = GuiThreadIO.armed(monkeypatch, expected_db=("chats.sqlite3",))
+    monkeypatch.setattr(Engine, "decode_image", staticmethod(guard._wrap("Engine.decode_image", Engine.decode_image)))
+    monkeypatch.setattr(PIL.Image, "open", guard._wrap("PIL.Image.open", PIL.Image.open))
+    decodes = []
+    monkeypatch.setattr(Engine, "decode_image", staticmethod(_counting(Engine.decode_image, decodes)))
+    first, page = start(make_app, vision_home)
+    name = drop(qtbot, page, picture(tmp_path, 10)).name
+    send(qtbot, page, "Look.", max_tokens=2)
+    send(qtbot, page, "Again.", max_tokens=2)
+    assert len(decodes) == 1  # checked once when attached; both turns took the decoded image from the cache
+    card = page.transcript.view(first.ctx.store.thread(page.conv_id)[0].id)
+    with qtbot.waitSignal(page.image_viewed, timeout=10_000):
+        card.pictures.buttons[name].click()
+    page.viewer.close()
+    md = tmp_path / "chat.md"
+    page.export(page.conv_id, "markdown", md)
+    qtbot.waitUntil(md.exists, timeout=10_000)
+    first.stop()
+    make_app(*vision_home[:2])  # the start-up sweep walks the images folder
+    assert not guard.calls, guard.report()
+
+
+def _counting(fn, calls: list):
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return fn(*args, **kwargs)
+    return counted
