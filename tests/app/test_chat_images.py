@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtGui import QImage
 
 from fireside.app.chat.picker import VISION_MARK
 from fireside.engine.library import Library
@@ -173,6 +174,12 @@ def test_the_button_and_a_paste_attach_and_an_edit_brings_the_images_back(qtbot,
     assert pasted.args[0].label == "the pasted image"
     names = [chosen.args[0].name, pasted.args[0].name]
     assert list(page.bar.chips) == names
+    screenshot = QMimeData()  # a picture offered without its file's bytes (a screenshot tool): saved as PNG
+    screenshot.setImageData(QImage.fromData(image_bytes(11, size=(30, 20))))
+    with qtbot.waitSignal(page.image_attached, timeout=20_000) as grabbed:
+        page.composer.insertFromMimeData(screenshot)
+    assert (grabbed.args[0].width, grabbed.args[0].height) == (30, 20) and grabbed.args[0].name.endswith(".png")
+    page.bar.remove_attachment(grabbed.args[0].name)
     page.bar.chips[names[0]][0].remove_button.click()  # taken off before sending
     assert list(page.bar.chips) == names[1:]
     send(qtbot, page, "", max_tokens=2)  # an image alone is a message too
