@@ -159,7 +159,8 @@ class EngineBridge(QObject):
     def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event) -> None:
         was_loaded = self.engine.is_loaded(model_id)
         try:
-            request.messages = self.images.resolve(request.messages)  # saved images, decoded (once)
+            if getattr(request, "messages", None):  # saved images, decoded (once)
+                request.messages = self.images.resolve(request.messages)
             done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel))
         except Exception as exc:
             self.reply_failed.emit(reply_id, exc)
