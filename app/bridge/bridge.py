@@ -5,8 +5,9 @@ the task pool (``tasks.py``) and brings the outcome back on the GUI thread, as a
 ``on_done(result, error)`` callback. Nothing that waits runs on the GUI thread: not a load or a reply,
 not the keyring (the Hugging Face token, remote keys, the API key), not a walk of a models folder, not
 a network call. Long-lived activity has a controller of its own, owned here: ``downloads``
-(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server) and
-``prompt_cache`` (``prompt_cache.py``: the saved KV states). The tools (``tools.py``), the loader
+(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server),
+``prompt_cache`` (``prompt_cache.py``: the saved KV states) and ``images`` (``attachments.py``: chat
+images, checked, saved, and decoded for a reply on its worker). The tools (``tools.py``), the loader
 (``loader.py``) and the task pool (``tasks.py``) sit beside it in this package, and ``__init__`` names
 the engine's pure helpers and constants the windows may use: the one door from the app to the engine.
 

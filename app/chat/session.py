@@ -12,7 +12,9 @@ A chat with MCP servers turned on answers through a ``ToolRun`` that its ``ToolT
 starts instead of the bridge: the run's signals come to the session's slots as the bridge's do, with the
 same states and signals, plus ``tool_changed`` for each call, and ``decide`` for the user's answer to an
 approval card. The session is the one writer of a reply: every message of it, tool calls included, is
-stored here and nowhere else.
+stored here and nowhere else. Your message may carry images (names of files the bridge saved when they
+were attached); every request sends the thread's images again as ``saved_image`` parts, which the bridge
+decodes on the reply's worker (``bridge/attachments.py``), so a later turn still sees them.
 
 The session lives on the GUI thread and touches only the store, the preferences and the bridge; the
 page hands it the chat's settings and the model on show (``models``: anything with ``current()`` and
