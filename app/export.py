@@ -2,7 +2,10 @@
 
 Both are pure functions of the store's contents, so they can run anywhere and be tested without Qt.
 A tool call is exported with its server, tool, arguments, outcome and result (in Markdown, as fenced
-blocks, so a result is shown as the text it is; in JSON, as the message's ``tool`` field).
+blocks, so a result is shown as the text it is; in JSON, as the message's ``tool`` field). A message's
+images are exported in Markdown as relative links, ``![image 1](<NAME-images/FILE>)``, into a folder
+beside the file that ``save`` copies them to (the export stays readable, and small, without them
+embedded); JSON names them in each message's ``images``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,18 @@ from fireside.engine.fsutil import atomic_write
 from .store import Store
 
 
-def to_markdown(store: Store, conv_id: int) -> str:
+def images_folder(path: Path | str) -> str:
+    """The folder beside a Markdown export that holds its images: ``chat.md`` -> ``chat-images``."""
+    return f"{Path(path).stem}-images"
+
+
+def image_names(store: Store, conv_id: int) -> list[str]:
+    """The image files of the thread shown, each once, in order."""
+    return list(dict.fromkeys(name for m in store.thread(conv_id) for name in m.images))
+
+
+def to_markdown(store: Store, conv_id: int, images: str = "images") -> str:
+    """The thread shown; its images linked as ``images/FILE`` (``images``: the folder, relative to the file)."""
     conv = store.conversation(conv_id)
     lines = [f"# {conv.title}", ""]
     if conv.model_id:
@@ -28,7 +42,8 @@ def to_markdown(store: Store, conv_id: int) -> str:
             lines += _tool_call(msg)
         elif msg.content.strip() or not msg.tool.get("calls"):  # a reply that only made calls shows as them
             who = "You" if msg.role == "user" else (msg.model_id or "Assistant")
-            lines += [f"**{who}**", "", msg.content.rstrip(), ""]
+            lines += [f"**{who}**", ""] + [f"![image {i}](<{images}/{name}>)" for i, name in enumerate(msg.images, 1)]
+            lines += ([""] if msg.images else []) + [msg.content.rstrip(), ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -64,6 +79,11 @@ def to_json(store: Store, conv_id: int) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False)
 
 
-def save(path: Path | str, text: str) -> Path:
-    """Write an export durably and whole: a crash mid-write leaves any earlier file at ``path`` intact."""
+def save(path: Path | str, text: str, images: list[Path] | tuple = ()) -> Path:
+    """Write an export durably and whole: a crash mid-write leaves any earlier file at ``path`` intact.
+    ``images`` (saved image files) are copied into ``images_folder(path)`` first, so every link works
+    once the export exists."""
+    path = Path(path)
+    for image in images:
+        atomic_write(path.parent / images_folder(path) / image.name, image.read_bytes())
     return atomic_write(path, text)

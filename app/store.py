@@ -73,7 +73,20 @@ ALTER TABLE messages ADD COLUMN tool TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT '{}';
 """
 
-MIGRATIONS = [_V1, _V2, _V3]
+# v4: images. A user message names the images sent with it, in order: files in ``data_dir/images``
+# named by the SHA-256 of their bytes (``bridge/attachments.py``), so one picture sent in two chats is one
+# file, kept while any message names it. Rows go with their message (and so with their chat).
+_V4 = """
+CREATE TABLE message_images (
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    position   INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    PRIMARY KEY (message_id, position)
+);
+CREATE INDEX message_images_by_name ON message_images(name);
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -104,6 +117,7 @@ class Message:
     reasoning: str = ""
     reasoning_s: float | None = None
     tool: dict[str, Any] = field(default_factory=dict)  # see _V3
+    images: list[str] = field(default_factory=list)  # file names in the images folder, in order (see _V4)
 
 
 def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
@@ -237,8 +251,10 @@ class Store:
     # --- messages --------------------------------------------------------------------------------
     @_writes
     def add_message(self, conv_id: int, parent_id: int | None, role: str, content: str = "",
-                    state: str = "complete", model_id: str | None = None, tool: dict | None = None) -> Message:
-        """Add a message under ``parent_id`` and make it the conversation's current leaf."""
+                    state: str = "complete", model_id: str | None = None, tool: dict | None = None,
+                    images: list[str] | None = None) -> Message:
+        """Add a message under ``parent_id`` and make it the conversation's current leaf; ``images`` are
+        the names of saved image files sent with it."""
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
@@ -246,6 +262,8 @@ class Store:
                 "INSERT INTO messages (conversation_id, parent_id, role, content, state, model_id, created_at, tool)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (conv_id, parent_id, role, content, state, model_id, now, json.dumps(tool or {})))
+            self.db.executemany("INSERT INTO message_images (message_id, position, name) VALUES (?, ?, ?)",
+                                [(cur.lastrowid, i, name) for i, name in enumerate(images or [])])
             self.db.execute("UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
                             (cur.lastrowid, now, conv_id))
         return self.message(cur.lastrowid)
@@ -254,7 +272,7 @@ class Store:
         row = self.db.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         if row is None:
             raise KeyError(message_id)
-        return _message(row)
+        return self._with_images([_message(row)])[0]
 
     @_writes
     def update_message(self, message_id: int, *, content: str | None = None, reasoning: str | None = None,
@@ -278,7 +296,7 @@ class Store:
             " SELECT m.parent_id, up.depth + 1 FROM messages m JOIN up ON m.id = up.id"
             " WHERE m.parent_id IS NOT NULL)"
             " SELECT m.* FROM up JOIN messages m ON m.id = up.id ORDER BY up.depth DESC", (leaf,)).fetchall()
-        return [_message(r) for r in rows]
+        return self._with_images([_message(r) for r in rows])
 
     def siblings(self, message: Message) -> list[int]:
         """Ids of ``message`` and its alternatives (same parent), oldest first."""
@@ -302,7 +320,30 @@ class Store:
 
     def all_messages(self, conv_id: int) -> list[Message]:
         rows = self.db.execute("SELECT * FROM messages WHERE conversation_id = ? ORDER BY id", (conv_id,))
-        return [_message(r) for r in rows.fetchall()]
+        return self._with_images([_message(r) for r in rows.fetchall()])
+
+    # --- images ----------------------------------------------------------------------------------
+    def _with_images(self, messages: list[Message]) -> list[Message]:
+        """``messages`` with their images' names filled in (one query for them all)."""
+        by_id = {m.id: m for m in messages}
+        if not by_id:
+            return messages
+        try:
+            rows = self.db.execute(
+                f"SELECT message_id, name FROM message_images WHERE message_id IN ({','.join('?' * len(by_id))})"
+                " ORDER BY message_id, position", tuple(by_id)).fetchall()
+        except sqlite3.OperationalError:  # a database opened read-only from before images
+            return messages
+        for message_id, name in rows:
+            by_id[message_id].images.append(name)
+        return messages
+
+    def image_names(self) -> set[str]:
+        """Every image file some message names (a deleted chat's count until it is purged: Undo brings it back)."""
+        try:
+            return {r[0] for r in self.db.execute("SELECT DISTINCT name FROM message_images")}
+        except sqlite3.OperationalError:
+            return set()
 
 
 def _connect(path: Path, read_only: bool = False) -> sqlite3.Connection:

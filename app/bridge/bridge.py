@@ -5,8 +5,9 @@ the task pool (``tasks.py``) and brings the outcome back on the GUI thread, as a
 ``on_done(result, error)`` callback. Nothing that waits runs on the GUI thread: not a load or a reply,
 not the keyring (the Hugging Face token, remote keys, the API key), not a walk of a models folder, not
 a network call. Long-lived activity has a controller of its own, owned here: ``downloads``
-(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server) and
-``prompt_cache`` (``prompt_cache.py``: the saved KV states). The tools (``tools.py``), the loader
+(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server),
+``prompt_cache`` (``prompt_cache.py``: the saved KV states) and ``images`` (``attachments.py``: chat
+images, checked, saved, and decoded for a reply on its worker). The tools (``tools.py``), the loader
 (``loader.py``) and the task pool (``tasks.py``) sit beside it in this package, and ``__init__`` names
 the engine's pure helpers and constants the windows may use: the one door from the app to the engine.
 
@@ -31,6 +32,7 @@ from PySide6.QtCore import QObject, Signal
 from fireside.engine.errors import RemoteError
 from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 
+from .attachments import ChatImages
 from .downloading import DownloadsController
 from .prompt_cache import PromptCacheController
 from .serving import ServerController
@@ -101,6 +103,7 @@ class EngineBridge(QObject):
         self.downloads = DownloadsController(settings, tasks, extras if extras is not None else {}, self)
         self.server = ServerController(engine, settings, tasks, self)
         self.prompt_cache = PromptCacheController(engine, settings, tasks)
+        self.images = ChatImages(engine, settings.data_dir / "images" if settings else Path("images"), tasks)
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -157,6 +160,8 @@ class EngineBridge(QObject):
     def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event) -> None:
         was_loaded = self.engine.is_loaded(model_id)
         try:
+            if getattr(request, "messages", None):  # saved images, decoded (once)
+                request.messages = self.images.resolve(request.messages)
             done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel))
         except Exception as exc:
             self.reply_failed.emit(reply_id, exc)
@@ -195,12 +200,15 @@ class EngineBridge(QObject):
         self.tasks.run_in_background(work, on_done)
 
     def model_ids(self, on_done: OnDone) -> None:
-        """Every model id to offer in a picker, local then remote, and whether some remote did not
-        answer: ``(ids, remote_missing)`` (a dead remote lists nothing, within a few seconds)."""
+        """Every model id to offer in a picker, local then remote, whether some remote did not answer, and
+        the local ones that can see images: ``(ids, remote_missing, vision)`` (a dead remote lists nothing,
+        within a few seconds)."""
         def work():
             statuses = self.engine.remote_statuses()
             remote = [m.id for s in statuses for m in s.models]
-            return [m.id for m in self.engine.library().list()] + remote, any(s.error for s in statuses)
+            local = self.engine.library().list()
+            vision = {m.id for m in local if m.projector}  # (the picker's ids; vision_models() names aliases)
+            return [m.id for m in local] + remote, any(s.error for s in statuses), vision
         self.tasks.run_in_background(work, on_done)
 
     def former_ids(self, on_done: OnDone) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
@@ -96,11 +97,13 @@ class ToolRun(QObject):
 
     def __init__(self, tools: AppTools, run_id: int, model_id: str, messages: list[dict[str, Any]],
                  sampling: Sampling, *, servers: list[str], max_steps: int, allowed: set[tuple[str, str]],
-                 tool_choice: str | dict = "auto", parent: QObject | None = None):
+                 tool_choice: str | dict = "auto", prepare: Callable[[list], list] | None = None,
+                 parent: QObject | None = None):
         super().__init__(parent)
         self.tools, self.run_id, self.model_id = tools, run_id, model_id
         self.messages, self.sampling, self.servers = messages, sampling, servers
         self.max_steps, self.tool_choice = max_steps, tool_choice
+        self._prepare = prepare  # on the run's thread, before the first round: the chat's saved images, decoded
         self.allowed = set(allowed)
         self.cancel = threading.Event()
         self._waiting: dict[str, tuple[threading.Event, list[str]]] = {}
@@ -136,6 +139,8 @@ class ToolRun(QObject):
     # --- the run's thread ------------------------------------------------------------------------
     def _run(self) -> None:
         try:
+            if self._prepare is not None:
+                self.messages = self._prepare(self.messages)
             hub = self.tools.hub()
             found, errors = hub.all_tools(self.servers)
             for name, error in errors.items():

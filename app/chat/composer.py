@@ -1,23 +1,52 @@
-"""The bottom of the Chat page: the message box with Send and Stop, the edit banner, and the context meter.
+"""The bottom of the Chat page: the message box with Attach, Send and Stop, the images waiting to be
+sent, the edit banner, and the context meter.
 
 Small widgets that render what the chat session says (busy or not, editing or not, tokens used) and
-report what the user does; none of them knows about the store or the engine.
+report what the user does; none of them knows about the store or the engine. An image comes in three
+ways, one road: the Attach button's file dialog, a drop and a paste (both reach
+``Composer.insertFromMimeData``) all end in ``attach_requested`` with what to read (file paths, a
+pasted file's bytes or a pasted picture); the page has the bridge check and save it, off the GUI thread,
+and hands the result back to ``add_attachment``.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt, Signal, Slot
+from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
+    QFileDialog,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 CONTEXT_WARN = 0.85
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
+IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp);;All files (*)"
+PASTED_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "image/bmp")
+
+
+def images_in_mime(mime: QMimeData) -> list:
+    """What a drop or a paste holds that should be attached: local files (any file dropped is tried, so
+    a bad one is refused in words rather than pasted as its path), else an image file's bytes as
+    ``(bytes, media type)``, else a picture (``QImage``); [] for text."""
+    files = [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile()] if mime.hasUrls() else []
+    if files:
+        return files
+    for kind in PASTED_TYPES:
+        if mime.hasFormat(kind):
+            return [(bytes(mime.data(kind).data()), kind)]
+    if mime.hasImage():
+        image = mime.imageData()
+        return [image] if isinstance(image, QImage) and not image.isNull() else []
+    return []
 
 
 class Composer(QPlainTextEdit):
@@ -26,10 +55,23 @@ class Composer(QPlainTextEdit):
     Signals:
         submitted(): Enter was pressed.
         cancelled(): Escape was pressed.
+        images_offered(list): images were dropped or pasted (see ``images_in_mime``).
     """
 
     submitted = Signal()
     cancelled = Signal()
+    images_offered = Signal(list)
+
+    def canInsertFromMimeData(self, source: QMimeData) -> bool:
+        return bool(images_in_mime(source)) or super().canInsertFromMimeData(source)
+
+    def insertFromMimeData(self, source: QMimeData) -> None:
+        """A drop or a paste: images go to ``images_offered``; text goes in the box as usual."""
+        found = images_in_mime(source)
+        if found:
+            self.images_offered.emit(found)
+        else:
+            super().insertFromMimeData(source)
 
     def keyPressEvent(self, event) -> None:
         if event.key() in (Qt.Key_Return, Qt.Key_Enter) and not event.modifiers() & Qt.ShiftModifier:
@@ -40,29 +82,70 @@ class Composer(QPlainTextEdit):
             super().keyPressEvent(event)
 
 
+class AttachmentChip(QWidget):
+    """One image waiting in the composer: its thumbnail, and a button that takes it off.
+
+    Signals:
+        removed(str): the image's file name (Remove was clicked).
+    """
+
+    removed = Signal(str)
+
+    def __init__(self, name: str, label: str, thumb: QImage, parent: QWidget | None = None):
+        super().__init__(parent, objectName="attachment")
+        self.name = name
+        self.picture = QLabel(toolTip=label)
+        self.picture.setPixmap(QPixmap.fromImage(thumb))  # a small thumbnail: cheap here
+        self.remove_button = QToolButton(text="✕", toolTip=f"Remove {label}", autoRaise=True)
+        self.remove_button.clicked.connect(self._on_remove_clicked)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.picture)
+        lay.addWidget(self.remove_button, 0, Qt.AlignTop)
+
+    @Slot()
+    def _on_remove_clicked(self) -> None:
+        self.removed.emit(self.name)
+
+
 class ComposerBar(QWidget):
-    """The edit banner above the message box, and Send / Stop beside it.
+    """The edit banner and the images waiting to be sent above the message box; Attach, Send and Stop
+    beside it.
 
     Signals:
         send_requested(): Send was clicked or Enter pressed.
         stop_requested(): Stop was clicked.
         cancel_requested(): Escape was pressed (ends an edit).
+        attach_requested(list): images to check and attach: file paths (Attach, a drop), a pasted
+            file's ``(bytes, media type)`` or a pasted ``QImage``.
     """
 
     send_requested = Signal()
     stop_requested = Signal()
     cancel_requested = Signal()
+    attach_requested = Signal(list)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.edit_banner = QLabel(visible=False, objectName="editBanner")
-        self.composer = Composer(placeholderText="Message the model (Enter sends, Shift+Enter for a new line)")
+        self.composer = Composer(placeholderText="Message the model (Enter sends, Shift+Enter for a new line; "
+                                                 "drop or paste an image to attach it)")
         self.composer.setMaximumHeight(110)
+        self.attach_button = QPushButton("Image…", toolTip="Attach an image (PNG, JPEG, WebP, GIF or BMP) for a "
+                                                           "model that can see")
         self.send_button = QPushButton("Send", objectName="primary")
         self.stop_button = QPushButton("Stop", visible=False, objectName="danger")
+        self.strip = QHBoxLayout()
+        self.strip.setContentsMargins(0, 0, 0, 0)
+        self.strip.addStretch(1)
+        self.strip_box = QWidget(visible=False, objectName="attachments")
+        self.strip_box.setLayout(self.strip)
+        self.chips: dict[str, tuple[AttachmentChip, object]] = {}
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
+        buttons.addWidget(self.attach_button)
         buttons.addStretch(1)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -71,14 +154,51 @@ class ComposerBar(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.edit_banner)
+        lay.addWidget(self.strip_box)
         lay.addLayout(row)
         self.composer.submitted.connect(self.send_requested)
         self.composer.cancelled.connect(self.cancel_requested)
+        self.composer.images_offered.connect(self.attach_requested)
         self.send_button.clicked.connect(self.send_requested)
         self.stop_button.clicked.connect(self.stop_requested)
+        self.attach_button.clicked.connect(self._on_attach_clicked)
 
     def text(self) -> str:
         return self.composer.toPlainText()
+
+    # --- images waiting to be sent ---------------------------------------------------------------
+    @Slot()
+    def _on_attach_clicked(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", str(Path.home()), IMAGE_FILTER)
+        if paths:
+            self.attach_requested.emit([Path(p) for p in paths])
+
+    def add_attachment(self, attachment) -> None:
+        """Show ``attachment`` (a ``bridge.attachments.Attachment``, checked and saved) until it is sent
+        or removed; the same image twice is shown once."""
+        if attachment.name in self.chips:
+            return
+        chip = AttachmentChip(attachment.name, attachment.label, attachment.thumbnail)
+        chip.removed.connect(self.remove_attachment)
+        self.strip.insertWidget(self.strip.count() - 1, chip)
+        self.chips[attachment.name] = (chip, attachment)
+        self.strip_box.show()
+
+    @Slot(str)
+    def remove_attachment(self, name: str) -> None:
+        chip, _ = self.chips.pop(name, (None, None))
+        if chip is not None:
+            self.strip.removeWidget(chip)
+            chip.deleteLater()
+        self.strip_box.setVisible(bool(self.chips))
+
+    def attachments(self) -> list:
+        """The images waiting, in the order they were attached."""
+        return [attachment for _chip, attachment in self.chips.values()]
+
+    def clear_attachments(self) -> None:
+        for name in list(self.chips):
+            self.remove_attachment(name)
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setVisible(not busy)

@@ -29,6 +29,7 @@ from ..feedback import show_error
 from .composer import ComposerBar, ContextMeter
 from .conversations import ConversationList
 from .picker import ModelBar
+from .pictures import ImageViewer
 from .session import ChatSession, ChosenModel
 from .settings_panel import DEFAULT_SAMPLING, ChatSettingsPanel
 from .toolcard import ToolCallView
@@ -43,12 +44,18 @@ class ChatPage(QWidget):
         reply_shown(int, str): reply id, all of its text shown so far (after it was saved).
         reply_ended(int, str): reply id, its final state (``complete``, ``stopped`` or ``error``).
         undo_offered(str, object): a message and a callable that undoes what it describes.
+        image_attached(object): an image was checked and saved, and waits in the composer (its ``Attachment``).
+        image_refused(str): an image was not attached; the sentence the user was shown.
+        image_viewed(str): an image's file name, shown full size.
     """
 
     reply_started = Signal(int)
     reply_shown = Signal(int, str)
     reply_ended = Signal(int, str)
     undo_offered = Signal(str, object)
+    image_attached = Signal(object)
+    image_refused = Signal(str)
+    image_viewed = Signal(str)
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
@@ -57,6 +64,8 @@ class ChatPage(QWidget):
         self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, ChosenModel(self.model_bar.current, ctx.loader),
                                    ctx.tools, self)
         self._connect()
+        if not self.store.read_only:  # saved images no message names (a purged chat's, one never sent) go
+            ctx.bridge.images.sweep_later(self.store.image_names())
         self.transcript.warm_up()
         self.conversations.refresh()
         first = self.conversations.model.items[:1]
@@ -138,6 +147,9 @@ class ChatPage(QWidget):
         t.branch_requested.connect(self.flip_branch)
         t.retry_requested.connect(self.retry)
         t.tool_decided.connect(self._on_transcript_tool_decided)
+        t.thumbnails_wanted.connect(self._on_transcript_thumbnails_wanted)
+        t.image_opened.connect(self._on_transcript_image_opened)
+        self.bar.attach_requested.connect(self.attach)
         self.bar.send_requested.connect(self.send)
         self.bar.cancel_requested.connect(self._cancel_edit)
         self.bar.stop_requested.connect(self.stop)
@@ -180,8 +192,14 @@ class ChatPage(QWidget):
         self.open_conversation(conv_id)
 
     def export(self, conv_id: int, kind: str, path: Path) -> None:
-        text = export.to_markdown(self.store, conv_id) if kind == "markdown" else export.to_json(self.store, conv_id)
-        self.ctx.tasks.run_in_background(lambda: export.save(path, text),  # atomic: a crash keeps the old file
+        """Markdown links the chat's images in a folder beside the file (``NAME-images/``), copied there."""
+        if kind == "markdown":
+            folder = export.images_folder(path)
+            text = export.to_markdown(self.store, conv_id, folder)
+            images = [self.ctx.bridge.images.path(n) for n in export.image_names(self.store, conv_id)]
+        else:
+            text, images = export.to_json(self.store, conv_id), []
+        self.ctx.tasks.run_in_background(lambda: export.save(path, text, images),  # atomic: a crash keeps the old file
                                          lambda _r, e: e and show_error(e, f"exporting to {path}"))
 
     @Slot(int, str)
@@ -196,9 +214,28 @@ class ChatPage(QWidget):
     @Slot()
     def send(self) -> None:
         system_prompt, sampling = self.settings_panel.values()
-        if self.session.send(self.bar.text(), system_prompt, sampling, self.settings_panel.tools()):
+        images = [a.name for a in self.bar.attachments()]
+        if self.session.send(self.bar.text(), system_prompt, sampling, self.settings_panel.tools(), images):
             self.composer.clear()
+            self.bar.clear_attachments()
             self.conversations.refresh(select=self.conv_id)
+
+    @Slot(list)
+    def attach(self, sources: list) -> None:
+        """Check and save images (file paths, a pasted file's ``(bytes, media type)``, a pasted ``QImage``)
+        on the task pool; each lands in the composer, or is refused in words (the typed text stays)."""
+        model_id = self.model_bar.current()
+        for source in sources:
+            source, media_type = source if isinstance(source, tuple) else (source, None)
+            self.ctx.bridge.images.attach(source, model_id, self._on_image_checked, media_type)
+
+    def _on_image_checked(self, attachment, error) -> None:
+        if error is not None:
+            self.image_refused.emit(show_error(error))
+            return
+        self.transcript.add_thumbnails({attachment.name: attachment.thumbnail})
+        self.bar.add_attachment(attachment)
+        self.image_attached.emit(attachment)
 
     def _ensure_conversation(self, text: str, model_id: str) -> int:
         return self.session.ensure_conversation(text, model_id, *self.settings_panel.values(),
@@ -258,6 +295,9 @@ class ChatPage(QWidget):
     @Slot(object)
     def _on_session_editing_changed(self, msg) -> None:
         self.bar.show_edit(msg.content if msg is not None else None)
+        self.bar.clear_attachments()
+        if msg is not None and msg.images:  # the edited message's images come back, to keep or remove
+            self.attach([self.ctx.bridge.images.path(name) for name in msg.images])
 
     @Slot(object)
     def _on_session_tool_changed(self, msg) -> None:
@@ -271,6 +311,29 @@ class ChatPage(QWidget):
     @Slot(int, str)
     def _on_transcript_tool_decided(self, message_id: int, decision: str) -> None:
         self.session.decide(message_id, decision)
+
+    @Slot(list)
+    def _on_transcript_thumbnails_wanted(self, names: list) -> None:
+        self.ctx.bridge.images.thumbnails(names, self._on_thumbnails_read)
+
+    def _on_thumbnails_read(self, found, error) -> None:
+        if error is not None:
+            show_error(error, "reading a chat's images")
+        else:
+            self.transcript.add_thumbnails(found)
+
+    @Slot(str)
+    def _on_transcript_image_opened(self, name: str) -> None:
+        self.ctx.bridge.images.full(name, lambda image, error: self._on_full_image_read(name, image, error))
+
+    def _on_full_image_read(self, name: str, image, error) -> None:
+        if error is not None:
+            show_error(error)
+            return
+        self.viewer = ImageViewer(image, f"Image · {image.width()}x{image.height()}", self)
+        self.viewer.setAttribute(Qt.WA_DeleteOnClose)
+        self.viewer.open()
+        self.image_viewed.emit(name)
 
     def _list_servers(self) -> None:
         """Which MCP servers a chat can turn on: ``mcp.json`` is read on a worker, never here."""

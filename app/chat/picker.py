@@ -6,7 +6,7 @@ model's settings, its "Last used") is the loader's.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -23,6 +23,7 @@ from ..context import AppContext
 from ..feedback import show_error
 from ..windows.load_dialog import LoadDialog
 
+VISION_MARK = "  · sees images"  # after a vision model's name in the list
 REMOTE_RETRIES = 5  # a remote that did not answer is asked again this many times, then on the next reload
 REMOTE_RETRY_MS = 4000
 
@@ -42,6 +43,7 @@ class ModelBar(QWidget):
         super().__init__(parent)
         self.ctx, self.loader = ctx, ctx.loader
         self._remote_retries = 0
+        self.vision: set[str] = set()
         self._remote_retry = QTimer(self, singleShot=True, interval=REMOTE_RETRY_MS)  # dies with the bar
         self._remote_retry.timeout.connect(self.reload_list)
         self.combo = QComboBox(minimumWidth=160, maximumWidth=340)
@@ -80,26 +82,35 @@ class ModelBar(QWidget):
     def _on_listed(self, listed, error) -> None:
         if error:
             show_error(error, "listing models")
-            listed = ([STARTER_ID], False)
-        ids, remote_missing = listed
+            listed = ([STARTER_ID], False, set())
+        ids, remote_missing, vision = listed
         if remote_missing and self._remote_retries < REMOTE_RETRIES:
             self._remote_retries += 1
             self._remote_retry.start()
         elif not remote_missing:
             self._remote_retries = 0
         current = self.current()
+        self.vision = set(vision)
         self.combo.clear()
-        self.combo.addItems(ids)
+        for model_id in ids:  # the text shows the mark; the item's data is the model id
+            self.combo.addItem(model_id + (VISION_MARK if model_id in self.vision else ""), model_id)
+            if model_id in self.vision:
+                self.combo.setItemData(self.combo.count() - 1, f"{model_id} can see images: attach them to a "
+                                       "message", Qt.ToolTipRole)
         if current:
-            self.set_model(current)
+            self.set_model(current)  # (and the state line says whether it sees images)
 
     def current(self) -> str | None:
-        return self.combo.currentText() or None
+        return self.combo.currentData() or None
+
+    def sees_images(self, model_id: str | None) -> bool:
+        """Whether the library says ``model_id`` can see images (as of the last listing)."""
+        return model_id in self.vision
 
     def set_model(self, model_id: str | None) -> None:
-        if model_id and self.combo.findText(model_id) < 0:
-            self.combo.addItem(model_id)
-        self.combo.setCurrentIndex(self.combo.findText(model_id) if model_id else -1)
+        if model_id and self.combo.findData(model_id) < 0:
+            self.combo.addItem(model_id, model_id)
+        self.combo.setCurrentIndex(self.combo.findData(model_id) if model_id else -1)
         self._on_bridge_loaded_changed()
 
     @property
@@ -154,12 +165,13 @@ class ModelBar(QWidget):
         model_id = self.current()
         loaded = {m.model_id: m for m in self.ctx.engine.loaded()}
         self.eject_button.setEnabled(model_id in loaded)
+        sees = " · sees images" if self.sees_images(model_id) else ""
         if model_id in loaded:
-            self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}")
+            self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}{sees}")
         elif is_remote(model_id):
             self.state.setText("Remote model: it runs on its own server")
         elif self.loading != model_id:
-            self.state.setText("Not loaded: sending a message loads it" if model_id else "")
+            self.state.setText(f"Not loaded: sending a message loads it{sees}" if model_id else "")
 
     def context_size(self, model_id: str | None) -> int:
         loaded = {m.model_id: m for m in self.ctx.engine.loaded()}

@@ -12,7 +12,9 @@ A chat with MCP servers turned on answers through a ``ToolRun`` that its ``ToolT
 starts instead of the bridge: the run's signals come to the session's slots as the bridge's do, with the
 same states and signals, plus ``tool_changed`` for each call, and ``decide`` for the user's answer to an
 approval card. The session is the one writer of a reply: every message of it, tool calls included, is
-stored here and nowhere else.
+stored here and nowhere else. Your message may carry images (names of files the bridge saved when they
+were attached); every request sends the thread's images again as ``saved_image`` parts, which the bridge
+decodes on the reply's worker (``bridge/attachments.py``), so a later turn still sees them.
 
 The session lives on the GUI thread and touches only the store, the preferences and the bridge; the
 page hands it the chat's settings and the model on show (``models``: anything with ``current()`` and
@@ -30,6 +32,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from fireside.engine.types import ChatRequest, Sampling
 
+from ..bridge.attachments import saved_part
 from ..bridge.prompt_cache import tag_for
 from ..bridge.tools import AppTools, ToolRun
 from ..feedback import show_error
@@ -48,6 +51,9 @@ def as_chat_message(m: Message) -> dict[str, Any] | None:
                 "content": m.content or NOT_RUN}
     if m.tool.get("calls"):
         return {"role": "assistant", "content": m.content, "tool_calls": m.tool["calls"]}
+    if m.images:  # its pictures go as parts the bridge decodes on the reply's worker (bridge/attachments.py)
+        text = [{"type": "text", "text": m.content}] if m.content else []
+        return {"role": m.role, "content": text + [saved_part(name) for name in m.images]}
     return {"role": m.role, "content": m.content} if m.content else None
 
 
@@ -182,18 +188,20 @@ class ChatSession(QObject):
         return self.conv_id
 
     # --- what the user does ----------------------------------------------------------------------
-    def send(self, text: str, system_prompt: str, sampling: dict, tools: dict | None = None) -> bool:
-        """Add your message and start its reply; False when there is nothing to send or a reply is under way."""
-        text, model_id = text.strip(), self.models.current()
-        if not text or self.busy:
+    def send(self, text: str, system_prompt: str, sampling: dict, tools: dict | None = None,
+             images: list[str] | None = None) -> bool:
+        """Add your message, with ``images`` (names of saved image files), and start its reply; False when
+        there is nothing to send or a reply is under way."""
+        text, model_id, images = text.strip(), self.models.current(), list(images or [])
+        if not (text or images) or self.busy:
             return False
         if not model_id:
             show_error("Choose a model first (the model bar above the chat)")
             return False
-        conv_id = self.ensure_conversation(text, model_id, system_prompt, sampling, tools)
+        conv_id = self.ensure_conversation(text or "An image", model_id, system_prompt, sampling, tools)
         thread = self.store.thread(conv_id)
         parent = self.editing.parent_id if self.editing else (thread[-1].id if thread else None)
-        user = self.store.add_message(conv_id, parent, "user", text)
+        user = self.store.add_message(conv_id, parent, "user", text, images=images)
         self.cancel_edit()
         self._reply_to(user)
         return True

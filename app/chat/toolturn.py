@@ -55,7 +55,8 @@ class ToolTurn(QObject):
         to its own slots, then starts it."""
         self.run = ToolRun(self.tools, first.id, first.model_id or "", messages, sampling,
                            servers=self.servers(conv), max_steps=int(conv.tools.get("max_steps") or DEFAULT_MAX_STEPS),
-                           allowed=self.allowed(conv.id), tool_choice=self.tool_choice, parent=self)
+                           allowed=self.allowed(conv.id), tool_choice=self.tool_choice,
+                           prepare=self.session.bridge.images.resolve, parent=self)
         return self.run
 
     def owns(self, run_id: int) -> bool:

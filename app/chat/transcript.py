@@ -12,7 +12,7 @@ bottom while a reply streams, unless the user has scrolled up to read.
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, QUrl, Signal, Slot
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QPalette
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QImage, QPalette
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -29,6 +29,7 @@ from fireside.engine.fmt import draft_share
 
 from ..store import Message
 from .markdown import plain, render
+from .pictures import Thumbnails
 from .toolcard import ToolCallView
 
 
@@ -93,12 +94,14 @@ class MessageView(QFrame):
         regenerate_requested(int): message id (a reply).
         branch_requested(int, int): message id, step (-1 previous branch, +1 next).
         retry_requested(int): message id (a failed reply, or your message that got none).
+        image_opened(str): the file name of one of its images (its thumbnail was clicked).
     """
 
     edit_requested = Signal(int)
     regenerate_requested = Signal(int)
     branch_requested = Signal(int, int)
     retry_requested = Signal(int)
+    image_opened = Signal(str)
 
     def __init__(self, message: Message, branch: tuple[int, int], parent: QWidget | None = None):
         super().__init__(parent)
@@ -130,6 +133,10 @@ class MessageView(QFrame):
         lay.addWidget(self.who)
         lay.addWidget(self.thought)
         lay.addWidget(self.reasoning)
+        self.pictures = Thumbnails(self.message.images) if self.message.images else None
+        if self.pictures is not None:
+            self.pictures.opened.connect(self.image_opened)
+            lay.addWidget(self.pictures)
         lay.addWidget(self.body)
         lay.addLayout(self._actions(branch))
 
@@ -170,6 +177,7 @@ class MessageView(QFrame):
     def set_content(self, content: str, reasoning: str = "", reasoning_s: float | None = None) -> None:
         self.message.content, self.message.reasoning = content, reasoning
         shown = content if content or self.message.role == "user" else "…"
+        self.body.setVisible(bool(shown) or not self.message.images)  # an image sent alone: no empty box
         rendered = plain(shown) if self.message.role == "user" else render(shown, is_dark())
         self.code_blocks = rendered.code_blocks
         self.body.setHtml(rendered.html)
@@ -232,6 +240,9 @@ class Transcript(QScrollArea):
         edit_requested(int), regenerate_requested(int), branch_requested(int, int), retry_requested(int):
             forwarded from cards.
         tool_decided(int, str): forwarded from a tool call's card: message id, the user's answer.
+        image_opened(str): forwarded from a card: an image's file name, to show full size.
+        thumbnails_wanted(list): file names of images on show whose thumbnails are not here yet (the
+            page has them read and hands them to ``add_thumbnails``).
     """
 
     edit_requested = Signal(int)
@@ -239,6 +250,8 @@ class Transcript(QScrollArea):
     branch_requested = Signal(int, int)
     retry_requested = Signal(int)
     tool_decided = Signal(int, str)
+    image_opened = Signal(str)
+    thumbnails_wanted = Signal(list)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -251,6 +264,7 @@ class Transcript(QScrollArea):
         self.column.addStretch(1)
         self.setWidget(inner)
         self.views: dict[int, MessageView | ToolCallView] = {}
+        self.thumbnails: dict[str, QImage] = {}
         self.verticalScrollBar().rangeChanged.connect(self._on_range_changed)
         self._pinned = True
 
@@ -289,7 +303,20 @@ class Transcript(QScrollArea):
         view.regenerate_requested.connect(self.regenerate_requested)
         view.branch_requested.connect(self.branch_requested)
         view.retry_requested.connect(self.retry_requested)
+        if view.pictures is not None:
+            view.image_opened.connect(self.image_opened)
+            view.pictures.show_thumbnails(self.thumbnails)
+            missing = [name for name in msg.images if name not in self.thumbnails]
+            if missing:
+                self.thumbnails_wanted.emit(missing)
         return view
+
+    def add_thumbnails(self, found: dict[str, QImage]) -> None:
+        """Thumbnails read from disk (or made when the image was attached): shown wherever they belong."""
+        self.thumbnails.update(found)
+        for view in self.views.values():
+            if isinstance(view, MessageView) and view.pictures is not None:
+                view.pictures.show_thumbnails(found)
 
     def restyle(self) -> None:
         """Render the message cards again (the theme changed: code blocks follow the new scheme)."""

@@ -78,3 +78,25 @@ def test_migration_from_version_2_keeps_the_chats_and_adds_tools(tmp_path):
     again = Store(path)  # a call left waiting by a crash is stopped, not lost
     assert again.message(call.id).state == "stopped" and again.message(call.id).tool["server"] == "s"
     assert again.conversation(1).tools == {"servers": ["s"], "max_steps": 3}
+
+
+def test_migration_from_version_3_keeps_the_chats_and_adds_images(tmp_path):
+    path = tmp_path / "chats.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(db, target=3)
+    db.execute("INSERT INTO conversations (id, title, created_at, updated_at, leaf_id) VALUES (1, 'v3 chat', 0, 0, 1)")
+    db.execute("INSERT INTO messages (id, conversation_id, role, content, created_at) VALUES (1, 1, 'user', 'hi', 0)")
+    db.close()
+    store = Store(path)
+    assert (tmp_path / "chats.sqlite3.bak-v3").exists()
+    assert [(m.content, m.images) for m in store.thread(1)] == [("hi", [])]
+    a = store.add_message(1, 1, "user", "two", images=["b.png", "a.png"])
+    other = store.create_conversation("other")
+    store.add_message(other.id, None, "user", "", images=["a.png"])
+    assert store.message(a.id).images == ["b.png", "a.png"]  # in the order they were attached
+    assert store.image_names() == {"a.png", "b.png"}
+    store.delete_conversation(1)
+    assert store.image_names() == {"a.png", "b.png"}  # Undo can still bring it back
+    store.close()
+    again = Store(path)  # purged at the next start: its images go with it, the other chat's stay
+    assert again.image_names() == {"a.png"}
