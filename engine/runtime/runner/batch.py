@@ -64,6 +64,7 @@ GATHER_QUIET_S = 0.010  # a burst is gathered until this long passes with no req
 #                         requests 4-5 ms apart on a 2-core EPYC),
 GATHER_MAX_S = 0.030  # this long at most (15 ms missed one 16 ms behind),
 GATHER_MEMORY_S = 600.0  # and only while a burst in this long has had company
+GATHER_LONE_BURSTS = 3  # and not after this many bursts in a row that had none
 
 
 class Gather:
@@ -80,7 +81,9 @@ class Gather:
     within ``GATHER_MAX_S`` of its first or before the burst's first step has ended (on a machine
     with no core to spare, that step's threads hold up the server's work on the next request for
     tens of milliseconds: 78-141 ms were seen on a 2-core EPYC), and gathering lasts
-    ``GATHER_MEMORY_S`` from then.
+    ``GATHER_MEMORY_S`` from then, or until ``GATHER_LONE_BURSTS`` bursts in a row had no company: one
+    batch job, then a person chatting alone, made every message of the next ten minutes wait 10-30 ms
+    (bench/vision.py's first token: 50 ms against 26 ms without gathering).
     Times are ``time.monotonic()`` seconds; a request's is when the runner's reader took it.
     """
 
@@ -88,12 +91,15 @@ class Gather:
         self.burst_at = self.company_at = float("-inf")
         self.first_step_end = float("-inf")  # when the burst's first step ended (inf: not yet)
         self.until = self.end = 0.0
+        self.lone = 0  # bursts in a row that had no company
 
     def arrived(self, at: float, idle: bool) -> None:
         """A ``generate`` request came at ``at``; ``idle``: nothing was being decoded (a burst starts)."""
         if idle:
+            if self.burst_at > float("-inf"):  # the burst before this one: had it company?
+                self.lone = 0 if self.company_at >= self.burst_at else self.lone + 1
             self.burst_at, self.first_step_end = at, float("inf")
-            gathering = at - self.company_at < GATHER_MEMORY_S
+            gathering = at - self.company_at < GATHER_MEMORY_S and self.lone < GATHER_LONE_BURSTS
             self.end = at + GATHER_MAX_S if gathering else 0.0
         elif at - self.burst_at < GATHER_MAX_S or at < self.first_step_end:
             self.company_at = at

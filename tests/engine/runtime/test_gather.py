@@ -63,3 +63,24 @@ def test_a_request_after_the_first_step_ended_is_not_company():
     g.arrived(0.3, idle=False)  # another user's message, into the running batch
     g.arrived(10.0, idle=True)
     assert g.wait(10.0) == 0.0
+
+
+def test_gathering_stops_after_bursts_in_a_row_without_company():
+    """A batch job once, then a person chatting alone: their messages waited 10-30 ms each for ten
+    minutes. After ``GATHER_LONE_BURSTS`` lone bursts they do not; a burst with company starts it again."""
+    from fireside.engine.runtime.runner.batch import GATHER_LONE_BURSTS
+
+    g = Gather()
+    g.arrived(0.0, idle=True)
+    g.arrived(0.001, idle=False)  # company
+    t = 0.0
+    for _ in range(GATHER_LONE_BURSTS):
+        t += 10.0
+        g.arrived(t, idle=True)
+        assert g.wait(t) == pytest.approx(GATHER_QUIET_S)  # still expecting company
+    t += 10.0
+    g.arrived(t, idle=True)
+    assert g.wait(t) == 0.0
+    g.arrived(t + 0.001, idle=False)  # company again
+    g.arrived(t + 10.0, idle=True)
+    assert g.wait(t + 10.0) == pytest.approx(GATHER_QUIET_S)
