@@ -85,17 +85,30 @@ def test_nothing_is_reachable_on_the_shared_listener_without_a_pairing(devices):
         netns.in_netns(devices["beta"].ns, lambda: httpx.get(f"http://{devices['ip_a']}:{devices['port_a']}/", timeout=2))
 
 
-def test_a_wrong_code_is_refused_and_the_tries_are_limited(devices):
+def test_a_wrong_code_is_refused_and_the_tries_are_limited(devices, tmp_path):
+    from fireside.engine.devices import DeviceBook, Identity
+    from fireside.engine.devices.pairing import pair
+    from fireside.engine.errors import DeviceError
+    from fireside.engine.settings import Settings
+
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})  # a third install, in beta's namespace
+    book, me = DeviceBook(settings), Identity.load_or_create(settings, "mallory")
+
+    def attempt(code: str) -> str:
+        try:
+            pair(book, me, "mallory", "alpha", devices["ip_a"], SHARE_PORT, code)
+        except DeviceError as exc:
+            return str(exc)
+        return "paired"
+
     code = _code(devices)
     wrong = f"{(int(code.replace('-', '')) + 1) % 10**6:06d}"
-    outputs = [devices["beta"].run("devices", "pair", "alpha", "--address", f"{devices['ip_a']}:{SHARE_PORT}",
-                                   "--code", wrong, "--as", "mallory") for _ in range(3)]
-    assert all(o.returncode == 1 for o in outputs)
-    assert "wrong pairing code" in outputs[0].stderr and "2 tries left" in outputs[0].stderr
+    refusals = [netns.in_netns(devices["beta"].ns, attempt, wrong) for _ in range(3)]
+    assert [("wrong pairing code" in r, f"{n} tr" in r) for r, n in zip(refusals, (2, 1, 0))] == [(True, True)] * 3, refusals
     last = devices["beta"].run("devices", "pair", "alpha", "--address", f"{devices['ip_a']}:{SHARE_PORT}",
-                               "--code", code, "--as", "mallory")  # the right code, once the tries are spent
+                               "--code", code, "--as", "mallory")  # the right code, by the CLI, once the tries are spent
     assert last.returncode == 1 and "no pairing code is open" in last.stderr
-    assert not (devices["beta"].home / "config" / "devices.json").exists()
+    assert book.list() == [] and not (devices["beta"].home / "config" / "devices.json").exists()
     assert not (devices["alpha"].home / "config" / "devices.json").exists()
 
 
