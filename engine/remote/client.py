@@ -142,7 +142,11 @@ class RemoteClient:
                     if line.startswith("data:") and (data := line[5:].strip()) != "[DONE]":
                         yield from reader.feed(self._event(data))
         except httpx.HTTPError as exc:
-            raise self._unreachable(exc) from None
+            if reader.first is None:
+                raise self._unreachable(exc) from None
+            raise RemoteError(f"{'device' if self.device else 'remote engine'} {self.endpoint.name!r} stopped "
+                              f"answering mid-reply ({type(exc).__name__}: {exc or 'no detail'}); the reply ends "
+                              f"here, cut short") from None
         yield from reader.end()
 
     def _event(self, data: str) -> dict:

@@ -104,6 +104,7 @@ class Device:
 
     ns: str
     home: Path
+    proc: subprocess.Popen | None = None  # the server ``serve`` started last
 
     @property
     def env(self) -> dict[str, str]:
@@ -126,6 +127,7 @@ class Device:
         log = self.home / f"serve-{time.monotonic_ns()}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(self.command("serve", *args), env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = proc
         try:
             deadline = time.monotonic() + timeout
             while "Ctrl-C stops it." not in log.read_text(errors="replace"):
@@ -141,3 +143,21 @@ class Device:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+
+    def crash(self) -> None:
+        """Kill the running server and its model runners at once (SIGKILL), as a crash or a power cut
+        of the process would: the kernel closes its connections, nothing is said goodbye."""
+        assert self.proc is not None and self.proc.poll() is None
+        children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == self.proc.pid]
+        self.proc.kill()
+        self.proc.wait()
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _parent(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -39,10 +39,13 @@ def devices(network, tmp_path_factory):
     alpha, beta = netns.Device(ns_a, home / "alpha"), netns.Device(ns_b, home / "beta")
     port_a, port_b = free_port(), free_port()
     with contextlib.ExitStack() as on_alpha, beta.serve("--port", str(port_b)):
-        on_alpha.enter_context(alpha.serve("--port", str(port_a), "--share", "--share-port", str(SHARE_PORT),
-                                           "--name", "alpha"))
+        def start_alpha():
+            on_alpha.enter_context(alpha.serve("--port", str(port_a), "--share", "--share-port", str(SHARE_PORT),
+                                               "--name", "alpha"))
+
+        start_alpha()
         yield {"alpha": alpha, "beta": beta, "ip_a": ip_a, "port_a": port_a, "port_b": port_b,
-               "stop_alpha": on_alpha.close}
+               "start_alpha": start_alpha, "stop_alpha": on_alpha.close}
 
 
 def _code(d) -> str:
@@ -159,6 +162,34 @@ def _ask(devices) -> str:
     except openai.APIError as exc:
         return str(exc)
     return "answered"
+
+
+def test_the_other_device_stopping_mid_reply_ends_the_stream_with_a_clear_error(devices):
+    """alpha dies while streaming to beta's client: the text already sent arrived, and the stream ends with
+    an error naming the device, not a normal finish (a cut reply must not pass for a whole one)."""
+    import openai
+
+    def stream():
+        pieces, error = [], None
+        try:
+            for chunk in _openai(devices["port_b"]).chat.completions.create(
+                    model=f"alpha/{STARTER}", max_tokens=4000, stream=True, temperature=1.0, seed=3,
+                    messages=[{"role": "user", "content": "Write a very long story about a lighthouse."}]):
+                text = chunk.choices[0].delta.content if chunk.choices else None
+                if text:
+                    pieces.append(text)
+                    if len(pieces) == 5:
+                        devices["alpha"].crash()
+        except openai.APIError as exc:
+            error = str(exc)
+        return pieces, error
+
+    try:
+        pieces, error = netns.in_netns(devices["beta"].ns, stream)
+    finally:
+        devices["start_alpha"]()  # alpha again, for the tests after this one (same home, same certificate)
+    assert len(pieces) >= 5
+    assert error is not None and "alpha" in error and "mid-reply" in error, error
 
 
 def test_a_revoked_device_is_refused_within_1_s(devices):
