@@ -4,7 +4,8 @@ model through beta's own local API with the official ``openai`` client. Everythi
 network stack (multicast DNS, TCP, TLS); no address outside the two namespaces is used.
 
 The module's tests share the two running servers and run in file order: found, closed to strangers,
-wrong codes refused, paired, used, revoked, and last an impostor (another certificate) refused.
+wrong codes refused, paired, used, alpha killed mid-reply (and started again), revoked, an impostor
+(another certificate) refused, and last beta forgetting alpha.
 """
 
 from __future__ import annotations
@@ -211,3 +212,28 @@ def test_a_server_answering_with_another_certificate_is_refused(devices):
     with impostor.serve("--port", str(free_port()), "--share", "--share-port", str(SHARE_PORT), "--name", "alpha"):
         refused = netns.in_netns(devices["beta"].ns, _ask, devices)
     assert "certificate other than the one pinned" in refused, refused
+
+
+def test_ls_shows_the_pairing_and_rm_forgets_it(devices):
+    """Last: beta lists alpha as a device it uses; after `rm`, alpha's models are gone from beta's API at once."""
+    import openai
+
+    listed = devices["beta"].run("devices", "ls", "--json", "--listen", "0")
+    assert listed.returncode == 0, listed.stderr
+    (alpha,) = json.loads(listed.stdout)["paired"]
+    assert (alpha["name"], alpha["role"], alpha["address"]) == ("alpha", "server", f"{devices['ip_a']}:{SHARE_PORT}")
+    assert devices["beta"].run("devices", "rm", "alpha").returncode == 0
+    assert json.loads(devices["beta"].run("devices", "ls", "--json", "--listen", "0").stdout)["paired"] == []
+    assert "Fireside devices\0server:alpha" not in _keys(devices["beta"])
+
+    def after():
+        client = _openai(devices["port_b"])
+        try:
+            client.chat.completions.create(model=f"alpha/{STARTER}", max_tokens=4,
+                                           messages=[{"role": "user", "content": "Hi"}])
+        except openai.NotFoundError as exc:
+            return [m.id for m in client.models.list()], str(exc)
+        return [], "answered"
+
+    models, refused = netns.in_netns(devices["beta"].ns, after)
+    assert "no model named 'alpha/starter'" in refused and not any(m.startswith("alpha/") for m in models)
