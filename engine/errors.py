@@ -27,6 +27,7 @@
     │       ├── DiskFull        not enough free space to start or finish
     │       └── DownloadCancelled  the user cancelled; the part file stays for a resume
     ├── ServerError             the local API server could not start or stop
+    ├── DeviceError             sharing, pairing or a paired device failed (a wrong code, a changed certificate)
     ├── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
     ├── ImageRejected           an image is corrupt, not an image, too large or of a kind not read (a 400)
     ├── NoVision                the model cannot see images: it has no projector (a 400 naming ones that can)
@@ -147,6 +148,11 @@ class DownloadCancelled(DownloadError):
 
 class ServerError(FiresideError):
     """The local API server could not start or stop."""
+
+
+class DeviceError(FiresideError):
+    """Sharing with your other devices failed: a pairing code was wrong or spent, a device is unknown, or a
+    device answered with a certificate other than the one pinned when it was paired."""
 
 
 class ReadOnlyData(FiresideError):

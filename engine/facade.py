@@ -23,7 +23,7 @@ from .errors import FiresideError, RuntimeFailure
 from .library import Library
 from .models.inspection import ModelInfo, inspect_file
 from .models.planner import LoadOptions
-from .remote import RemoteEndpoint, RemoteEngine, RemoteModel, is_remote
+from .remote import RemoteEndpoint, RemoteEngine, RemoteModel
 from .remote.engine import RemoteStatus
 from .runtime import images
 from .runtime.healing import Workarounds
@@ -78,11 +78,11 @@ class Engine:
 
     def model_info(self, model_id: str) -> ModelInfo:
         """A local model's header (read from its file: call it off the GUI thread)."""
-        _local_only(model_id, "read a header")
+        self._local_only(model_id, "read a header")
         return inspect_file(self.runtime.resolver(model_id))
 
     def model_path(self, model_id: str) -> Path:
-        _local_only(model_id, "find a file")
+        self._local_only(model_id, "find a file")
         return Path(self.runtime.resolver(model_id))
 
     # --- images ----------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ class Engine:
     def can_see(self, model_id: str) -> bool:
         """Whether ``model_id`` takes images: a local model with a vision projector paired in the
         library (or loaded with one); a remote model is assumed to (its server says otherwise)."""
-        if is_remote(model_id):
+        if self.is_remote(model_id):
             return True
         if any(m.model_id == model_id and m.vision for m in self.runtime.loaded()):
             return True
@@ -114,14 +114,14 @@ class Engine:
              cancel: threading.Event | None = None, ttl_s: float | None = None, embedding: bool = False) -> LoadedModel:
         """Load ``model_id`` and block until it can answer; a remote model is only checked (its
         remote must list it). See ``Runtime.load``."""
-        if is_remote(model_id):
+        if self.is_remote(model_id):
             return self.remotes.check(model_id)
         return self.runtime.load(model_id, options, on_progress=on_progress, cancel=cancel, ttl_s=ttl_s,
                                  embedding=embedding)
 
     def unload(self, model_id: str) -> bool:
         """Free a local model's memory (a remote model has nothing loaded here: False)."""
-        return False if is_remote(model_id) else self.runtime.unload(model_id)
+        return False if self.is_remote(model_id) else self.runtime.unload(model_id)
 
     def loaded(self) -> list[LoadedModel]:
         return self.runtime.loaded()
@@ -132,49 +132,58 @@ class Engine:
 
     def is_loaded(self, model_id: str) -> bool:
         """Whether ``model_id`` answers without a load first (a remote model always does)."""
-        return is_remote(model_id) or self.runtime.is_loaded(model_id)
+        return self.is_remote(model_id) or self.runtime.is_loaded(model_id)
 
     def ttl(self, model_id: str, ttl_s: float | None = None) -> float | None:
-        return None if is_remote(model_id) else self.runtime.ttl(model_id, ttl_s)
+        return None if self.is_remote(model_id) else self.runtime.ttl(model_id, ttl_s)
 
     # --- requests --------------------------------------------------------------------------------
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
              ttl_s: float | None = None) -> Iterator[Chunk]:
         """Stream a chat reply (runs on the caller's thread). See ``Runtime.chat``. A generator either way,
         so a remote's errors (an unknown remote, a dead one) arrive when the stream is read, as local ones do."""
-        if is_remote(model_id):
+        if self.is_remote(model_id):
             yield from self.remotes.chat(model_id, request, cancel)
         else:
             yield from self.runtime.chat(model_id, request, cancel, ttl_s)
 
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
                  ttl_s: float | None = None) -> Iterator[Chunk]:
-        if is_remote(model_id):
+        if self.is_remote(model_id):
             yield from self.remotes.complete(model_id, request, cancel)
         else:
             yield from self.runtime.complete(model_id, request, cancel, ttl_s)
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
-        if is_remote(model_id):
+        if self.is_remote(model_id):
             return self.remotes.embed(model_id, inputs)
         return self.runtime.embed(model_id, inputs)
 
     def tokenize(self, model_id: str, text: str | Segments) -> list[int]:
-        _local_only(model_id, "tokenize or render prompts")
+        self._local_only(model_id, "tokenize or render prompts")
         return self.runtime.tokenize(model_id, text)
 
     def chat_tokens(self, model_id: str, request: ChatRequest) -> list[int]:
-        _local_only(model_id, "tokenize or render prompts")
+        self._local_only(model_id, "tokenize or render prompts")
         return self.runtime.chat_tokens(model_id, request)
 
     def count_chat_tokens(self, model_id: str, request: ChatRequest) -> int:
         return len(self.chat_tokens(model_id, request))
 
     def render_prompt(self, model_id: str, request: ChatRequest) -> str:
-        _local_only(model_id, "tokenize or render prompts")
+        self._local_only(model_id, "tokenize or render prompts")
         return self.runtime.render_prompt(model_id, request)
 
     # --- remote engines --------------------------------------------------------------------------
+    def is_remote(self, model_id: object) -> bool:
+        """Whether ``model_id`` is served elsewhere: ``remote/NAME/MODEL``, or ``DEVICE/MODEL`` of a paired
+        device (reads the device book, a small file: not on the GUI thread)."""
+        return self.remotes.owns(model_id)
+
+    def _local_only(self, model_id: str, what: str) -> None:
+        if self.is_remote(model_id):
+            raise RuntimeFailure(f"{model_id} runs on a remote engine or another device: it cannot {what} here")
+
     def resolve_remote(self, model_id: str) -> str:
         """``model_id`` once its remote is known; ``ModelNotFound`` otherwise (no network call)."""
         return self.remotes.resolve(model_id)
@@ -207,7 +216,3 @@ class Engine:
         self.remotes.close()
         self.runtime.close()
 
-
-def _local_only(model_id: str, what: str) -> None:
-    if is_remote(model_id):
-        raise RuntimeFailure(f"{model_id} runs on a remote engine: it cannot {what} here")

@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 from ..deps import check_floors
 from ..errors import FiresideError
-from . import bench, cache, chat, library, mcp, models, remote, server
+from . import bench, cache, chat, devices, library, mcp, models, remote, server
 
-GROUPS = [models, chat, library, server, bench, remote, mcp, cache]
+GROUPS = [models, chat, library, server, bench, remote, devices, mcp, cache]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,11 @@ and stores a random one (printed once), ``--forget-key`` removes it. Listening o
 loopback without a key is refused. ``--keep-alive`` sets how long an idle model stays loaded (the
 runtime's time-to-live); ``--no-prompt-cache`` keeps no KV states on disk; ``--allow-management`` opens ``/api/pull`` and ``/api/delete``, which are off
 on the API by default.
+
+``--share`` also shares this machine's models with your paired devices: a second listener on the
+network (``--share-host``, ``--share-port``) speaking TLS with this device's own certificate, open
+to paired devices' tokens only, announced by mDNS as ``_fireside._tcp``; ``fireside devices code``
+shows a pairing code for it (see ``engine/devices``).
 """
 
 from __future__ import annotations
@@ -17,13 +22,20 @@ import secrets
 import signal
 import sys
 import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import ServerError
 from ..models.planner import LoadOptions
 from ..settings import Settings
 from .models import add_load_options, load_options
 
+if TYPE_CHECKING:
+    from ..facade import Engine
+    from ..library import Library
+
 log = logging.getLogger("fireside.serve")
+SHARE_PORT = 8766
 IMMEDIATE_S = 0.001  # "--keep-alive 0": the idle reaper unloads within a second of the reply
 
 
@@ -55,6 +67,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-image-urls", action="store_true",
                    help="fetch images that clients name by http(s) URL (off by default: the server would reach "
                         "whatever address a client names, including this machine's and the LAN's)")
+    p.add_argument("--share", action="store_true",
+                   help="share this machine's models with your paired devices over the network (TLS, mDNS)")
+    p.add_argument("--share-host", default="0.0.0.0", metavar="HOST", help="address to share on (default: every interface)")
+    p.add_argument("--share-port", type=int, default=SHARE_PORT, metavar="PORT",
+                   help=f"port to share on (default {SHARE_PORT})")
+    p.add_argument("--name", help="this device's name, as others see it (default: the host name)")
     add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
     p.set_defaults(handler=cmd_serve)
 
@@ -104,13 +122,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
           preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
-          load_defaults=load_options(args), image_urls=args.allow_image_urls)
+          load_defaults=load_options(args), image_urls=args.allow_image_urls,
+          share=Share(args.share_host, args.share_port, args.name) if args.share else None)
     return 0
+
+
+@dataclass
+class Share:
+    """Where and as whom ``--share`` shares."""
+
+    host: str = "0.0.0.0"
+    port: int = SHARE_PORT
+    name: str | None = None
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
-          management: bool = False, load_defaults: LoadOptions | None = None, image_urls: bool = False) -> None:
+          management: bool = False, load_defaults: LoadOptions | None = None, image_urls: bool = False,
+          share: Share | None = None) -> None:
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
     from ..facade import Engine
     from ..library import Library
@@ -133,9 +162,13 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
                  loaded.parallel)
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
                             allow_management=management, allow_image_urls=image_urls)
-    server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit), host, port)
+    sharing = Sharing(settings, share, engine, library, jit) if share else None
+    server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit,
+                                     pairing=sharing.desk if sharing else None), host, port)
     try:
         server.start()
+        if sharing:
+            sharing.start()
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
               f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}"
               f"{'  model management on' if management else ''}{'  image URLs fetched' if image_urls else ''}")
@@ -146,6 +179,49 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         pass
     finally:
         log.info("stopping the server")
+        if sharing:
+            sharing.stop()
         server.stop()
         log.info("stopping the runners")
         engine.close()
+
+
+class Sharing:
+    """The shared listener of ``--share``: its own app (paired devices only, this machine's models
+    only) on a TLS ``ServerThread``, and the mDNS announcement. Started after the loopback server,
+    stopped before it."""
+
+    def __init__(self, settings: Settings, share: Share, engine: Engine, library: Library, jit: bool):
+        from ..devices import DeviceBook, Identity
+        from ..devices.identity import default_name
+        from ..devices.pairing import PairingDesk
+        from ..server import SecurityPolicy, ServerThread, create_app
+        from ..server.sharing import PAIRING_PATHS
+
+        self.name = share.name or default_name()
+        self.host = share.host
+        self.identity = Identity.load_or_create(settings, self.name)
+        log.info("sharing as %s, certificate fingerprint %s", self.name, self.identity.fingerprint)
+        self.book = DeviceBook(settings)
+        self.desk = PairingDesk(self.book, self.identity, self.name)
+        policy = SecurityPolicy(bind_host=share.host, port=share.port, device_of=self.book.client_for,
+                                open_paths=PAIRING_PATHS)
+        app = create_app(engine, settings, library, policy=policy, jit=jit, pairing=self.desk, shared=True)
+        self.server = ServerThread(app, share.host, share.port, ssl_certfile=str(self.identity.cert_path),
+                                   ssl_keyfile=str(self.identity.key_path))
+        self.announcer = None
+
+    def start(self) -> None:
+        from ..devices.announce import Announcer
+        from ..server.security import is_wildcard
+
+        self.server.start()
+        addresses = None if is_wildcard(self.host) else [self.host]
+        self.announcer = Announcer(self.name, self.server.port, self.identity.fingerprint, addresses)
+        print(f"sharing with paired devices on {self.server.url} as {self.name} (TLS, fingerprint "
+              f"{self.identity.fingerprint[:16]}...); `fireside devices code` shows a pairing code")
+
+    def stop(self) -> None:
+        if self.announcer is not None:
+            self.announcer.close()
+        self.server.stop()

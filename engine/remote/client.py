@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from ..devices.identity import pinned_context
 from ..errors import ModelNotFound, RemoteUnsupported
 from ..types import (
     IMAGE_PART,
@@ -72,10 +73,14 @@ def _png_url(image: Image) -> str:
 class RemoteClient:
     """Thread-safe: one ``httpx.Client`` shared by every request to this remote."""
 
-    def __init__(self, endpoint: RemoteEndpoint, api_key: str | None = None, client: httpx.Client | None = None):
-        self.endpoint = endpoint
+    def __init__(self, endpoint: RemoteEndpoint, api_key: str | None = None, client: httpx.Client | None = None,
+                 pinned_pem: str | None = None):
+        """``pinned_pem``: a paired device's certificate, the only one its TLS may present (no CA, no
+        host-name check); otherwise https is verified against the system's CAs, as httpx does."""
+        self.endpoint, self.device = endpoint, pinned_pem is not None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.http = client or httpx.Client(base_url=endpoint.base_url, headers=headers,
+        verify = pinned_context(pinned_pem) if pinned_pem is not None else True
+        self.http = client or httpx.Client(base_url=endpoint.base_url, headers=headers, verify=verify,
                                            timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
 
     def list_models(self) -> list[dict]:
@@ -137,7 +142,11 @@ class RemoteClient:
                     if line.startswith("data:") and (data := line[5:].strip()) != "[DONE]":
                         yield from reader.feed(self._event(data))
         except httpx.HTTPError as exc:
-            raise self._unreachable(exc) from None
+            if reader.first is None:
+                raise self._unreachable(exc) from None
+            raise RemoteError(f"{'device' if self.device else 'remote engine'} {self.endpoint.name!r} stopped "
+                              f"answering mid-reply ({type(exc).__name__}: {exc or 'no detail'}); the reply ends "
+                              f"here, cut short") from None
         yield from reader.end()
 
     def _event(self, data: str) -> dict:
@@ -160,13 +169,20 @@ class RemoteClient:
 
     def _unreachable(self, exc: httpx.HTTPError) -> RemoteError:
         what = "did not answer in time" if isinstance(exc, httpx.TimeoutException) else "cannot be reached"
-        return RemoteError(f"remote engine {self.endpoint.name!r} at {self.endpoint.base_url} {what} "
+        if self.device and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+            return RemoteError(f"device {self.endpoint.name!r} at {self.endpoint.base_url} answered with a certificate "
+                               f"other than the one pinned when it was paired; refused (something else may be "
+                               f"answering in its place; if it made a new certificate, pair again)")
+        return RemoteError(f"{'device' if self.device else 'remote engine'} {self.endpoint.name!r} at {self.endpoint.base_url} {what} "
                            f"({type(exc).__name__}: {exc or 'no detail'}); local models are unaffected")
 
     def _failure(self, r: httpx.Response, model: str) -> Exception:
         name, message = self.endpoint.name, _message(_json_or_text(r))
         if r.status_code == 404 and model:
             return ModelNotFound(f"remote engine {name!r} has no model {model!r} ({message})")
+        if r.status_code in (401, 403) and self.device:
+            return RemoteError(f"device {name!r} refused this one (HTTP {r.status_code}: {message}); it may have "
+                               f"revoked the pairing: pair again with `fireside devices pair {name}`")
         if r.status_code in (401, 403):
             return RemoteError(f"remote engine {name!r} refused the request (HTTP {r.status_code}: {message}); "
                                f"set its key with `fireside remote add {name} URL --api-key KEY`")

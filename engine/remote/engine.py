@@ -6,6 +6,11 @@ runtime sends every ``remote/`` id here; everything else stays local. The ``remo
 reserved: a local model would have to sit in a models folder named ``remote`` to share the prefix,
 and the runtime would still route its id here.
 
+Paired devices (``engine/devices``, ``fireside devices pair``) are remotes too, under ``DEVICE/MODEL``
+ids (no ``remote/`` prefix: a device name never holds a dot or a slash, and ``remote`` is not one):
+their endpoints come from the device book, over TLS that trusts only the certificate pinned at
+pairing, with the pairing's token as the key. ``owns`` says whether an id is a remote's or a device's.
+
 Model lists are asked of every remote at once, each bounded by a short timeout, and kept for a
 little while (a failure for less), so listing models never waits long on a dead remote, and a dead
 remote simply lists nothing. Threading: every method may be called from any thread.
@@ -20,7 +25,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from ..errors import ModelNotFound
+from ..devices.book import SERVER, DeviceBook
+from ..errors import DeviceError, ModelNotFound
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel
 from .client import LIST_TIMEOUT_S, RemoteClient
@@ -49,6 +55,21 @@ def split_id(model_id: str) -> tuple[str, str]:
 
 
 @dataclass
+class DeviceEndpoint(RemoteEndpoint):
+    """A paired device, as a remote: its TLS must present ``cert_pem`` (fingerprint ``fingerprint``)."""
+
+    cert_pem: str = ""
+    fingerprint: str = ""
+
+    def model_id(self, model: str) -> str:
+        return f"{self.name}/{model}"
+
+
+def _model_id(endpoint: RemoteEndpoint, model: str) -> str:
+    return endpoint.model_id(model) if isinstance(endpoint, DeviceEndpoint) else remote_id(endpoint.name, model)
+
+
+@dataclass
 class RemoteInfo:
     """The little a remote says about a model, in the shape the server's model lists read."""
 
@@ -72,10 +93,11 @@ class RemoteModel:
     sha256: str | None = None
     quant: str = "remote"
     info: RemoteInfo = field(default_factory=RemoteInfo)
+    kind: str = "remote"  # or "device": a paired device's model
 
     @property
     def source(self) -> str:
-        return f"remote:{self.remote}"
+        return f"{self.kind}:{self.remote}"
 
 
 @dataclass
@@ -87,26 +109,66 @@ class RemoteStatus:
 
 
 class RemoteEngine:
-    def __init__(self, settings: Settings, registry: RemoteRegistry | None = None):
+    def __init__(self, settings: Settings, registry: RemoteRegistry | None = None, devices: DeviceBook | None = None):
         self.registry = registry or RemoteRegistry(settings)
-        self._clients: dict[str, tuple[RemoteEndpoint, RemoteClient]] = {}
+        self.devices = devices or DeviceBook(settings)
+        self._clients: dict[str, tuple[RemoteEndpoint, RemoteClient]] = {}  # "remote/NAME" or "NAME/" (a device)
         self._statuses: dict[str, RemoteStatus] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="fireside-remote-list")
 
     def client(self, name: str) -> RemoteClient:
-        endpoint = self.registry.get(name)
+        return self._client(self.registry.get(name))
+
+    def _client(self, endpoint: RemoteEndpoint) -> RemoteClient:
+        key = _key(endpoint)
         with self._lock:
-            known = self._clients.get(name)
+            known = self._clients.get(key)
             if known and known[0] == endpoint:
                 return known[1]
-        client = RemoteClient(endpoint, self.registry.api_key(endpoint))
+        if isinstance(endpoint, DeviceEndpoint):
+            client = RemoteClient(endpoint, self.devices.token(self.devices.get(endpoint.name, SERVER)),
+                                  pinned_pem=endpoint.cert_pem)
+        else:
+            client = RemoteClient(endpoint, self.registry.api_key(endpoint))
         with self._lock:
-            old = self._clients.pop(name, None)
-            self._clients[name] = (endpoint, client)
+            old = self._clients.pop(key, None)
+            self._clients[key] = (endpoint, client)
         if old:
             old[1].close()
         return client
+
+    # --- paired devices --------------------------------------------------------------------------
+    def device_endpoints(self) -> list[DeviceEndpoint]:
+        """The devices this one has paired with, as remotes (none when the book cannot be read)."""
+        try:
+            devices = self.devices.list(SERVER)
+        except DeviceError as exc:
+            log.warning("%s", exc)
+            return []
+        return [DeviceEndpoint(d.name, d.base_url, True, d.cert_pem, d.fingerprint) for d in devices]
+
+    def owns(self, model_id: object) -> bool:
+        """Whether ``model_id`` is served elsewhere: ``remote/NAME/MODEL``, or ``DEVICE/MODEL`` of a paired device."""
+        if is_remote(model_id):
+            return True
+        if not isinstance(model_id, str) or "/" not in model_id:
+            return False
+        return self._device(model_id.partition("/")[0]) is not None
+
+    def _device(self, name: str) -> DeviceEndpoint | None:
+        return next((e for e in self.device_endpoints() if e.name == name), None)
+
+    def _route(self, model_id: str) -> tuple[RemoteClient, str]:
+        """The client that serves ``model_id`` and the id its server knows the model by."""
+        if is_remote(model_id):
+            name, model = split_id(model_id)
+            return self.client(name), model
+        name, _, model = model_id.partition("/")
+        device = self._device(name)
+        if device is None or not model:
+            raise ModelNotFound(f"no paired device named {name!r} serves {model_id!r}")
+        return self._client(device), model
 
     # --- listing ---------------------------------------------------------------------------------
     def statuses(self, fresh: bool = False) -> list[RemoteStatus]:
@@ -116,7 +178,8 @@ class RemoteEngine:
             endpoints = self.registry.list()
         except RemoteError as exc:
             log.warning("%s", exc)
-            return []
+            endpoints = []
+        endpoints = [*endpoints, *self.device_endpoints()]
         now = time.monotonic()
         stale = [e for e in endpoints if fresh or self._stale(e, now)]
         futures = {self._pool.submit(self._ask, e): e for e in stale}
@@ -125,20 +188,21 @@ class RemoteEngine:
             if not future.done():  # still waiting: report it as slow now; its answer lands later
                 self._remember(RemoteStatus(endpoint, [], "did not answer in time", now))
         with self._lock:
-            return [self._statuses.get(e.name) or RemoteStatus(e, [], "not asked yet") for e in endpoints]
+            return [self._statuses.get(_key(e)) or RemoteStatus(e, [], "not asked yet") for e in endpoints]
 
     def _stale(self, endpoint: RemoteEndpoint, now: float) -> bool:
         with self._lock:
-            status = self._statuses.get(endpoint.name)
+            status = self._statuses.get(_key(endpoint))
         if status is None or status.endpoint != endpoint:
             return True
         return now - status.checked_at > (FAILED_TTL_S if status.error else LIST_TTL_S)
 
     def _ask(self, endpoint: RemoteEndpoint) -> None:
         try:
-            entries = self.client(endpoint.name).list_models()
-            models = [RemoteModel(remote_id(endpoint.name, m["id"]), endpoint.name, m["id"], endpoint.base_url,
-                                  float(m.get("created") or 0)) for m in entries]
+            entries = self._client(endpoint).list_models()
+            kind = "device" if isinstance(endpoint, DeviceEndpoint) else "remote"
+            models = [RemoteModel(_model_id(endpoint, m["id"]), endpoint.name, m["id"], endpoint.base_url,
+                                  float(m.get("created") or 0), kind=kind) for m in entries]
             status = RemoteStatus(endpoint, models, "", time.monotonic())
         except Exception as exc:  # any failure is this remote's status, never the caller's problem
             status = RemoteStatus(endpoint, [], str(exc), time.monotonic())
@@ -146,7 +210,7 @@ class RemoteEngine:
 
     def _remember(self, status: RemoteStatus) -> None:
         with self._lock:
-            self._statuses[status.endpoint.name] = status
+            self._statuses[_key(status.endpoint)] = status
 
     def models(self) -> list[RemoteModel]:
         """The models of every remote that answers (bounded wait; dead remotes list nothing)."""
@@ -155,6 +219,9 @@ class RemoteEngine:
     # --- requests --------------------------------------------------------------------------------
     def resolve(self, model_id: str) -> str:
         """``model_id`` itself once its remote is known; ``ModelNotFound``/``RemoteError`` otherwise."""
+        if not is_remote(model_id):
+            self._route(model_id)  # a paired device: known, or ModelNotFound
+            return model_id
         name, _ = split_id(model_id)
         try:
             self.registry.get(name)
@@ -164,8 +231,8 @@ class RemoteEngine:
 
     def check(self, model_id: str) -> LoadedModel:
         """What ``Runtime.load`` returns for a remote model: asks the remote that it serves the model."""
-        name, model = split_id(model_id)
-        client = self.client(name)
+        client, model = self._route(model_id)
+        name = client.endpoint.name
         if model not in {m["id"] for m in client.list_models()}:
             raise ModelNotFound(f"remote engine {name!r} does not list a model {model!r}")
         return LoadedModel(model_id=model_id, path=client.endpoint.base_url, pid=0, n_ctx=0, n_gpu_layers=0,
@@ -174,17 +241,17 @@ class RemoteEngine:
                            notes=[f"served by {client.endpoint.base_url}"])
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
-        name, model = split_id(model_id)
-        return self.client(name).chat(model, request, cancel)
+        client, model = self._route(model_id)
+        return client.chat(model, request, cancel)
 
     def complete(self, model_id: str, request: CompletionRequest,
                  cancel: threading.Event | None = None) -> Iterator[Chunk]:
-        name, model = split_id(model_id)
-        return self.client(name).complete(model, request, cancel)
+        client, model = self._route(model_id)
+        return client.complete(model, request, cancel)
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
-        name, model = split_id(model_id)
-        return self.client(name).embed(model, inputs)
+        client, model = self._route(model_id)
+        return client.embed(model, inputs)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -192,3 +259,8 @@ class RemoteEngine:
             clients, self._clients = list(self._clients.values()), {}
         for _, client in clients:
             client.close()
+
+
+def _key(endpoint: RemoteEndpoint) -> str:
+    """Remotes and devices may share a name: their clients and statuses are kept apart."""
+    return f"{endpoint.name}/" if isinstance(endpoint, DeviceEndpoint) else f"remote/{endpoint.name}"

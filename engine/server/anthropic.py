@@ -22,7 +22,6 @@ from fastapi import APIRouter, Request
 from pydantic import Discriminator, Field, Tag
 from starlette.concurrency import run_in_threadpool
 
-from ..remote import is_remote
 from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
@@ -221,7 +220,7 @@ async def count_tokens(body: CountBody, request: Request) -> dict:
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice,
                       enable_thinking=thinking_switch(body.thinking), template_param="thinking")
     model_id = await ctx.model_for(body.model)
-    if is_remote(model_id):
+    if ctx.engine.is_remote(model_id):
         return {"input_tokens": await run_in_threadpool(_remote_count, ctx, model_id, req)}
     return {"input_tokens": await run_in_threadpool(ctx.engine.count_chat_tokens, model_id, req)}
 
@@ -251,7 +250,7 @@ class MessageEncoder:
 
     def count_prompt(self, ctx: Any, model_id: str, req: ChatRequest) -> ChatRequest:
         """The prompt's tokens, for ``message_start`` (a remote model's count comes only with its reply)."""
-        self.input_tokens = 0 if is_remote(model_id) else ctx.engine.count_chat_tokens(model_id, req)
+        self.input_tokens = 0 if ctx.engine.is_remote(model_id) else ctx.engine.count_chat_tokens(model_id, req)
         return req
 
     def _message(self, content: list[dict], **fields: Any) -> dict:

@@ -14,10 +14,11 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from .. import __version__ as engine_version
+from ..devices.pairing import PairingDesk
 from ..facade import Engine
 from ..runtime.runtime import Runtime
 from ..settings import Settings
-from . import anthropic, ollama, openai, responses
+from . import anthropic, ollama, openai, responses, sharing
 from .context import LibraryLike, Puller, ServerContext
 from .errors import install as install_errors
 from .security import SecurityMiddleware, SecurityPolicy, check_bind
@@ -26,30 +27,35 @@ log = logging.getLogger(__name__)
 
 
 def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLike | None = None, *,
-               policy: SecurityPolicy | None = None, puller: Puller | None = None, jit: bool = True) -> FastAPI:
+               policy: SecurityPolicy | None = None, puller: Puller | None = None, jit: bool = True,
+               pairing: PairingDesk | None = None, shared: bool = False) -> FastAPI:
     """The API server's ASGI app over ``engine`` (a bare ``Runtime`` is wrapped in an ``Engine`` with
     the settings' remote engines, so a tool that only has a runtime still gets remote models).
 
     ``library`` answers model names (default: ``Library(settings)``); ``policy`` says who may call
     (default: loopback on the settings' host and port, no key); ``puller(name, on_progress, cancel)``
     downloads a model for ``/api/pull`` (default: the hub); ``jit`` loads a model on its first request
-    (off: only models already loaded answer). Safe to call from any thread; the app
-    itself runs on uvicorn's event loop.
+    (off: only models already loaded answer). ``pairing`` is the desk of a server that shares
+    (``fireside serve --share``): the loopback app opens codes with it, the shared app (``shared``,
+    whose policy takes only paired devices' tokens) pairs devices with it; a shared app serves this
+    machine's own models only, never its remote engines or other devices. Safe to call from any
+    thread; the app itself runs on uvicorn's event loop.
     """
     engine = Engine.of(engine, settings)
     if library is None:
         library = engine.library()
     policy = policy or SecurityPolicy(bind_host=settings.host, port=settings.port)
-    check_bind(policy.bind_host, policy.api_key)
+    check_bind(policy.bind_host, policy.api_key, devices_only=policy.device_of is not None)
     # The interactive docs (/docs, /redoc) load their scripts, styles and icon from this package, never a
     # CDN: offline they still work, and online opening them tells no outside host. Swagger UI's validator
     # badge would fetch from validator.swagger.io, so it is off.
     app: FastAPI = FastAPIOffline(title="Fireside", version=engine_version, static_url="/docs-assets",
                                   swagger_ui_parameters={"validatorUrl": None},
                                   description="OpenAI, Ollama and Anthropic compatible API over local models.")
-    app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit)
+    app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit,
+                                       pairing=pairing, shared=shared)
     install_errors(app)
-    for module in (openai, responses, anthropic, ollama):
+    for module in (openai, responses, anthropic, ollama, sharing):
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

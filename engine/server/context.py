@@ -34,7 +34,6 @@ from starlette.requests import Request
 from ..errors import ModelNotFound
 from ..facade import Engine
 from ..library.paths import is_path_like
-from ..remote import is_remote
 from ..settings import Settings
 from .security import SecurityPolicy
 
@@ -110,6 +109,8 @@ class ServerContext:
     responses: ResponseStore = field(default_factory=ResponseStore)
     started_at: float = field(default_factory=time.time)
     jit: bool = True  # load a model on its first request; off: only models the user loaded answer
+    pairing: Any = None  # the PairingDesk of a server that shares (``--share``), else None
+    shared: bool = False  # the shared listener: this machine's own models only, to paired devices
     # name -> (library id, when the library said so); plain dict operations, safe from any thread
     _resolved: dict[str, tuple[str, float]] = field(default_factory=dict, init=False, repr=False)
 
@@ -117,7 +118,9 @@ class ServerContext:
         """The library id the runtime knows ``name`` by; ``ModelNotFound`` for unknown or path-like names."""
         if not isinstance(name, str) or is_path_like(name):
             raise ModelNotFound(f"no model named {name!r} (model ids are names, not paths)")
-        if is_remote(name):
+        if self.engine.is_remote(name):
+            if self.shared:  # a paired device uses this machine's models, never its remotes or devices
+                raise ModelNotFound(f"no model named {name!r} on this device")
             return self.engine.resolve_remote(name)
         model_id = self._remembered(name)
         if model_id is None:
@@ -164,6 +167,8 @@ class ServerContext:
 
     def models(self) -> list[Any]:
         """Library models, then those of every remote engine that answers (a dead one lists nothing)."""
+        if self.shared:
+            return self.library.list()
         return self.library.list() + self.engine.remote_models()
 
 

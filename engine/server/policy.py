@@ -16,6 +16,7 @@ import hmac
 import ipaddress
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ServerError
@@ -32,7 +33,11 @@ _HOST_RE = re.compile(r"^(?:\[(?P<v6>[0-9a-f:.%]+)\]|(?P<name>[^:\[\]]+))(?::(?P
 class SecurityPolicy:
     """What the server lets in. ``api_key`` None means no key (allowed on loopback only);
     ``allow_management`` opens the model-management routes (pull, delete, ...); ``allow_image_urls``
-    lets it fetch images clients name by http(s) URL."""
+    lets it fetch images clients name by http(s) URL.
+
+    ``device_of`` makes this the shared listener's policy (``fireside serve --share``): a request must
+    carry a paired device's token (``device_of(token)`` names the device, ``DeviceBook.client_for``);
+    the API key counts for nothing there, and only the pairing routes are open (``open_paths``)."""
 
     api_key: str | None = None
     bind_host: str = "127.0.0.1"
@@ -42,6 +47,8 @@ class SecurityPolicy:
     max_body_bytes: int = DEFAULT_MAX_BODY
     allow_management: bool = False
     allow_image_urls: bool = False  # fetch the http(s) image URLs clients name (imagelinks.py)
+    device_of: Callable[[str | None], str | None] | None = None
+    open_paths: tuple[str, ...] | None = None  # None: the docs and ``/`` (security.OPEN_PATHS)
 
     def host_allowed(self, host_header: str, local_address: str | None = None) -> bool:
         """Whether ``Host: host_header`` names this server; ``local_address`` is the address the
@@ -63,6 +70,8 @@ class SecurityPolicy:
         return origin in (f"http://{host_header.lower()}", f"https://{host_header.lower()}")
 
     def key_matches(self, offered: str | None) -> bool:
+        if self.device_of is not None:
+            return self.device_of(offered) is not None
         if self.api_key is None:
             return True
         if not offered:
@@ -106,9 +115,10 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, api_key: str | None) -> None:
-    """Refuse to serve the network without a key: anyone on it could otherwise use the models."""
-    if not is_loopback(host) and not api_key:
+def check_bind(host: str, api_key: str | None, devices_only: bool = False) -> None:
+    """Refuse to serve the network without a key (or paired devices' tokens, ``devices_only``):
+    anyone on it could otherwise use the models."""
+    if not is_loopback(host) and not api_key and not devices_only:
         raise ServerError(f"refusing to listen on {host} without an API key: anyone on the network could "
                           f"use your models. Set one with `fireside serve --api-key KEY` (kept in the OS "
                           f"keyring) or listen on 127.0.0.1")

@@ -29,7 +29,6 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 
 from ..errors import ContextOverflow
-from ..remote import is_remote
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
@@ -199,7 +198,7 @@ def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) ->
     slot's context (``max_output_tokens``, else ``ROOM``, at most half the context). The last message
     always stays: if it alone does not fit, the runner refuses the prompt as too long, as "disabled" does.
     Runs on a worker thread (it loads the model and tokenizes)."""
-    if is_remote(model_id):
+    if ctx.engine.is_remote(model_id):
         raise ApiError('truncation: "auto" needs the prompt measured by the model\'s tokenizer, which is not '
                        'known here for a remote model; send "disabled"', param="truncation")
     n_ctx = ctx.engine.load(model_id).n_ctx

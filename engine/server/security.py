@@ -9,7 +9,9 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
 2. A browser request (``Origin`` or ``Sec-Fetch-Site: cross-site``) must come from the server's own
    origin or one the user listed; otherwise 403. Listed origins get CORS headers and preflight answers.
 3. With an API key set, ``Authorization: Bearer KEY`` or ``x-api-key: KEY`` is compared in constant
-   time (``hmac.compare_digest``); the key is never logged. Only the docs and ``/`` are open.
+   time (``hmac.compare_digest``); the key is never logged. Only the docs and ``/`` are open. On the
+   shared listener (``--share``) the key must be a paired device's token instead, and only the
+   pairing routes are open (``policy.device_of``, ``policy.open_paths``).
 4. Model management (``/api/pull``, ``/api/delete``, ...) answers 403 unless the policy allows it.
 5. A request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400, checked before
    anything else: the two framings could disagree, which is how requests are smuggled past
@@ -100,9 +102,12 @@ class SecurityMiddleware:
             return 403, f"cross-origin requests from {origin} are not allowed; add it to the allowed origins", "origin_not_allowed"
         if origin is None and headers.get("sec-fetch-site") == "cross-site":
             return 403, "cross-site browser requests are not allowed", "origin_not_allowed"
-        if scope["method"] == "OPTIONS" or scope["path"] in OPEN_PATHS:
+        open_paths = OPEN_PATHS if policy.open_paths is None else policy.open_paths
+        if (scope["method"] == "OPTIONS" and policy.device_of is None) or scope["path"] in open_paths:
             return None
         if not policy.key_matches(offered_key(headers)):
+            if policy.device_of is not None:
+                return 401, "this device is not paired (or was revoked): pair with `fireside devices pair`", "device_not_paired"
             return 401, "missing or wrong API key: send it as `Authorization: Bearer KEY` or `x-api-key: KEY`", "invalid_api_key"
         if scope["path"].rstrip("/") in MANAGEMENT_PATHS and not policy.allow_management:
             return 403, ("model management (pull, delete) is off on this server's API; start it with "

@@ -7,7 +7,8 @@ thread has died (a failure inside uvicorn is reported, never waited on forever).
 uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread. Each
 connection speaks ``h11guard.GuardedH11Protocol``: its request headers must arrive within
 ``header_timeout_s`` (10 s), and its body within ``body_timeout_s`` (60 s) of them, so half-open
-and trickling connections cannot pile up.
+and trickling connections cannot pile up. With ``ssl_certfile``/``ssl_keyfile`` it speaks TLS (the
+shared listener of ``fireside serve --share``) and its ``url`` is ``https://``.
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class ServerThread:
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8765, *, log_level: str = "warning",
                  access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S,
-                 body_timeout_s: float = BODY_TIMEOUT_S):
+                 body_timeout_s: float = BODY_TIMEOUT_S, ssl_certfile: str | None = None, ssl_keyfile: str | None = None):
         self.app, self.host, self.requested_port = app, host, port
+        self.scheme = "https" if ssl_certfile else "http"
         self.config = uvicorn.Config(app, log_config=None, log_level=log_level, access_log=access_log,
                                      timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none",
-                                     http=guarded_protocol(header_timeout_s, body_timeout_s), timeout_keep_alive=KEEP_ALIVE_S)
+                                     http=guarded_protocol(header_timeout_s, body_timeout_s), timeout_keep_alive=KEEP_ALIVE_S,
+                                     ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
         self.server = uvicorn.Server(self.config)
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -49,7 +52,7 @@ class ServerThread:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     @property
     def running(self) -> bool:

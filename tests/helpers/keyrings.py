@@ -40,3 +40,47 @@ class DictKeys:
 
     def delete(self, name):
         self.keys.pop(name, None)
+
+
+class FileKeyring(KeyringBackend):
+    """A keyring in a JSON file named by ``FIRESIDE_TEST_KEYRING``, for ``fireside`` subprocesses (chosen with
+    ``PYTHON_KEYRING_BACKEND=tests.helpers.keyrings.FileKeyring``): each test device keeps its own, and the
+    CLI and a running server of one device see the same entries, as with an OS keyring."""
+
+    priority = 1
+
+    def _path(self):
+        import os
+        from pathlib import Path
+
+        return Path(os.environ["FIRESIDE_TEST_KEYRING"])
+
+    def _load(self) -> dict:
+        import json
+
+        try:
+            return json.loads(self._path().read_text())
+        except FileNotFoundError:
+            return {}
+
+    def _save(self, data: dict) -> None:
+        import json
+        import os
+
+        tmp = self._path().with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self._path())
+
+    def get_password(self, service, username):
+        return self._load().get(f"{service}\0{username}")
+
+    def set_password(self, service, username, password):
+        self._save({**self._load(), f"{service}\0{username}": password})
+
+    def delete_password(self, service, username):
+        from keyring.errors import PasswordDeleteError
+
+        data = self._load()
+        if data.pop(f"{service}\0{username}", None) is None:
+            raise PasswordDeleteError(username)
+        self._save(data)
