@@ -1,7 +1,8 @@
 """Cutting a document into passages along its structure: a heading starts a new chunk, paragraphs and
 code blocks under one heading are packed together up to ``TARGET_CHARS``, a code block is never split
 unless it alone is over ``MAX_CHARS`` (then at line ends), a long paragraph is split at sentence ends.
-Each chunk knows its file, its page (first and last) and its heading path, so a source can be named."""
+A chunk never spans a page break (a source names one page). Each chunk knows its file, its page and its
+heading path, so a source can be named."""
 
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def chunk_document(doc: Document, target: int = TARGET_CHARS, limit: int = MAX_C
             flush()
             continue
         size = sum(len(b.text) + 2 for b in group)
-        if group and (block.headings != group[0].headings or size + len(block.text) > target):
+        if group and (block.headings != group[0].headings or block.page != group[-1].page
+                      or size + len(block.text) > target):
             flush()
         group.append(block)
     flush()
