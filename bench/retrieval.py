@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from fireside.engine.documents import DocumentIndex, Embedder
+from fireside.engine.documents.chunking import chunk_document
 from fireside.engine.documents.readers import read_document
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +51,19 @@ def pick_pages(docs: Path, questions, limit: int | None) -> list[Path]:
     random.Random(31).shuffle(others)
     room = len(others) if limit is None else max(0, limit - len(needed))
     return sorted(needed) + others[:room]
+
+
+def within_budget(docs: Path, questions, budget: int):
+    """The questions whose answer pages, taken smallest first, hold at most ``budget`` passages in all:
+    a subset that a slow embedder can index in bounded time."""
+    sizes = {f: len(chunk_document(read_document(docs / f))) for f in {f for _, f, _ in questions}}
+    kept, total = set(), 0
+    for f in sorted(sizes, key=lambda f: (sizes[f], f)):
+        if total + sizes[f] > budget:
+            break
+        kept.add(f)
+        total += sizes[f]
+    return [q for q in questions if q[1] in kept]
 
 
 def build(index: DocumentIndex, pages: list[Path]) -> dict:
@@ -117,8 +131,12 @@ def main() -> int:
     ap.add_argument("--embedder", default="starter", help="a model id the runtime can embed with, or 'none'")
     ap.add_argument("--questions", type=int, default=None, help="use only the first N questions")
     ap.add_argument("--queries", type=int, default=1000, help="queries timed for latency (BM25)")
+    ap.add_argument("--budget", type=int, default=None,
+                    help="keep only the questions whose answer pages, smallest first, hold this many passages in all")
     args = ap.parse_args()
     questions = load_questions(QUESTIONS)[:args.questions]
+    if args.budget is not None:
+        questions = within_budget(args.docs.resolve(), questions, args.budget)
     pages = pick_pages(args.docs.resolve(), questions, args.pages)
     runtime = None
     embedder = None

@@ -74,7 +74,8 @@ def test_a_huge_text_file_is_refused_at_the_cap_without_reading_it(tmp_path, mon
     with open(huge, "wb") as fh:  # a sparse 2 GB file: no disk used, reading it whole would take seconds
         fh.truncate(2 * 1024 ** 3)
     start = time.perf_counter()
-    _refused(huge, "too_large", "Fireside reads text files up to 32 MB")
+    err = _refused(huge, "too_large", "Fireside reads text files up to 32 MB")
+    assert "2,147,483,648 bytes" in str(err)  # refused from its size, before a byte was read
     assert time.perf_counter() - start < 0.5
 
 
