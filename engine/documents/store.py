@@ -42,7 +42,8 @@ def open_db(path: Path | str):
     db.load_extension(sqlite_vec.loadable_path())
     db.enable_load_extension(False)
     db.setbusytimeout(5000)
-    db.execute("PRAGMA journal_mode=WAL; PRAGMA foreign_keys=ON;")
+    db.execute("PRAGMA journal_mode=WAL").fetchall()  # apsw runs a statement that returns rows only as it is read
+    db.execute("PRAGMA foreign_keys=ON").fetchall()
     db.execute(_SCHEMA)
     db.execute("INSERT OR IGNORE INTO meta VALUES('schema', ?)", (str(SCHEMA_VERSION),))
     return db

@@ -86,3 +86,37 @@ def test_fused_with_the_starter_as_embedder_finds_the_answer(corpus, runtime):
     assert reopened.search("sourdough").mode == "bm25" and "another-model" in reopened.search("sourdough").note
     assert reopened.embed_missing() == len([c for _, _, c in reopened.files() for _ in range(c)])
     assert reopened.search("How often do I feed a sourdough starter?").mode == "fused"
+
+
+def _bag_of_words(texts: list[str]) -> list[list[float]]:
+    """A tiny real embedder: words hashed into 1,024 buckets, normalized (fast, so the cancel test needs no model)."""
+    import math
+    import re
+    import zlib
+
+    out = []
+    for text in texts:
+        v = [0.0] * 1024
+        for word in re.findall(r"\w+", text.lower()):
+            v[zlib.crc32(word.encode()) % 1024] += 1.0
+        norm = math.sqrt(sum(x * x for x in v)) or 1.0
+        out.append([x / norm for x in v])
+    return out
+
+
+def test_embedding_reports_progress_can_be_cancelled_and_resumes(tmp_path):
+    long = tmp_path / "long.md"
+    long.write_text("# Long\n\n" + "\n\n".join(f"## Part {i}\n\nParagraph {i} about topic{i}." for i in range(40)))
+    index = DocumentIndex(tmp_path / "index.db", Embedder("bag-of-words", _bag_of_words))
+    cancel, seen = __import__("threading").Event(), []
+
+    def on_progress(done, total):
+        seen.append((done, total))
+        cancel.set()  # stop after the first batch
+
+    added = index.add_file(long, cancel=cancel, on_progress=on_progress)
+    assert added.chunks == 40 and added.embedded == 16 and seen == [(16, 40)]
+    assert index.search("topic7").mode == "fused"  # BM25 finds every passage; vectors cover those embedded
+    assert index.embed_missing() == 24 and index.embed_missing() == 0
+    hit = index.search("Paragraph 33 about topic33", mode="vectors").hits[0]
+    assert hit.heading == "Long > Part 33" and hit.vector_rank == 1
