@@ -102,11 +102,12 @@ class DocumentIndex:
                  on_progress: Callable[[int, int], None] | None = None) -> IndexedFile:
         """Read, chunk, index and embed the file at ``path``; a file already indexed with the same bytes
         is left as it is. Raises ``DocumentRejected`` for a file that cannot be read."""
-        path = Path(path).resolve()
         try:
+            path = Path(path).resolve()
             stat = path.stat()
-        except OSError as e:
-            raise DocumentRejected(f"{path.name} cannot be read: {e.strerror or e}", "missing", str(path)) from e
+        except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop (Python < 3.13)
+            raise DocumentRejected(f"{Path(path).name} cannot be read: {getattr(e, 'strerror', None) or e}", "missing",
+                                   str(path)) from e
         with self._lock:
             row = self._db.execute("SELECT id, size, mtime_ns, kind, pages FROM files WHERE path = ?",
                                    (str(path),)).fetchone()

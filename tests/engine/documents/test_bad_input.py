@@ -127,5 +127,9 @@ def test_the_index_refuses_bad_files_and_keeps_the_good_ones(tmp_path):
         index.add_file(bad)
     with pytest.raises(DocumentRejected, match="cannot be read"):
         index.add_file(tmp_path / "never.txt")
+    (tmp_path / "loop_a.txt").symlink_to(tmp_path / "loop_b.txt")
+    (tmp_path / "loop_b.txt").symlink_to(tmp_path / "loop_a.txt")
+    with pytest.raises(DocumentRejected, match="loop_a.txt cannot be read"):
+        index.add_file(tmp_path / "loop_a.txt")
     assert [p for p, _, _ in index.files()] == [str(good.resolve())]
     assert index.search("honey").hits[0].text == "Bees make honey from nectar."
