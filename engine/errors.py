@@ -31,6 +31,8 @@
     ├── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
     ├── ImageRejected           an image is corrupt, not an image, too large or of a kind not read (a 400)
     ├── NoVision                the model cannot see images: it has no projector (a 400 naming ones that can)
+    ├── DocumentRejected        a file cannot be read as a document: encrypted or corrupt, over a size limit,
+    │                           a zip bomb, binary data, or a kind not read (the message says which)
     └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
         └── McpTimeout          an MCP server did not answer within its time limit
 
@@ -170,6 +172,18 @@ class ImageRejected(FiresideError):
 
 class NoVision(FiresideError):
     """A request holds an image, but its model reads text only (no vision projector is paired with it)."""
+
+
+class DocumentRejected(FiresideError):
+    """A file cannot be read as a document: an encrypted or corrupt PDF, a DOCX whose parts unpack past
+    the caps (a zip bomb), a text file over its size cap, binary data under a text name, or a kind Fireside
+    does not read. ``reason`` is a short code (``encrypted``, ``corrupt``, ``too_large``, ``zip_bomb``,
+    ``binary``, ``unsupported``, ``missing``) and ``path`` the file."""
+
+    def __init__(self, message: str, reason: str = "", path: str = ""):
+        super().__init__(message)
+        self.reason = reason
+        self.path = path
 
 
 class GrammarRejected(RuntimeFailure):

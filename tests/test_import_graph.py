@@ -88,6 +88,18 @@ def test_the_walk_sees_the_layering():
     assert "fireside.app.bridge.serving" in app["fireside.app.windows.server"]
 
 
+LEAVES = {"types", "errors", "settings", "fmt", "fsutil", "deps"}
+
+
+def test_the_documents_wing_sits_on_the_leaves():
+    """Documents and retrieval (``engine/documents/``) read files and keep an index; they reach a model only
+    through an ``Embedder`` they are handed, so they import nothing of the engine but its leaves, and the
+    facade, server and app can all sit above them."""
+    engine = _graph(engine_package)
+    assert "errors" in engine["documents"]  # the walk sees the wing
+    assert engine["documents"] <= LEAVES
+
+
 def test_no_cycle_between_engine_packages():
     assert _cycles(_graph(engine_package)) == []
 

@@ -1,0 +1,14 @@
+"""Documents and retrieval: reading files (PDF, DOCX, HTML, Markdown, plain text, source code) into
+blocks that keep pages and headings, chunking them along that structure, and an index in SQLite that
+finds passages by BM25 (FTS5) and by vectors (sqlite-vec), fused by reciprocal rank fusion.
+
+Imports only the engine's leaf modules (``errors``); the engine's facade and the app sit above it.
+"""
+
+from .chunking import Chunk, chunk_document
+from .document import Block, Document
+from .index import DocumentIndex, Embedder, Hit, IndexedFile, SearchResult
+from .readers import can_read, read_document
+
+__all__ = ["Block", "Chunk", "Document", "DocumentIndex", "Embedder", "Hit", "IndexedFile", "SearchResult",
+           "can_read", "chunk_document", "read_document"]

@@ -1,0 +1,53 @@
+"""Which reader reads a file: chosen by its suffix (``.pdf``, ``.docx``, ``.html``/``.htm``, ``.md``,
+source code, plain text), and refused with a ``DocumentRejected`` when it is none of these.
+
+Threading: any thread; a reader holds no state. Callers run it off the GUI thread (it reads the disk).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import DocumentRejected
+from .document import Document
+from .pdf import read_pdf
+from .text import read_code, read_markdown, read_plain
+from .webpage import read_html
+from .word import read_docx
+
+CODE_SUFFIXES = {".py", ".pyi", ".js", ".mjs", ".ts", ".tsx", ".jsx", ".rs", ".go", ".c", ".h", ".cc", ".cpp",
+                 ".hpp", ".java", ".kt", ".swift", ".rb", ".php", ".cs", ".sh", ".bash", ".zsh", ".lua",
+                 ".sql", ".r", ".jl", ".scala", ".toml", ".yaml", ".yml", ".json", ".ini", ".cfg"}
+TEXT_SUFFIXES = {".txt", ".text", ".log", ".csv", ".tsv", ".rst", ".org", ".tex", ".srt", ""}
+READERS = {".pdf": read_pdf, ".docx": read_docx, ".html": read_html, ".htm": read_html, ".xhtml": read_html,
+           ".md": read_markdown, ".markdown": read_markdown}
+
+
+def reader_for(path: Path):
+    suffix = path.suffix.lower()
+    if suffix in READERS:
+        return READERS[suffix]
+    if suffix in CODE_SUFFIXES:
+        return read_code
+    if suffix in TEXT_SUFFIXES:
+        return read_plain
+    return None
+
+
+def can_read(path: Path | str) -> bool:
+    return reader_for(Path(path)) is not None
+
+
+def read_document(path: Path | str) -> Document:
+    """The document at ``path``, read into blocks; a ``DocumentRejected`` names what is wrong with it."""
+    path = Path(path)
+    reader = reader_for(path)
+    if reader is None:
+        raise DocumentRejected(f"{path.name}: Fireside does not read {path.suffix} files (it reads PDF, .docx, HTML, "
+                               "Markdown, plain text and source code)", "unsupported", str(path))
+    if not path.is_file():
+        raise DocumentRejected(f"{path} is not a file (deleted, moved, or a folder)", "missing", str(path))
+    doc = reader(path)
+    for_path = str(path)
+    doc.path = for_path
+    return doc
