@@ -13,6 +13,8 @@ import codecs
 import time
 from typing import Any
 
+from .tokens import piece as token_piece
+
 
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
@@ -61,7 +63,7 @@ class Reply:
         self.unsent += 1
         if logprob is not None:
             self.logprobs.append(logprob)
-        piece = self.decoder.decode(self.llama._model.detokenize([token]))
+        piece = self.decoder.decode(token_piece(self.llama, token))
         self.chars += len(piece)
         self.held += piece
         hits = [(self.held.find(x), x) for x in self.stops if x in self.held]

@@ -31,6 +31,7 @@ from collections import deque
 from typing import Any
 
 from ...types import Sampling, TokenLogprob
+from .tokens import piece
 
 MIROSTAT_M = 100  # the tokens Mirostat v1 estimates its s_hat from (llama.cpp's and llama-cpp-python's value)
 MAX_TOP_LOGPROBS = 20
@@ -256,4 +257,4 @@ def token_logprob(llama: Any, ctx: Any, idx: int, token: int, k: int) -> TokenLo
 
 
 def _piece(llama: Any, token: int) -> str:
-    return llama._model.detokenize([token]).decode("utf-8", errors="replace")
+    return piece(llama, token).decode("utf-8", errors="replace")

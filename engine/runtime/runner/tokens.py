@@ -46,6 +46,23 @@ def longest_piece(llama: Any) -> int:
     return longest
 
 
+def piece(llama: Any, token: int) -> bytes:
+    """The bytes ``token`` stands for in a reply's text (a control token stands for none, as in
+    llama-cpp-python's ``detokenize``), however many. That ``detokenize`` reads each piece into 32
+    bytes and gives nothing for a longer one: SmolLM2 has 47 such tokens (a newline and 32 spaces of
+    indentation, 42 dashes of a Markdown rule), which replies lost (bench/fuzz_grammar.py: the grammar
+    took the dashes for ``"^-+$"`` and the reply read ``""``)."""
+    import llama_cpp
+
+    vocab = llama._model.vocab
+    buf = ctypes.create_string_buffer(64)
+    n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, False)
+    if n < 0:  # longer than the buffer: it says how long, negated
+        buf = ctypes.create_string_buffer(-n)
+        n = llama_cpp.llama_token_to_piece(vocab, token, buf, len(buf), 0, False)
+    return buf.raw[:max(n, 0)]
+
+
 def tokenize(llama: Any, data: bytes, add_bos: bool, special: bool) -> list[int]:
     """The tokens of ``data``, tokenized once."""
     import llama_cpp
