@@ -59,7 +59,9 @@ def chat(fireside, window, prompt: str, tokens: int) -> None:
     wait(until=lambda: ended, timeout_ms=600_000)
 
 
-def main() -> None:
+def start_app():
+    """A ``QApplication`` and the app started the way ``main`` does, its window shown at 1280x800:
+    ``(app, fireside, window)`` (keep ``app``: the window lives as long as it does)."""
     app = QApplication(sys.argv[:1])
     app.setApplicationName("Fireside")
     from fireside.app.main import Fireside
@@ -68,6 +70,11 @@ def main() -> None:
     window = fireside.start()
     window.resize(1280, 800)
     window.show()
+    return app, fireside, window
+
+
+def main() -> None:
+    _app, fireside, window = start_app()
     wait(500)
     fireside.ctx.prefs.put("load_options", "starter", {"context": 4096})
     shot(window, "first-run")

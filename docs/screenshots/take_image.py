@@ -23,9 +23,8 @@ HOME = Path(tempfile.mkdtemp(prefix="fireside-shots-"))
 os.environ["FIRESIDE_HOME"] = str(HOME)
 
 from PySide6.QtCore import QMimeData, QUrl  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from docs.screenshots.take import shot, wait  # noqa: E402
+from docs.screenshots.take import shot, start_app, wait  # noqa: E402
 
 
 def landscape(path: Path, sun: tuple[int, int], sky=(135, 190, 235), size=(640, 420)) -> Path:
@@ -55,9 +54,6 @@ def drop(page, path: Path) -> None:
 
 
 def main() -> None:
-    app = QApplication(sys.argv[:1])
-    app.setApplicationName("Fireside")
-    from fireside.app.main import Fireside
     from fireside.engine.library import Library
     from fireside.engine.settings import Settings
     from tests.helpers.models import smollm2_file
@@ -67,10 +63,7 @@ def main() -> None:
     settings.ensure_dirs()
     model, _mmproj = build_vision_pair(HOME / "downloads" / "Tiny-Vision-GGUF", smollm2_file())
     model_id = Library(settings).add_file(model).id
-    fireside = Fireside(tray=False)
-    window = fireside.start()
-    window.resize(1280, 800)
-    window.show()
+    _app, fireside, window = start_app()
     page = window.chat
     page.new_chat()
     bar = page.model_bar

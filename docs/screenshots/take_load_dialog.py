@@ -13,23 +13,16 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from PySide6.QtWidgets import QApplication  # noqa: E402
-from take import OUT, wait  # noqa: E402  (sets a throwaway FIRESIDE_HOME first)
+from take import OUT, start_app, wait  # noqa: E402  (sets a throwaway FIRESIDE_HOME first)
 
 
 def main() -> None:
-    app = QApplication(sys.argv[:1])
-    app.setApplicationName("Fireside")
-    from fireside.app.main import Fireside
+    _app, fireside, window = start_app()
     from fireside.app.windows.load_dialog import LoadDialog
     from fireside.engine.library.library import Library
     from tests.helpers.models import smollm2_file
     from tests.helpers.vision_model import write_text_model
 
-    fireside = Fireside(tray=False)
-    window = fireside.start()
-    window.resize(1280, 800)
-    window.show()
     folder = Path(tempfile.mkdtemp()) / "SmolDraft"
     folder.mkdir()
     tiny = write_text_model(folder / "SmolDraft-10M.gguf", smollm2_file())

@@ -79,12 +79,12 @@ def cmd_hw(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    path = resolve_model(args.model, Settings.from_env())
-    info = inspect_file(path)
+    settings = Settings.from_env()
+    info = inspect_file(resolve_model(args.model, settings))
     options = load_options(args)
     plan = plan_fit(info, hardware.detect(), options)
     if options.draft:
-        plan = with_draft(plan, inspect_file(resolve_model(options.draft, Settings.from_env())))
+        plan = with_draft(plan, inspect_file(resolve_model(options.draft, settings)))
     if args.json:
         print_json({"model": info.to_dict(), "plan": plan.to_dict()})
         return 0

@@ -230,11 +230,11 @@ class BatchEngine:
             self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
             return
         reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
-        prediction, lookup = msg.get("prediction_tokens"), msg.get("drafts", self.drafting) is not False
+        prediction, off = msg.get("prediction_tokens"), msg.get("drafts") is False  # off: no drafting at all
         reply.predicted = prediction is not None
-        modelled = self.draft_model is not None and msg.get("drafts") is not False and not msg.get("images")
-        drafter = Drafter(tokens, prediction, lookup) if (prediction and msg.get("drafts") is not False) or lookup \
-            or modelled else None
+        lookup = not off and msg.get("drafts", self.drafting) is not False
+        modelled = not off and self.draft_model is not None and not msg.get("images")
+        drafter = Drafter(tokens, prediction, lookup) if not off and (prediction or lookup or modelled) else None
         if modelled:
             drafter.model = lambda k: self._guess(drafter, k)
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),

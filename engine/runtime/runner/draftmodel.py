@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .decode import common_prefix
+from .sampler import logits_row
 
 
 def vocabulary_difference(model: Any, draft: Any) -> str | None:
@@ -78,7 +77,7 @@ class DraftModel:
                 return []
         vocab, draft = self.llama._model.vocab, []
         while len(draft) < k:
-            token = int(np.argmax(np.ctypeslib.as_array(lc.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))))
+            token = int(logits_row(self.ctx, -1, self.n_vocab).argmax())
             draft.append(token)
             if lc.llama_vocab_is_eog(vocab, token) or len(draft) == k:
                 break

@@ -17,6 +17,7 @@ prompt cache on (``kvstate.py``), a writer thread saves the slots' KV states aft
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import queue
@@ -25,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ..protocol import FramedPipe, PipeClosed
@@ -32,6 +34,29 @@ from .batch import BatchEngine, Gather, sequences, slot_context
 
 TOKENIZED = ("generate", "tokenize", "embed")  # the requests the tokenizer thread sees first
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
+
+
+@contextlib.contextmanager
+def model_params(extra_bufts: bool, on_progress: Any = None) -> Iterator[None]:
+    """Around ``llama_cpp.Llama(...)``: its model is loaded with ``use_extra_bufts`` as given (off: no AMX
+    or CPU-repack kernels, see healing.py) and, given one, ``on_progress`` as its progress callback
+    (``Llama`` has no parameter for either, so its default model params are wrapped)."""
+    import llama_cpp
+
+    default_params = llama_cpp.llama_model_default_params
+
+    def params():
+        p = default_params()
+        p.use_extra_bufts = extra_bufts
+        if on_progress is not None:
+            p.progress_callback = on_progress
+        return p
+
+    llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = params
+    try:
+        yield
+    finally:
+        llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
 
 
 class Runner:
@@ -213,31 +238,18 @@ class Runner:
                 self.reply(req_id, "progress", fraction=float(fraction))
             return not cancel.is_set()  # False makes llama.cpp abandon the load
 
-        default_params = llama_cpp.llama_model_default_params
         kwargs = dict(msg["kwargs"])
         extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
-
-        def params_with_progress():
-            params = default_params()
-            params.progress_callback = on_progress
-            params.use_extra_bufts = extra_bufts  # off: no AMX or CPU-repack kernels (see healing.py)
-            return params
-
-        llama_cpp.llama_cpp.llama_model_default_params = params_with_progress
-        llama_cpp.llama.llama_cpp.llama_model_default_params = params_with_progress
         started = time.monotonic()
         try:
-            with sequences(kwargs) as seq_kwargs:
+            with model_params(extra_bufts, on_progress), sequences(kwargs) as seq_kwargs:
                 self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **seq_kwargs)
         except Exception as exc:
             if cancel.is_set():
                 self.reply(req_id, "error", error="LoadCancelled", message="the load was cancelled")
                 return
             raise RuntimeError(f"llama.cpp could not load the model: {exc}") from exc
-        finally:
-            llama_cpp.llama_cpp.llama_model_default_params = default_params
-            llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         self._warm_up(_test_crash_wanted(kwargs, extra_bufts))
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
         self.step_threads = _step_threads(self.llama, kwargs, msg.get("threads_fixed", False), self.share)
@@ -268,23 +280,13 @@ class Runner:
         name, started = draft.get("name") or os.path.basename(draft["path"]), time.monotonic()
         keep = ("n_ctx", "n_batch", "n_threads", "flash_attn", "use_mmap", "n_seq_max", "type_k", "type_v")
         draft_kwargs = {k: v for k, v in kwargs.items() if k in keep}
-        default_params = llama_cpp.llama_model_default_params
-
-        def params():
-            p = default_params()
-            p.use_extra_bufts = extra_bufts  # as the model's (healing.py)
-            return p
-
-        llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = params
         try:
-            with sequences(draft_kwargs) as seq_kwargs:
+            with model_params(extra_bufts), sequences(draft_kwargs) as seq_kwargs:  # kernels as the model's
                 llama = llama_cpp.Llama(model_path=draft["path"], verbose=False, n_gpu_layers=draft.get("n_gpu_layers", 0),
                                         **seq_kwargs)
         except Exception as exc:
             print(f"fireside: the draft model {name} did not load ({exc}); drafting without it", file=sys.stderr, flush=True)
             return f"the draft model {name} did not load: {exc}"
-        finally:
-            llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = default_params
         why = vocabulary_difference(self.llama, llama)
         if why:
             llama.close()
