@@ -154,10 +154,10 @@ class Engine:
         else:
             yield from self.runtime.complete(model_id, request, cancel, ttl_s)
 
-    def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
-        if self.is_remote(model_id):
+    def embed(self, model_id: str, inputs: list[str], truncate: bool = False) -> tuple[list[list[float]], int]:
+        if self.is_remote(model_id):  # OpenAI's embeddings route has no truncation: the remote decides
             return self.remotes.embed(model_id, inputs)
-        return self.runtime.embed(model_id, inputs)
+        return self.runtime.embed(model_id, inputs, truncate)
 
     def tokenize(self, model_id: str, text: str | Segments) -> list[int]:
         self._local_only(model_id, "tokenize or render prompts")

@@ -45,8 +45,9 @@ class Embedder:
 
     @classmethod
     def from_engine(cls, engine, model_id: str) -> Embedder:
-        """Any model ``engine`` (an ``Engine`` or a ``Runtime``) can embed with, by id."""
-        return cls(model_id, lambda texts: engine.embed(model_id, texts)[0])
+        """Any model ``engine`` (an ``Engine`` or a ``Runtime``) can embed with, by id. A passage longer than
+        the embedder's context is embedded from its start (dedicated embedders hold 512 tokens)."""
+        return cls(model_id, lambda texts: engine.embed(model_id, texts, truncate=True)[0])
 
 
 @dataclass(frozen=True)

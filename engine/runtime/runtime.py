@@ -95,6 +95,31 @@ class _Spawn:
     fixed_threads: int | None = None  # the user's --threads: kept as chosen (runner/threads.py)
     mmproj: str | None = None
     draft: dict | None = None  # the draft model the runner loads beside it: {"path", "name", "n_gpu_layers"}
+    pooling: int = 1  # an embedding load's llama.cpp pooling type: -1 (the GGUF's own) when it names one, else mean
+    positions: int | None = None  # an encoder's (BERT's) trained positions: its context cannot go past them
+
+
+def _embedder(info) -> tuple[int, int | None]:
+    """How an embedding load pools, and the positions an encoder was trained on. Pooling is as a dedicated
+    embedder's GGUF says (CLS for bge, the mean for MiniLM and nomic-embed), or the mean for a chat model
+    used as an embedder (it names none, and llama.cpp would then give one vector per token). An encoder
+    (non-causal attention: BERT and its kin) has learned positions, so its context stops at them."""
+    arch, meta = info.architecture, info.metadata
+    encoder = meta.get(f"{arch}.attention.causal") is False
+    return (-1 if f"{arch}.pooling_type" in meta else 1), (info.context_length or None) if encoder else None
+
+
+def _embedding_kwargs(spawn: _Spawn, kwargs: dict) -> dict:
+    """An embedding load's llama.cpp settings: a batch as long as the context, so an input is embedded whole
+    (llama-cpp-python would otherwise cut it at the batch), and for an encoder one micro-batch as long too
+    (llama.cpp evaluates a non-causal input in one)."""
+    n_ctx = int(kwargs.get("n_ctx") or 512)
+    if spawn.positions:
+        n_ctx = min(n_ctx, spawn.positions)
+    out = {"embedding": True, "pooling_type": spawn.pooling, "n_ctx": n_ctx, "n_batch": n_ctx}
+    if spawn.positions:
+        out["n_ubatch"] = n_ctx
+    return out
 
 
 class Runtime:
@@ -181,7 +206,7 @@ class Runtime:
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
                        str(mmproj) if mmproj else None,
                        {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0}
-                       if draft else None)
+                       if draft else None, *_embedder(info))
         if self._budget is None:
             self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
         try:
@@ -260,7 +285,7 @@ class Runtime:
         client = RunnerClient(model_id, self.settings.cache_dir / "logs", self.max_queue, self.runner_command)
         kwargs = healing.load_kwargs(plan, rungs)
         if embedding:
-            kwargs.update(embedding=True, pooling_type=1)  # mean pooling for chat models used as embedders
+            kwargs.update(_embedding_kwargs(spawn, kwargs))
         try:
             for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
                                      draft=spawn.draft,
@@ -477,12 +502,16 @@ class Runtime:
     def count_chat_tokens(self, model_id: str, request: ChatRequest) -> int:
         return len(self.chat_tokens(model_id, request))
 
-    def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
-        """Embedding vectors for ``inputs`` (normalized), and the tokens they took."""
+    def embed(self, model_id: str, inputs: list[str], truncate: bool = False) -> tuple[list[list[float]], int]:
+        """Embedding vectors for ``inputs`` (normalized), and the tokens they took. An input longer than the
+        context is refused, or with ``truncate`` embedded from its start (as Ollama's ``truncate`` does, and as
+        a document index wants from an embedder with a 512-token context)."""
         slot = self._slot(model_id, embedding=True)
+        if truncate and slot.max_chars:
+            inputs = [text[:slot.max_chars] for text in inputs]
         for text in inputs:
             slot.bounded(text, "an input")
-        result = _ask(slot, "embed", inputs=inputs)
+        result = _ask(slot, "embed", inputs=inputs, truncate=truncate)
         slot.loaded.last_used = time.time()
         return result["vectors"], result["tokens"]
 

@@ -114,6 +114,7 @@ class EmbedBody(Body):
     input: str | list[str] = ""
     prompt: str | None = None  # the older /api/embeddings field
     keep_alive: KeepAlive = None
+    truncate: bool = True  # Ollama's: an input past the context is cut to fit (False: a 400 instead)
 
 
 def keep_alive_s(value: str | float | None) -> float | None:
@@ -300,7 +301,7 @@ async def embed(body: EmbedBody, request: Request) -> dict:
     inputs = [body.input] if isinstance(body.input, str) else list(body.input)
     if not any(inputs):
         raise ApiError("input must not be empty")
-    vectors, n_tokens = await run_in_threadpool(ctx.engine.embed, model_id, inputs)
+    vectors, n_tokens = await run_in_threadpool(ctx.engine.embed, model_id, inputs, body.truncate)
     return {"model": body.model, "embeddings": vectors, "prompt_eval_count": n_tokens}
 
 

@@ -366,14 +366,16 @@ class Runner:
                 raise RuntimeError("this runner is generating; embeddings need a runner of their own")
             self.batch.close()
             self.batch = None
-        n_ctx = self.llama.n_ctx()
+        # llama-cpp-python's embed cuts an input at the batch; an embedding load's batch is its context as
+        # asked (the runtime's _embedding_kwargs), which llama.cpp may have padded (to 256 tokens)
+        n_ctx = min(self.llama.n_ctx(), self.llama.n_batch)
         for n in msg["counts"]:  # counted on the tokenizer thread
-            if n > n_ctx:
+            if n > n_ctx and not msg.get("truncate"):
                 self.reply(req_id, "error", error="ContextOverflow", prompt_tokens=n, context=n_ctx,
                            message=f"an input is {n:,} tokens but the context holds {n_ctx:,}")
                 return
         vectors = [self.llama.embed(text, normalize=msg.get("normalize", True)) for text in msg["inputs"]]
-        self.reply(req_id, "result", vectors=vectors, tokens=sum(msg["counts"]))
+        self.reply(req_id, "result", vectors=vectors, tokens=sum(min(n, n_ctx) for n in msg["counts"]))
 
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         slots = self.batch.slots if self.batch else []

@@ -1,0 +1,81 @@
+"""Dedicated embedders (BERT GGUFs such as all-MiniLM, bge, nomic-embed) embed as their own header says,
+and a passage longer than their short context is embedded from its start when the caller asks for it.
+
+The embedder is a tiny random BERT written with the ``gguf`` package (``tests/helpers/bert_model.py``),
+checked against its NumPy oracle: one whose header names CLS pooling must give the [CLS] token's vector
+(bge's way), not the mean Fireside uses for chat models as embedders; an input past its 32-token
+context is refused by default and, with ``truncate``, embedded from its first tokens, as Ollama's
+``/api/embed`` does by default (``truncate: false`` there gives a 400 that says why).
+"""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+from fireside.engine.errors import ContextOverflow
+from fireside.engine.library import Library
+from fireside.engine.runtime.runtime import Runtime
+from fireside.engine.server import ServerThread, create_app
+from fireside.engine.settings import Settings
+from tests.helpers.bert_model import CLS, MEAN, SPECIAL, TINY, WORDS, embed, tiny_bert
+
+VOCAB = SPECIAL + list(dict.fromkeys(WORDS))
+TEXT = "the cat read a file by the river"
+
+
+def _ids(text: str) -> list[int]:
+    return [VOCAB.index("[CLS]"), *(VOCAB.index(w) for w in text.split()), VOCAB.index("[SEP]")]
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory):
+    """(runtime, library, weights): the tiny embedder in a library of its own, as ``tiny-bert``."""
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("home"))})
+    settings.ensure_dirs()
+    _, weights = tiny_bert(settings.models_dir, CLS, name="tiny-bert")
+    library = Library(settings)
+    rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=0)
+    yield rt, library, weights
+    rt.close()
+
+
+def test_an_embedder_pools_as_its_header_says(embedder):
+    rt, _, weights = embedder
+    model = "tiny-bert"
+    (got,), tokens = rt.embed(model, [TEXT])
+    got = np.array(got)
+    assert tokens == len(_ids(TEXT))
+    assert got @ embed(weights, TINY, _ids(TEXT), CLS) > 0.999
+    assert got @ embed(weights, TINY, _ids(TEXT), MEAN) < 0.99  # the mean, as before, is another vector
+
+
+def test_a_passage_past_the_context_is_refused_or_embedded_from_its_start(embedder):
+    rt, _, weights = embedder
+    model = "tiny-bert"
+    long = " ".join(["the cat read a file by the river"] * 6)  # 48 words: past the 32-token context
+    with pytest.raises(ContextOverflow, match="the context holds 32"):
+        rt.embed(model, [long])
+    vectors, tokens = rt.embed(model, [long, TEXT], truncate=True)
+    first = _ids(long)[:32]  # what is embedded: the first 32 tokens ([CLS] and 31 words)
+    assert tokens == 32 + len(_ids(TEXT))
+    assert np.array(vectors[0]) @ embed(weights, TINY, first, CLS) > 0.999
+    assert np.array(vectors[1]) @ embed(weights, TINY, _ids(TEXT), CLS) > 0.999
+
+
+def test_ollama_embed_truncates_by_default_and_says_why_when_told_not_to(embedder):
+    rt, library, _ = embedder
+    model = "tiny-bert"
+    long = " ".join(["the sky is blue"] * 12)
+    thread = ServerThread(create_app(rt, rt.settings, library), "127.0.0.1", 0)
+    thread.start()
+    base = thread.url
+    try:
+        ok = httpx.post(f"{base}/api/embed", json={"model": model, "input": [long, "the dog"]}, timeout=60)
+        assert ok.status_code == 200, ok.text
+        assert len(ok.json()["embeddings"]) == 2 and ok.json()["prompt_eval_count"] == 32 + 4
+        refused = httpx.post(f"{base}/api/embed", json={"model": model, "input": long, "truncate": False}, timeout=60)
+        assert refused.status_code == 400 and "context holds 32" in refused.json()["error"]
+    finally:
+        thread.stop()
