@@ -13,7 +13,7 @@ the slow part (seconds a passage on a busy two-core machine), so ``--pages`` bou
 runs BM25 alone. Indexing speed is reported for reading, chunking and FTS5 (pages/s) and for embedding
 (passages/s) apart; latency p50/p99 is over ``--queries`` queries drawn from the questions.
 
-    nice -n 10 python bench/retrieval.py [--pages 60] [--embedder starter|none] [--questions N]
+    nice -n 10 python bench/retrieval.py [--pages 60] [--embedder starter|none|PATH.gguf] [--questions N] [--threads N]
 """
 
 from __future__ import annotations
@@ -131,6 +131,9 @@ def main() -> int:
     ap.add_argument("--embedder", default="starter", help="a model id the runtime can embed with, or 'none'")
     ap.add_argument("--questions", type=int, default=None, help="use only the first N questions")
     ap.add_argument("--queries", type=int, default=1000, help="queries timed for latency (BM25)")
+    ap.add_argument("--keep", type=Path, default=None, help="build the index in this (new) file and keep it")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="the embedder's threads (default: the cores; on a busy machine 1 is several times faster)")
     ap.add_argument("--budget", type=int, default=None,
                     help="keep only the questions whose answer pages, smallest first, hold this many passages in all")
     args = ap.parse_args()
@@ -141,14 +144,16 @@ def main() -> int:
     runtime = None
     embedder = None
     if args.embedder != "none":
+        from fireside.engine.models.planner import LoadOptions
         from fireside.engine.runtime.runtime import Runtime
         from fireside.engine.settings import Settings
 
-        runtime = Runtime(Settings.from_env({"FIRESIDE_HOME": tempfile.mkdtemp(prefix="fireside-bench-")}), idle_ttl_s=0)
+        runtime = Runtime(Settings.from_env({"FIRESIDE_HOME": tempfile.mkdtemp(prefix="fireside-bench-")}), idle_ttl_s=0,
+                          load_defaults=LoadOptions(threads=args.threads))
         embedder = Embedder.from_engine(runtime, args.embedder)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            index = DocumentIndex(Path(tmp) / "index.db", embedder)
+            index = DocumentIndex(args.keep or Path(tmp) / "index.db", embedder)
             built = build(index, pages)
             report(index, built, questions, args, embedder)
     finally:

@@ -31,6 +31,7 @@
     ├── ReadOnlyData            saved data from a newer Fireside is open read-only; writes are refused
     ├── ImageRejected           an image is corrupt, not an image, too large or of a kind not read (a 400)
     ├── NoVision                the model cannot see images: it has no projector (a 400 naming ones that can)
+    ├── EmbedsOnly              the model is an embedder (BERT and kin): it makes vectors and cannot write replies
     ├── DocumentRejected        a file cannot be read as a document: encrypted or corrupt, over a size limit,
     │                           a zip bomb, binary data, or a kind not read (the message says which)
     └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
@@ -172,6 +173,11 @@ class ImageRejected(FiresideError):
 
 class NoVision(FiresideError):
     """A request holds an image, but its model reads text only (no vision projector is paired with it)."""
+
+
+class EmbedsOnly(FiresideError):
+    """A reply was asked of an embedding model (an encoder such as all-MiniLM or bge): it makes vectors for
+    search (``/v1/embeddings``, the documents' embedder) and cannot write text."""
 
 
 class DocumentRejected(FiresideError):

@@ -145,11 +145,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print_json([m.to_dict() for m in models])
     else:
         rows = [[m.id, ", ".join(m.aliases), m.quant, human_bytes(m.size + _projector_size(m)), m.source,
-                 "vision" if m.projector else "text"] for m in models]
+                 _reads(m)] for m in models]
         print(table(rows, ["id", "alias", "quant", "size", "source", "reads"]) if rows else "the library is empty")
     for b in scan.broken:  # on stderr, so the listing (and its JSON) stays what scripts expect
         print(f"not listed: {b.path}: {b.reason}", file=sys.stderr)
     return 0
+
+
+def _reads(m: LibraryModel) -> str:
+    return "embeds" if m.info.embeds_only else "vision" if m.projector else "text"
 
 
 def _projector_size(m: LibraryModel) -> int:

@@ -74,6 +74,12 @@ class ModelInfo:
     header_size: int = 0
 
     @property
+    def embeds_only(self) -> bool:
+        """An encoder (non-causal attention: BERT, nomic-bert, bge, MiniLM): it turns text into vectors for
+        search and cannot write a reply."""
+        return self.metadata.get(f"{self.architecture}.attention.causal") is False
+
+    @property
     def weights_bytes(self) -> int:
         return sum(self.layer_bytes) + sum(self.other_bytes.values())
 

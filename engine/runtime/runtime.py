@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import (
     ContextOverflow,
+    EmbedsOnly,
     GrammarDeadEnd,
     InvalidModelFile,
     LoadCancelled,
@@ -199,6 +200,9 @@ class Runtime:
                 raise
             # removed since the library named it: gone (a 404), as an unknown name is
             raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
+        if info.embeds_only and not embedding:
+            raise EmbedsOnly(f"{model_id} is an embedding model: it turns text into vectors for search "
+                             "(the embeddings API, or the documents' embedder in Settings) and cannot write replies")
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
         plan, mmproj, draft = self._plan(model_id, Path(path), info, opts, embedding)
         notes = list(plan.notes)

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     ContextOverflow,
+    EmbedsOnly,
     FiresideError,
     GatedRepo,
     GrammarDeadEnd,
@@ -72,6 +73,7 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (GrammarRejected, 400, "invalid_request_error", "grammar_rejected"),
     (ImageRejected, 400, "invalid_request_error", "invalid_image"),
     (NoVision, 400, "invalid_request_error", "model_cannot_see_images"),
+    (EmbedsOnly, 400, "invalid_request_error", "model_embeds_only"),
     # the request's own grammar cannot go on with this model: a retry would end the same way, so a 4xx
     # before the first token; once a stream has started, the same code in its error event
     (GrammarDeadEnd, 400, "invalid_request_error", "grammar_dead_end"),

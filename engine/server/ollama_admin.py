@@ -98,7 +98,11 @@ async def show(body: NameBody, request: Request) -> dict:
     ctx = context(request)
     model = await run_in_threadpool(ctx.entry, body.ref)
     info = model.info
-    caps = ["completion"] + (["tools"] if info.chat_template and "tool" in info.chat_template else [])
+    if info.embeds_only:
+        caps = ["embedding"]
+    else:
+        caps = ["completion"] + (["tools"] if info.chat_template and "tool" in info.chat_template else []) \
+            + (["vision"] if model.projector else [])
     meta = {k: v for k, v in info.metadata.items() if isinstance(v, (str, int, float, bool))}
     return {"modelfile": f"FROM {model.id}\n", "parameters": "", "template": info.chat_template or "",
             "details": details(model), "model_info": meta, "capabilities": caps,

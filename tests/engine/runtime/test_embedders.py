@@ -1,5 +1,6 @@
 """Dedicated embedders (BERT GGUFs such as all-MiniLM, bge, nomic-embed) embed as their own header says,
-and a passage longer than their short context is embedded from its start when the caller asks for it.
+and a passage longer than their short context is embedded from its start when the caller asks for it;
+asked for a reply, one says it only embeds (it would otherwise "reply" with nothing).
 
 The embedder is a tiny random BERT written with the ``gguf`` package (``tests/helpers/bert_model.py``),
 checked against its NumPy oracle: one whose header names CLS pooling must give the [CLS] token's vector
@@ -64,18 +65,31 @@ def test_a_passage_past_the_context_is_refused_or_embedded_from_its_start(embedd
     assert np.array(vectors[1]) @ embed(weights, TINY, _ids(TEXT), CLS) > 0.999
 
 
-def test_ollama_embed_truncates_by_default_and_says_why_when_told_not_to(embedder):
+@pytest.fixture(scope="module")
+def base_url(embedder):
     rt, library, _ = embedder
-    model = "tiny-bert"
-    long = " ".join(["the sky is blue"] * 12)
     thread = ServerThread(create_app(rt, rt.settings, library), "127.0.0.1", 0)
     thread.start()
-    base = thread.url
-    try:
-        ok = httpx.post(f"{base}/api/embed", json={"model": model, "input": [long, "the dog"]}, timeout=60)
-        assert ok.status_code == 200, ok.text
-        assert len(ok.json()["embeddings"]) == 2 and ok.json()["prompt_eval_count"] == 32 + 4
-        refused = httpx.post(f"{base}/api/embed", json={"model": model, "input": long, "truncate": False}, timeout=60)
-        assert refused.status_code == 400 and "context holds 32" in refused.json()["error"]
-    finally:
-        thread.stop()
+    yield thread.url
+    thread.stop()
+
+
+def test_ollama_embed_truncates_by_default_and_says_why_when_told_not_to(base_url):
+    long = " ".join(["the sky is blue"] * 12)
+    ok = httpx.post(f"{base_url}/api/embed", json={"model": "tiny-bert", "input": [long, "the dog"]}, timeout=60)
+    assert ok.status_code == 200, ok.text
+    assert len(ok.json()["embeddings"]) == 2 and ok.json()["prompt_eval_count"] == 32 + 4
+    refused = httpx.post(f"{base_url}/api/embed", json={"model": "tiny-bert", "input": long, "truncate": False},
+                         timeout=60)
+    assert refused.status_code == 400 and "context holds 32" in refused.json()["error"]
+
+
+def test_an_embedder_asked_for_a_reply_says_it_only_embeds(base_url):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="none")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model="tiny-bert", messages=[{"role": "user", "content": "hi"}])
+    assert err.value.code == "model_embeds_only" and "cannot write replies" in err.value.message
+    shown = httpx.post(f"{base_url}/api/show", json={"model": "tiny-bert"}, timeout=30).json()
+    assert shown["capabilities"] == ["embedding"]
