@@ -374,7 +374,9 @@ class Runner:
                 self.reply(req_id, "error", error="ContextOverflow", prompt_tokens=n, context=n_ctx,
                            message=f"an input is {n:,} tokens but the context holds {n_ctx:,}")
                 return
-        vectors = [self.llama.embed(text, normalize=msg.get("normalize", True)) for text in msg["inputs"]]
+        normalize, timed = msg.get("normalize", True), self.step_threads
+        vectors = [timed.embed(self.llama, text, min(n, n_ctx), normalize) if timed else
+                   self.llama.embed(text, normalize=normalize) for text, n in zip(msg["inputs"], msg["counts"])]
         self.reply(req_id, "result", vectors=vectors, tokens=sum(min(n, n_ctx) for n in msg["counts"]))
 
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:

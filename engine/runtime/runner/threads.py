@@ -192,6 +192,26 @@ class StepThreads:
         ``prefill``: the step evaluates prompt tokens (else every token in it is a stream's next)."""
         import llama_cpp as lc
 
+        control, threads = self._apply(prefill)
+        started = time.perf_counter()
+        rc = lc.llama_decode(self.ctx, batch)
+        if rc == 0:
+            control.observe(threads, time.perf_counter() - started, batch.n_tokens)
+        return rc
+
+    def embed(self, llama: Any, text: str, tokens: int, normalize: bool) -> list[float]:
+        """``llama.embed(text)`` on the prompt phase's count, timed as a step of ``tokens``: an embedder
+        (one long batch per passage) falls off the same cliff on a busy machine as a prompt does."""
+        control, threads = self._apply(True)
+        started = time.perf_counter()
+        vector = llama.embed(text, normalize=normalize)
+        control.observe(threads, time.perf_counter() - started, max(1, tokens))
+        return vector
+
+    def _apply(self, prefill: bool) -> tuple[ThreadController, int]:
+        """The phase's controller and its count, set on the context if it changed."""
+        import llama_cpp as lc
+
         if self.share != self._share:
             self._share = self.share
             self.decode.limit(self._share)
@@ -202,8 +222,4 @@ class StepThreads:
         if wanted != self.applied:
             lc.llama_set_n_threads(self.ctx, *wanted)
             self.applied = wanted
-        started = time.perf_counter()
-        rc = lc.llama_decode(self.ctx, batch)
-        if rc == 0:
-            control.observe(threads, time.perf_counter() - started, batch.n_tokens)
-        return rc
+        return control, threads
