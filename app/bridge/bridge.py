@@ -177,12 +177,13 @@ class EngineBridge(QObject):
 
     def _stream(self, reply_id: int, chunks) -> Chunk:
         batcher = TextBatcher(lambda kind, text: self.reply_text.emit(reply_id, kind, text))
-        for chunk in chunks:
-            if chunk.kind == "done":
-                batcher.flush()
-                return chunk
-            batcher.add(chunk)
-        batcher.flush()
+        try:
+            for chunk in chunks:
+                if chunk.kind == "done":
+                    return chunk
+                batcher.add(chunk)
+        finally:  # a stream that fails (a device gone mid-reply) still delivers the text it brought
+            batcher.flush()
         return Chunk("done", finish_reason="stop")
 
     def stop(self, reply_id: int) -> None:

@@ -16,6 +16,7 @@ import pytest
 from fireside.app import feedback
 from fireside.engine.devices import DeviceBook, Identity
 from fireside.engine.devices.announce import browse
+from fireside.engine.devices.book import SERVER, PairedDevice
 from fireside.engine.devices.identity import peer_certificate, pinned_context
 from fireside.engine.devices.pairing import pair
 from fireside.engine.errors import DeviceError
@@ -25,6 +26,7 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server.shared import Share, Sharing
 from fireside.engine.settings import Settings
 from tests.helpers.driving import send
+from tests.helpers.fakeopenai import Behaviour, start_fake_server
 from tests.helpers.keyrings import DictKeys
 
 WAIT_MS = 15_000
@@ -149,3 +151,32 @@ def _pair(qtbot, panel, name: str, code: str) -> None:
 
 def _texts(view) -> list[str]:
     return [view.item(i).text() for i in range(view.count())]
+
+
+def test_a_device_that_goes_away_mid_reply_leaves_the_partial_reply_and_says_so(qtbot, tmp_path, make_app):
+    """A paired device (a TLS server with the device's pinned certificate) drops the connection after five
+    tokens: the chat keeps the five, the reply ends as an error, and the notice names the device."""
+    _, _, identity = _other_device(tmp_path, "desk")
+    fake = start_fake_server(Behaviour(vanish_after=5), ssl_certfile=str(identity.cert_path),
+                             ssl_keyfile=str(identity.key_path))
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    DeviceBook(settings).add(PairedDevice("desk", SERVER, identity.fingerprint, cert_pem=identity.cert_pem,
+                                          address=f"127.0.0.1:{fake.port}"), "a-token")
+    runtime = Runtime(settings, idle_ttl_s=0)
+    app = make_app(runtime, settings)
+    engine = app.ctx.engine
+    try:
+        bar = app.window.chat.model_bar
+        qtbot.waitUntil(lambda: bar.combo.findData("desk/fake-model") >= 0, timeout=WAIT_MS)
+        bar.set_model("desk/fake-model")
+        reply_id, state = send(qtbot, app.window.chat, "Tell me a story.", max_tokens=40)
+        assert state == "error"
+        assert app.ctx.store.message(reply_id).content == " t0 t1 t2 t3 t4"  # all five, none lost
+        assert "device 'desk' stopped answering mid-reply" in feedback.history[-1]
+        view = app.window.chat.transcript.views[reply_id]
+        assert "t4" in view.body.toPlainText() and view.retry_button.isVisibleTo(view)
+    finally:
+        engine.remotes.close()
+        runtime.close()
+        fake.stop()
