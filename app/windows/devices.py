@@ -87,6 +87,8 @@ class DevicesPanel(QWidget):
         self.found: list = []
         self.pair_dialog: PairDialog | None = None
         self._code_expires = 0.0
+        self._code_text = ""
+        self._then = ""  # the status line once the devices have been asked again
         self.devices.identity_read.connect(self._on_devices_identity_read)
         self.devices.sharing_started.connect(self._on_devices_sharing_started)
         self.devices.sharing_stopped.connect(self._on_devices_sharing_stopped)
@@ -276,6 +278,7 @@ class DevicesPanel(QWidget):
             show_error(error, f"pairing with {name}")
             return
         self._busy(f"Paired with {device.name}; asking it for its models…")
+        self._then = f"Paired with {device.name}: its models are in the chat's picker as {device.name}/MODEL"
         self.refresh(fresh=True, changed=True)
 
     # --- paired devices --------------------------------------------------------------------------
@@ -287,6 +290,9 @@ class DevicesPanel(QWidget):
     def _on_devices_listed(self, changed: bool, rows, error) -> None:
         self.check_button.setEnabled(True)
         self._idle()
+        if self._then:
+            self.status.setText(self._then)
+            self._then = ""
         if error is not None:
             show_error(error, "reading the paired devices")
             rows = []

@@ -188,6 +188,7 @@ class MainWindow(QMainWindow):
     def _on_watcher_remotes_changed(self) -> None:
         self.chat.model_bar.reload_list()
         self.pages["Settings"].remotes.refresh(fresh=False)
+        self.pages["Server"].devices.refresh(fresh=False)
 
     @Slot()
     def _on_watcher_library_changed(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 
 import httpx
 import pytest
@@ -153,30 +154,45 @@ def _texts(view) -> list[str]:
     return [view.item(i).text() for i in range(view.count())]
 
 
-def test_a_device_that_goes_away_mid_reply_leaves_the_partial_reply_and_says_so(qtbot, tmp_path, make_app):
-    """A paired device (a TLS server with the device's pinned certificate) drops the connection after five
-    tokens: the chat keeps the five, the reply ends as an error, and the notice names the device."""
+@pytest.fixture
+def fake_desk(tmp_path):
+    """A paired device's stand-in: a fake OpenAI server over TLS with desk's certificate, dropping the
+    connection after five tokens; ``pair(settings)`` writes the pairing into a Fireside home's book."""
     _, _, identity = _other_device(tmp_path, "desk")
     fake = start_fake_server(Behaviour(vanish_after=5), ssl_certfile=str(identity.cert_path),
-                             ssl_keyfile=str(identity.key_path))
-    settings = Settings.from_env()
-    settings.ensure_dirs()
-    DeviceBook(settings).add(PairedDevice("desk", SERVER, identity.fingerprint, cert_pem=identity.cert_pem,
-                                          address=f"127.0.0.1:{fake.port}"), "a-token")
-    runtime = Runtime(settings, idle_ttl_s=0)
-    app = make_app(runtime, settings)
-    engine = app.ctx.engine
-    try:
-        bar = app.window.chat.model_bar
-        qtbot.waitUntil(lambda: bar.combo.findData("desk/fake-model") >= 0, timeout=WAIT_MS)
-        bar.set_model("desk/fake-model")
-        reply_id, state = send(qtbot, app.window.chat, "Tell me a story.", max_tokens=40)
-        assert state == "error"
-        assert app.ctx.store.message(reply_id).content == " t0 t1 t2 t3 t4"  # all five, none lost
-        assert "device 'desk' stopped answering mid-reply" in feedback.history[-1]
-        view = app.window.chat.transcript.views[reply_id]
-        assert "t4" in view.body.toPlainText() and view.retry_button.isVisibleTo(view)
-    finally:
-        engine.remotes.close()
-        runtime.close()
-        fake.stop()
+                             ssl_keyfile=str(identity.key_path), graceful_s=0.5)  # (an idle keep-alive: no wait)
+    fake.pair = lambda settings: DeviceBook(settings).add(PairedDevice(
+        "desk", SERVER, identity.fingerprint, cert_pem=identity.cert_pem, address=f"127.0.0.1:{fake.port}"), "a-token")
+    yield fake
+    fake.stop()
+
+
+def test_a_device_that_goes_away_mid_reply_leaves_the_partial_reply_and_says_so(qtbot, fake_desk, app):
+    """desk drops the connection after five tokens: the chat keeps the five, the reply ends as an error
+    (with Retry), and the notice names the device."""
+    fake_desk.pair(app.ctx.settings)
+    bar = app.window.chat.model_bar
+    bar.reload_list()
+    qtbot.waitUntil(lambda: bar.combo.findData("desk/fake-model") >= 0, timeout=WAIT_MS)
+    bar.set_model("desk/fake-model")
+    reply_id, state = send(qtbot, app.window.chat, "Tell me a story.", max_tokens=40)
+    assert state == "error"
+    assert app.ctx.store.message(reply_id).content == " t0 t1 t2 t3 t4"  # all five, none lost
+    assert "device 'desk' stopped answering mid-reply" in feedback.history[-1]
+    view = app.window.chat.transcript.views[reply_id]
+    assert "t4" in view.body.toPlainText() and view.retry_button.isVisibleTo(view)
+
+
+def test_a_device_paired_or_forgotten_by_the_cli_shows_without_a_click(qtbot, fake_desk, app):
+    bar, panel = app.window.chat.model_bar, _panel(app)
+    qtbot.waitUntil(lambda: "No paired devices yet" in _texts(panel.paired), timeout=WAIT_MS)
+    worker = threading.Thread(target=fake_desk.pair, args=(Settings.from_env(),))  # as `fireside devices pair`
+    worker.start()
+    worker.join()
+    qtbot.waitUntil(lambda: bar.combo.findData("desk/fake-model") >= 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: any(t.startswith("desk — reachable") for t in _texts(panel.paired)), timeout=WAIT_MS)
+    worker = threading.Thread(target=lambda: DeviceBook(Settings.from_env()).remove("desk", SERVER))
+    worker.start()
+    worker.join()
+    qtbot.waitUntil(lambda: bar.combo.findData("desk/fake-model") < 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "No paired devices yet" in _texts(panel.paired), timeout=WAIT_MS)
