@@ -193,8 +193,9 @@ class DevicesController(QObject):
 
     # --- paired devices --------------------------------------------------------------------------
     def list_devices(self, fresh: bool, on_done: OnDone) -> None:
-        """Every paired device as a ``DeviceRow``; devices this one uses are asked for their models
-        (``fresh`` skips the engine's short cache; a dead one answers within a few seconds)."""
+        """Every paired device as a ``DeviceRow``, those this one uses first, in the preferred order; they
+        are asked for their models (``fresh`` skips the engine's short cache; a dead one answers within
+        a few seconds)."""
         def work() -> list[DeviceRow]:
             statuses = {s.endpoint.name: s for s in self.engine.remote_statuses(fresh=fresh)
                         if getattr(s.endpoint, "fingerprint", "")}  # the devices' statuses, not the remotes'
@@ -205,8 +206,13 @@ class DevicesController(QObject):
                                       bool(status and not status.error),
                                       tuple(m.id for m in status.models) if status else (),
                                       status.error if status else ""))
-            return sorted(rows, key=lambda r: (r.role != SERVER, r.name))
+            order = {name: i for i, name in enumerate(self.book.order())}
+            return sorted(rows, key=lambda r: (r.role != SERVER, order.get(r.name, 0), r.name))
         self.tasks.run_in_background(work, on_done)
+
+    def set_order(self, names: list[str], on_done: OnDone) -> None:
+        """Prefer the devices this one uses in this order (for a model several serve), on a worker."""
+        self.tasks.run_in_background(lambda: self.book.set_order(names), on_done)
 
     def pair(self, found, code: str, my_name: str | None, on_done: OnDone) -> None:
         """Pair with ``found`` (an ``announce.Found``) using the code it shows, as ``my_name`` (None: the

@@ -5,7 +5,9 @@ At the top, the switch that shares this computer on the local network (as ``fire
 TLS, announced by mDNS), this device's name and certificate fingerprint, and "Show pairing code",
 which opens a one-time code for the other device to type. Below, two lists: the devices sharing on
 the network (live, from mDNS), with Pair (it asks for the code the other device shows), and the
-paired devices, with whether each answers and how many models it lists, and Forget or Revoke. The
+paired devices, with whether each answers and how many models it lists, Forget or Revoke, and Move up
+(the devices this one uses are listed in the preferred order: a model several serve, asked for
+without a device name, goes to the first; the picker lists their groups in that order too). The
 network is listened to while the tab shows. Every
 piece of work goes through the bridge's ``DevicesController`` (``app/bridge/devices.py``), on
 workers; errors reach the user through ``show_error``. After a pairing or a removal, and once the
@@ -136,6 +138,9 @@ class DevicesPanel(QWidget):
         self.paired.currentRowChanged.connect(self._on_lists_changed)
         self.remove_button = QPushButton("Forget", enabled=False)
         self.remove_button.clicked.connect(self._on_remove_clicked)
+        self.up_button = QPushButton("Move up", enabled=False, toolTip="Prefer this device for a model several "
+                                     "devices serve (asked for without a device name)")
+        self.up_button.clicked.connect(self._on_up_clicked)
         self.check_button = QPushButton("Check again")
         self.check_button.clicked.connect(self._on_check_clicked)
         self.progress = QProgressBar(maximum=0, visible=False, maximumWidth=160)  # busy: no fraction to show
@@ -157,7 +162,7 @@ class DevicesPanel(QWidget):
         grid.addWidget(self.network, 1, 0)
         grid.addWidget(self.paired, 1, 1)
         grid.addLayout(_row(self.pair_button), 2, 0)
-        grid.addLayout(_row(self.remove_button, self.check_button), 2, 1)
+        grid.addLayout(_row(self.remove_button, self.up_button, self.check_button), 2, 1)
         busy = QHBoxLayout()
         busy.addWidget(self.progress)
         busy.addWidget(self.status, 1)
@@ -329,6 +334,27 @@ class DevicesPanel(QWidget):
                                 else f"Forgot {name}; pair again to use its models")
         self.refresh(fresh=True, changed=error is None)
 
+    def _server_names(self) -> list[str]:
+        rows = [self.paired.item(i).data(Qt.UserRole) for i in range(self.paired.count())]
+        return [r[0] for r in rows if r and r[1] != CLIENT]
+
+    @Slot()
+    def _on_up_clicked(self) -> None:
+        selected, names = self._selected(self.paired), self._server_names()
+        if not selected or selected[0] not in names or names.index(selected[0]) == 0:
+            return
+        i = names.index(selected[0])
+        names[i - 1], names[i] = names[i], names[i - 1]
+        self._busy(f"Preferring {selected[0]}…")
+        self.devices.set_order(names, self._on_order_set)
+
+    def _on_order_set(self, order, error) -> None:
+        if error is not None:
+            show_error(error, "changing the devices' order")
+        else:
+            self._then = "Preferred order: " + ", ".join(order) + " (for a model several devices serve)"
+        self.refresh(fresh=False, changed=error is None)
+
     @Slot()
     def _on_check_clicked(self) -> None:
         self.refresh(fresh=True)
@@ -344,6 +370,8 @@ class DevicesPanel(QWidget):
         busy = not self.progress.isHidden()  # (the tab may be hidden)
         self.pair_button.setEnabled(not busy and bool(self._selected(self.network)))
         self.remove_button.setEnabled(not busy and bool(selected))
+        names = self._server_names()
+        self.up_button.setEnabled(not busy and bool(selected) and selected[1] != CLIENT and selected[0] in names[1:])
         self.remove_button.setText("Revoke" if selected and selected[1] == CLIENT else "Forget")
         self.remove_button.setToolTip("Shut this device out: its requests are refused from now on"
                                       if selected and selected[1] == CLIENT else

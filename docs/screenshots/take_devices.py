@@ -85,6 +85,14 @@ def main() -> None:
     panel.paired.setCurrentRow(0)
     shot(window, "devices")
 
+    picker(window)
+    fireside.stop()
+    desk.stop()
+    desk_engine.close()
+
+
+def picker(window) -> None:
+    """The chat's picker open on desk's model; its list is a popup, so this is a picture of the screen."""
     window.show_page("Chat")
     bar = window.chat.model_bar
     bar.set_model("desk/starter")
@@ -96,10 +104,6 @@ def main() -> None:
     screen.copy(top_left.x(), top_left.y(), window.width(), window.height()).save(str(OUT / "picker-device.png"))
     print("saved", OUT / "picker-device.png")
     bar.combo.hidePopup()
-
-    fireside.stop()
-    desk.stop()
-    desk_engine.close()
 
 
 if __name__ == "__main__":

@@ -196,3 +196,27 @@ def test_a_device_paired_or_forgotten_by_the_cli_shows_without_a_click(qtbot, fa
     worker.join()
     qtbot.waitUntil(lambda: bar.combo.findData("desk/fake-model") < 0, timeout=WAIT_MS)
     qtbot.waitUntil(lambda: "No paired devices yet" in _texts(panel.paired), timeout=WAIT_MS)
+
+
+def test_move_up_sets_the_preferred_device_for_the_engine_and_the_picker(qtbot, tmp_path, app):
+    fakes = []
+    try:
+        for name in ("attic", "desk"):
+            _, _, identity = _other_device(tmp_path, name)
+            fakes.append(start_fake_server(Behaviour(), ssl_certfile=str(identity.cert_path), graceful_s=0.5,
+                                           ssl_keyfile=str(identity.key_path)))
+            DeviceBook(app.ctx.settings).add(PairedDevice(name, SERVER, identity.fingerprint, cert_pem=identity.cert_pem,
+                                                          address=f"127.0.0.1:{fakes[-1].port}"), "t")
+        panel, bar = _panel(app), app.window.chat.model_bar
+        qtbot.waitUntil(lambda: bar.combo.findText("On desk") > bar.combo.findText("On attic") >= 0, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: [t.split(" ")[0] for t in _texts(panel.paired)] == ["attic", "desk"], timeout=WAIT_MS)
+        assert app.ctx.engine.device_for("fake-model") == "attic/fake-model"
+        panel.paired.setCurrentRow(1)
+        panel.up_button.click()
+        qtbot.waitUntil(lambda: [t.split(" ")[0] for t in _texts(panel.paired)] == ["desk", "attic"], timeout=WAIT_MS)
+        assert app.ctx.engine.device_for("fake-model") == "desk/fake-model"  # the engine routes by it
+        qtbot.waitUntil(lambda: bar.combo.findText("On attic") > bar.combo.findText("On desk") >= 0, timeout=WAIT_MS)
+    finally:
+        app.ctx.engine.remotes.close()
+        for fake in fakes:
+            fake.stop()

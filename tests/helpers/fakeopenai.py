@@ -37,6 +37,7 @@ class Behaviour:
     refuse_extensions: bool = False
     logprobs: bool = False
     tool_calls: int = 0
+    models: tuple[str, ...] = ("fake-model",)  # what /v1/models lists
     vanish_after: int | None = None  # drop the connection after this many tokens, as a machine switched off would
 
 
@@ -110,7 +111,7 @@ def fake_app(b: Behaviour) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+        return {"object": "list", "data": [{"id": m, "object": "model"} for m in b.models]}
 
     async def answer(request: Request, chat: bool):
         body = await request.json()
