@@ -10,10 +10,12 @@ import pytest
 
 from fireside.engine.devices import DeviceBook, Identity
 from fireside.engine.devices.book import CLIENT, SERVER, PairedDevice
+from fireside.engine.errors import ModelNotFound
 from fireside.engine.facade import Engine
 from fireside.engine.library import Library
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
-from fireside.engine.server import ServerThread, create_app
+from fireside.engine.server import SecurityPolicy, ServerThread, create_app
+from fireside.engine.server.sharing import PAIRING_PATHS
 from fireside.engine.settings import Settings
 from tests.helpers.fakeopenai import Behaviour, start_fake_server
 from tests.helpers.keyrings import DictKeys
@@ -82,6 +84,10 @@ def test_the_local_api_routes_a_bare_name_to_the_preferred_device_but_a_local_mo
         assert ask("no-such-model").status_code == 404
         assert engine.device_for("starter") == "attic/starter"  # the devices have one ...
         assert server.app.state.fireside.resolve("starter") == "starter"  # ... but this machine's answers
+        policy = SecurityPolicy(bind_host="127.0.0.1", port=0, device_of=lambda _token: None, open_paths=PAIRING_PATHS)
+        shared = create_app(engine, settings, library, policy=policy, shared=True).state.fireside
+        with pytest.raises(ModelNotFound):  # a paired device asking this one is never relayed to a third
+            shared.resolve("fake-model")
     finally:
         server.stop()
 
