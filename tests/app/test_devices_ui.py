@@ -1,8 +1,9 @@
 """Your other machines in the app (Server → Your devices): the Share switch starts and stops a real TLS
 listener announced by mDNS, the code it shows pairs another device, and Revoke shuts that device out;
 a device sharing on the network is found, a wrong code is refused in words, the right one pairs, the
-device's models appear in the chat's picker under its name and answer, and Forget takes them away.
-Everything runs on loopback (real TLS, real zeroconf, real SPAKE2); the same across network
+device's models appear in the chat's picker under its name and answer, and Forget takes them away; a
+device gone mid-reply leaves the text so far in the chat; a pairing made or undone by the CLI shows
+without a click; Move up sets the preferred device for the engine and the picker. Everything runs on loopback (real TLS, real zeroconf, real SPAKE2); the same across network
 namespaces is in tests/engine/devices/test_devices_netns.py."""
 
 from __future__ import annotations
