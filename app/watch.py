@@ -1,5 +1,6 @@
 """Notices what other processes change in the configuration the app shares with them, so a running window
-shows it without a click: a remote added with ``fireside remote add``, a model pulled or imported from
+shows it without a click: a remote added with ``fireside remote add``, a device paired or revoked with
+``fireside devices``, a model pulled or imported from
 the CLI (the library index and the models folders), the models folders another window saved.
 
 A cheap poll, not file-system notifications: every ``POLL_MS`` a worker reads the modification times
@@ -46,7 +47,8 @@ def read_snapshot(remotes: Path, index: Path, prefs: Path, folders: list[Path]) 
     except (OSError, ValueError, AttributeError):
         saved = None
     wal = index.with_name(index.name + "-wal")
-    return {"remotes": _stamp(remotes), "index": (_stamp(index), _stamp(wal)),
+    devices = remotes.with_name("devices.json")  # paired devices are remotes too (``fireside devices pair``)
+    return {"remotes": (_stamp(remotes), _stamp(devices)), "index": (_stamp(index), _stamp(wal)),
             "folders": [_folder_stamps(f) for f in folders], "saved_folders": saved}
 
 
@@ -54,7 +56,7 @@ class ConfigWatcher(QObject):
     """Polls the shared configuration; lives on the GUI thread.
 
     Signals:
-        remotes_changed(): the remote engines' list changed.
+        remotes_changed(): the remote engines' list or the paired devices changed.
         library_changed(): the library index or a models folder changed.
         folders_changed(list): the models folders saved in the preferences changed (extra folders, str).
     """

@@ -188,6 +188,11 @@ class Engine:
         """``model_id`` once its remote is known; ``ModelNotFound`` otherwise (no network call)."""
         return self.remotes.resolve(model_id)
 
+    def device_for(self, model: str) -> str | None:
+        """``DEVICE/MODEL`` of the preferred paired device that serves ``model`` (a bare name this machine's
+        library lacks), or None (bounded wait on the devices' lists: call it off the GUI thread)."""
+        return self.remotes.device_for(model)
+
     def remote_statuses(self, fresh: bool = False) -> list[RemoteStatus]:
         """Every remote engine with its models or its error (bounded wait: call it off the GUI thread)."""
         return self.remotes.statuses(fresh=fresh)

@@ -26,6 +26,7 @@ import platformdirs
 
 APP_NAME = "Fireside"
 DEFAULT_PORT = 8765
+SHARE_PORT = 8766  # the shared listener's (``fireside serve --share``, the app's Share switch)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HF_ENDPOINT = "https://huggingface.co"
 DEFAULT_PROMPT_CACHE_GIB = 4.0

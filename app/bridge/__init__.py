@@ -1,5 +1,5 @@
 """The app's one door to the engine: ``EngineBridge`` and what it owns (``downloading``, ``serving``,
-``prompt_cache``), the tools (``tools``), the model loader (``loader``) and the task pool (``tasks``).
+``prompt_cache``, ``devices``), the tools (``tools``), the model loader (``loader``) and the task pool (``tasks``).
 
 Windows and chat widgets import the engine's value types (``fireside.engine.types``, ``errors``,
 ``fmt``) and nothing else of it (tests/test_import_graph.py holds them to that); the few pure helpers
@@ -8,6 +8,7 @@ None of them waits: no disk, no network, no keyring (``starter_path`` reads pack
 keeps the answer; ``main`` asks it first, on a worker).
 """
 
+from fireside.engine.devices.identity import short as short_fingerprint
 from fireside.engine.library.imports import APPS
 from fireside.engine.library.starter import STARTER_ID, starter_path
 from fireside.engine.models.hardware import engine_build
@@ -20,11 +21,11 @@ from fireside.engine.models.planner import (
            with_draft,
 )
 from fireside.engine.remote import is_remote
-from fireside.engine.settings import DEFAULT_PORT
+from fireside.engine.settings import DEFAULT_PORT, SHARE_PORT
 
 from .bridge import BATCH_S, EngineBridge, TextBatcher
 from .tasks import OnDone, Tasks
 
-__all__ = ["APPS", "BATCH_S", "DEFAULT_PARALLEL", "DEFAULT_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
+__all__ = ["APPS", "BATCH_S", "DEFAULT_PARALLEL", "DEFAULT_PORT", "SHARE_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
            "LoadOptions", "OnDone", "Tasks", "TextBatcher", "drafting_text", "engine_build", "is_remote", "plan_fit",
-           "starter_path", "with_draft"]
+           "short_fingerprint", "starter_path", "with_draft"]

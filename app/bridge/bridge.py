@@ -5,7 +5,8 @@ the task pool (``tasks.py``) and brings the outcome back on the GUI thread, as a
 ``on_done(result, error)`` callback. Nothing that waits runs on the GUI thread: not a load or a reply,
 not the keyring (the Hugging Face token, remote keys, the API key), not a walk of a models folder, not
 a network call. Long-lived activity has a controller of its own, owned here: ``downloads``
-(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server),
+(``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server), ``devices`` (``devices.py``: sharing on
+the local network, finding and pairing devices),
 ``prompt_cache`` (``prompt_cache.py``: the saved KV states) and ``images`` (``attachments.py``: chat
 images, checked, saved, and decoded for a reply on its worker). The tools (``tools.py``), the loader
 (``loader.py``) and the task pool (``tasks.py``) sit beside it in this package, and ``__init__`` names
@@ -33,6 +34,7 @@ from fireside.engine.errors import RemoteError
 from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 
 from .attachments import ChatImages
+from .devices import DevicesController
 from .downloading import DownloadsController
 from .prompt_cache import PromptCacheController
 from .serving import ServerController
@@ -102,6 +104,7 @@ class EngineBridge(QObject):
         settings = getattr(engine, "settings", None)
         self.downloads = DownloadsController(settings, tasks, extras if extras is not None else {}, self)
         self.server = ServerController(engine, settings, tasks, self)
+        self.devices = DevicesController(engine, settings, tasks, self)
         self.prompt_cache = PromptCacheController(engine, settings, tasks)
         self.images = ChatImages(engine, settings.data_dir / "images" if settings else Path("images"), tasks)
         self._cancels: dict[str, threading.Event] = {}
@@ -174,12 +177,13 @@ class EngineBridge(QObject):
 
     def _stream(self, reply_id: int, chunks) -> Chunk:
         batcher = TextBatcher(lambda kind, text: self.reply_text.emit(reply_id, kind, text))
-        for chunk in chunks:
-            if chunk.kind == "done":
-                batcher.flush()
-                return chunk
-            batcher.add(chunk)
-        batcher.flush()
+        try:
+            for chunk in chunks:
+                if chunk.kind == "done":
+                    return chunk
+                batcher.add(chunk)
+        finally:  # a stream that fails (a device gone mid-reply) still delivers the text it brought
+            batcher.flush()
         return Chunk("done", finish_reason="stop")
 
     def stop(self, reply_id: int) -> None:
@@ -200,15 +204,18 @@ class EngineBridge(QObject):
         self.tasks.run_in_background(work, on_done)
 
     def model_ids(self, on_done: OnDone) -> None:
-        """Every model id to offer in a picker, local then remote, whether some remote did not answer, and
-        the local ones that can see images: ``(ids, remote_missing, vision)`` (a dead remote lists nothing,
+        """Every model id to offer in a picker, local then remote engines' then paired devices', whether some
+        remote or device did not answer, the local ones that can see images, and the device each device
+        model runs on: ``(ids, remote_missing, vision, {id: device})`` (a dead remote lists nothing,
         within a few seconds)."""
         def work():
             statuses = self.engine.remote_statuses()
-            remote = [m.id for s in statuses for m in s.models]
+            models = [m for s in statuses for m in s.models]
+            on_device = {m.id: m.remote for m in models if getattr(m, "kind", "remote") == "device"}
+            remote = [m.id for m in models if m.id not in on_device] + [m.id for m in models if m.id in on_device]
             local = self.engine.library().list()
             vision = {m.id for m in local if m.projector}  # (the picker's ids; vision_models() names aliases)
-            return [m.id for m in local] + remote, any(s.error for s in statuses), vision
+            return [m.id for m in local] + remote, any(s.error for s in statuses), vision, on_device
         self.tasks.run_in_background(work, on_done)
 
     def former_ids(self, on_done: OnDone) -> None:
@@ -326,3 +333,4 @@ class EngineBridge(QObject):
         """Set every cancel event and pause every download (used at shutdown, before the pool stops)."""
         self.cancel_all()
         self.downloads.shutdown()
+        self.devices.close()

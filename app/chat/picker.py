@@ -1,5 +1,6 @@
 """The model bar above a chat: pick a model, load it with progress (cancellable), tune its load settings,
-eject it. The list comes from the library on a worker; loads are the app's ``ModelLoader``
+eject it. The list comes from the library, the remote engines and the paired devices on a worker (a
+device's models under a line "On DEVICE", as ``DEVICE/MODEL``); loads are the app's ``ModelLoader``
 (``bridge/loader.py``), which the bar only asks and shows: what a load leaves in the preferences (the
 model's settings, its "Last used") is the loader's.
 """
@@ -24,6 +25,7 @@ from ..feedback import show_error
 from ..windows.load_dialog import LoadDialog
 
 VISION_MARK = "  · sees images"  # after a vision model's name in the list
+DEVICE_HEADER = "On {}"  # the line above a paired device's models
 REMOTE_RETRIES = 5  # a remote that did not answer is asked again this many times, then on the next reload
 REMOTE_RETRY_MS = 4000
 
@@ -44,6 +46,7 @@ class ModelBar(QWidget):
         self.ctx, self.loader = ctx, ctx.loader
         self._remote_retries = 0
         self.vision: set[str] = set()
+        self.on_device: dict[str, str] = {}  # a paired device's model id -> the device's name
         self._remote_retry = QTimer(self, singleShot=True, interval=REMOTE_RETRY_MS)  # dies with the bar
         self._remote_retry.timeout.connect(self.reload_list)
         self.combo = QComboBox(minimumWidth=160, maximumWidth=340)
@@ -82,23 +85,38 @@ class ModelBar(QWidget):
     def _on_listed(self, listed, error) -> None:
         if error:
             show_error(error, "listing models")
-            listed = ([STARTER_ID], False, set())
-        ids, remote_missing, vision = listed
+            listed = ([STARTER_ID], False, set(), {})
+        ids, remote_missing, vision, on_device = listed
         if remote_missing and self._remote_retries < REMOTE_RETRIES:
             self._remote_retries += 1
             self._remote_retry.start()
         elif not remote_missing:
             self._remote_retries = 0
         current = self.current()
-        self.vision = set(vision)
+        self.vision, self.on_device = set(vision), dict(on_device)
         self.combo.clear()
         for model_id in ids:  # the text shows the mark; the item's data is the model id
+            device = self.on_device.get(model_id)
+            if device and self.combo.findText(DEVICE_HEADER.format(device)) < 0:
+                self._add_header(DEVICE_HEADER.format(device))
             self.combo.addItem(model_id + (VISION_MARK if model_id in self.vision else ""), model_id)
             if model_id in self.vision:
                 self.combo.setItemData(self.combo.count() - 1, f"{model_id} can see images: attach them to a "
                                        "message", Qt.ToolTipRole)
+            elif device:
+                self.combo.setItemData(self.combo.count() - 1, f"runs on your device {device}, over the local "
+                                       "network (encrypted)", Qt.ToolTipRole)
         if current:
             self.set_model(current)  # (and the state line says whether it sees images)
+
+    def _add_header(self, text: str) -> None:
+        """A line that names the group below it; it cannot be chosen (no data, not enabled)."""
+        self.combo.addItem(text)
+        item = self.combo.model().item(self.combo.count() - 1)
+        item.setEnabled(False)
+        font = item.font()
+        font.setBold(True)
+        item.setFont(font)
 
     def current(self) -> str | None:
         return self.combo.currentData() or None
@@ -168,6 +186,8 @@ class ModelBar(QWidget):
         sees = " · sees images" if self.sees_images(model_id) else ""
         if model_id in loaded:
             self.state.setText(f"Loaded · context {loaded[model_id].n_ctx:,}{sees}")
+        elif model_id in self.on_device:
+            self.state.setText(f"On your device {self.on_device[model_id]}: it runs there")
         elif is_remote(model_id):
             self.state.setText("Remote model: it runs on its own server")
         elif self.loading != model_id:

@@ -114,6 +114,7 @@ class MainWindow(QMainWindow):
         ctx.bridge.unload_failed.connect(self._on_bridge_unload_failed)
         self.pages["Settings"].remotes.remotes_changed.connect(self._on_settings_remotes_changed)
         self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
+        self.pages["Server"].devices.devices_changed.connect(self._on_settings_remotes_changed)
         self._timer = QTimer(self, interval=3000)
         self._timer.timeout.connect(self._on_bridge_loaded_changed)
         self._timer.start()
@@ -187,6 +188,7 @@ class MainWindow(QMainWindow):
     def _on_watcher_remotes_changed(self) -> None:
         self.chat.model_bar.reload_list()
         self.pages["Settings"].remotes.refresh(fresh=False)
+        self.pages["Server"].devices.refresh(fresh=False)
 
     @Slot()
     def _on_watcher_library_changed(self) -> None:

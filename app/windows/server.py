@@ -1,8 +1,9 @@
 """The Server page: start and stop the local API server (OpenAI, Ollama and Anthropic dialects over the
 same runtime the chat uses), its port, loopback or network (network forces an API key), the key itself
 (generated, copied, kept in the OS keyring), allowed origins, idle unload, model management through
-the API (pull and delete: off unless switched on), a live request log and ready-to-copy snippets that
-show the real address.
+the API (pull and delete: off unless switched on), a live request log, "Your devices" (sharing with
+your other machines and pairing them: ``devices.DevicesPanel``) and ready-to-copy snippets that show
+the real address.
 
 The page holds widgets; the bridge's ``ServerController`` (``app/bridge/serving.py``) runs the server: the page
 reads its widgets here, on the GUI thread, into a ``ServerConfig`` and hands it over, and the binding,
@@ -36,6 +37,7 @@ from ..bridge import DEFAULT_PORT
 from ..bridge.serving import KeyState, ServerConfig
 from ..context import AppContext
 from ..feedback import show_error
+from .devices import DevicesPanel
 from .snippets import SNIPPETS, snippet
 
 
@@ -89,6 +91,8 @@ class ServerPage(QWidget):
         self.log = QPlainTextEdit(readOnly=True, maximumBlockCount=2000, placeholderText="Requests appear here")
         self.log.setFont(mono)
         self.tabs.addTab(self.log, "Request log")
+        self.devices = DevicesPanel(ctx)
+        self.tabs.addTab(self.devices, "Your devices")
         self.snippet_views = {}
         for name in SNIPPETS:
             view = QPlainTextEdit(readOnly=True)
@@ -231,6 +235,7 @@ class ServerPage(QWidget):
 
     def dispose(self) -> None:
         logging.getLogger("uvicorn.access").removeHandler(self.request_log)
+        self.devices.dispose()
 
     # --- options ---------------------------------------------------------------------------------
     @Slot()

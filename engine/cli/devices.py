@@ -1,11 +1,12 @@
-"""``fireside devices ls|code|pair|rm|revoke``: your other machines.
+"""``fireside devices ls|code|pair|rm|revoke|order``: your other machines.
 
 On the machine that shares (``fireside serve --share`` running), ``code`` opens a one-time pairing
 code and shows it; on the other, ``pair NAME`` finds NAME on the local network by mDNS (or takes
 ``--address HOST:PORT``), asks for the code, and pairs (``engine/devices/pairing.py``). Its models
 then answer as ``NAME/MODEL`` everywhere (``fireside chat NAME/MODEL``, the local API's ``model``).
 ``ls`` shows paired devices both ways and the sharing devices heard on the network; ``rm NAME``
-forgets a device this one uses, ``revoke NAME`` shuts out a device that uses this one, at once.
+forgets a device this one uses, ``revoke NAME`` shuts out a device that uses this one, at once;
+``order NAME...`` says which device answers a model several serve when it is asked for by bare name.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     rm = dsub.add_parser("rm", help="forget a device whose models this one uses")
     rm.add_argument("name")
     rm.set_defaults(handler=cmd_rm)
+    order = dsub.add_parser("order", help="show or set which paired device answers first for a model several serve")
+    order.add_argument("names", nargs="*", metavar="NAME", help="the devices, most preferred first (none: show)")
+    order.set_defaults(handler=cmd_order)
     revoke = dsub.add_parser("revoke", help="shut out a device that uses this one (takes effect at once)")
     revoke.add_argument("name")
     revoke.set_defaults(handler=cmd_revoke)
@@ -135,4 +139,15 @@ def cmd_rm(args: argparse.Namespace) -> int:
 def cmd_revoke(args: argparse.Namespace) -> int:
     device = DeviceBook(Settings.from_env()).remove(args.name, CLIENT)
     print(f"revoked {device.name}: its requests are refused from now on", file=sys.stdout)
+    return 0
+
+
+def cmd_order(args: argparse.Namespace) -> int:
+    book = DeviceBook(Settings.from_env())
+    unknown = [n for n in args.names if n not in {d.name for d in book.list(SERVER)}]
+    if unknown:
+        raise DeviceError(f"not a paired device this one uses: {', '.join(unknown)} (`fireside devices ls` lists them)")
+    order = book.set_order(args.names) if args.names else book.order()
+    print("preferred order: " + (", ".join(order) if order else "no paired devices") +
+          "\n(a model asked for without a device goes to the first that serves it; this machine's own models come first)")
     return 0

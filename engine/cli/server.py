@@ -22,20 +22,17 @@ import secrets
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ServerError
 from ..models.planner import LoadOptions
-from ..settings import Settings
+from ..settings import SHARE_PORT, Settings
 from .models import add_load_options, load_options
 
 if TYPE_CHECKING:
-    from ..facade import Engine
-    from ..library import Library
+    from ..server.shared import Share
 
 log = logging.getLogger("fireside.serve")
-SHARE_PORT = 8766
 IMMEDIATE_S = 0.001  # "--keep-alive 0": the idle reaper unloads within a second of the reply
 
 
@@ -115,6 +112,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         delete_api_key()
         print("the API key is removed; the server now answers loopback clients without one")
         return 0
+    from ..server.shared import Share
+
     settings = Settings.from_env()
     settings.prompt_cache = settings.prompt_cache and args.prompt_cache
     host, port = args.host or settings.host, args.port or settings.port
@@ -127,15 +126,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass
-class Share:
-    """Where and as whom ``--share`` shares."""
-
-    host: str = "0.0.0.0"
-    port: int = SHARE_PORT
-    name: str | None = None
-
-
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
           management: bool = False, load_defaults: LoadOptions | None = None, image_urls: bool = False,
@@ -145,6 +135,7 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     from ..library import Library
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
+    from ..server.shared import Sharing
 
     check_bind(host, key)
     settings.ensure_dirs()
@@ -169,6 +160,8 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         server.start()
         if sharing:
             sharing.start()
+            print(f"sharing with paired devices on {sharing.url} as {sharing.name} (TLS, fingerprint "
+                  f"{sharing.identity.fingerprint[:16]}...); `fireside devices code` shows a pairing code")
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
               f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}"
               f"{'  model management on' if management else ''}{'  image URLs fetched' if image_urls else ''}")
@@ -184,44 +177,3 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         server.stop()
         log.info("stopping the runners")
         engine.close()
-
-
-class Sharing:
-    """The shared listener of ``--share``: its own app (paired devices only, this machine's models
-    only) on a TLS ``ServerThread``, and the mDNS announcement. Started after the loopback server,
-    stopped before it."""
-
-    def __init__(self, settings: Settings, share: Share, engine: Engine, library: Library, jit: bool):
-        from ..devices import DeviceBook, Identity
-        from ..devices.identity import default_name
-        from ..devices.pairing import PairingDesk
-        from ..server import SecurityPolicy, ServerThread, create_app
-        from ..server.sharing import PAIRING_PATHS
-
-        self.name = share.name or default_name()
-        self.host = share.host
-        self.identity = Identity.load_or_create(settings, self.name)
-        log.info("sharing as %s, certificate fingerprint %s", self.name, self.identity.fingerprint)
-        self.book = DeviceBook(settings)
-        self.desk = PairingDesk(self.book, self.identity, self.name)
-        policy = SecurityPolicy(bind_host=share.host, port=share.port, device_of=self.book.client_for,
-                                open_paths=PAIRING_PATHS)
-        app = create_app(engine, settings, library, policy=policy, jit=jit, pairing=self.desk, shared=True)
-        self.server = ServerThread(app, share.host, share.port, ssl_certfile=str(self.identity.cert_path),
-                                   ssl_keyfile=str(self.identity.key_path))
-        self.announcer = None
-
-    def start(self) -> None:
-        from ..devices.announce import Announcer
-        from ..server.security import is_wildcard
-
-        self.server.start()
-        addresses = None if is_wildcard(self.host) else [self.host]
-        self.announcer = Announcer(self.name, self.server.port, self.identity.fingerprint, addresses)
-        print(f"sharing with paired devices on {self.server.url} as {self.name} (TLS, fingerprint "
-              f"{self.identity.fingerprint[:16]}...); `fireside devices code` shows a pairing code")
-
-    def stop(self) -> None:
-        if self.announcer is not None:
-            self.announcer.close()
-        self.server.stop()

@@ -4,8 +4,9 @@ A sharing Fireside announces ``NAME._fireside._tcp.local.`` on the shared listen
 addresses, with TXT records ``name`` (the device name), ``fp`` (its certificate's SHA-256
 fingerprint) and ``v`` (the protocol version). The announcement is a hint, never trust: anyone on
 the network can announce anything, which is why pairing proves the code (``pairing.py``) and later
-connections pin the fingerprint kept then. ``browse`` listens for announcements and returns once the
-device asked for is found, or when its time is up. Threading: zeroconf runs its own threads;
+connections pin the fingerprint kept then. ``Browser`` listens until closed and says whenever the
+devices heard change (the app's live list); ``browse`` listens and returns once the device asked for
+is found, or when its time is up. Threading: zeroconf runs its own threads;
 ``Announcer.close`` unregisters (a goodbye packet) and stops them.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
@@ -68,37 +69,64 @@ def _found(info) -> Found | None:
                  info.port, props["fp"])
 
 
+class Browser:
+    """Listens for sharing devices until ``close``: ``on_change(devices)`` (the sorted list of those heard
+    and not gone) runs on zeroconf's thread whenever one arrives, changes or says goodbye."""
+
+    def __init__(self, on_change: Callable[[list[Found]], None] | None = None, info_timeout_s: float = 3.0):
+        from zeroconf import ServiceBrowser, ServiceListener, Zeroconf
+
+        self._on_change = on_change
+        self._found: dict[str, Found] = {}  # by service name, as goodbyes name them
+        self._lock = threading.Lock()
+        outer = self
+
+        class Listener(ServiceListener):
+            def add_service(self, zc: Zeroconf, type_: str, name: str) -> None:
+                info = zc.get_service_info(type_, name, timeout=int(info_timeout_s * 1000))
+                device = _found(info) if info else None
+                outer._update(name, device)
+
+            update_service = add_service
+
+            def remove_service(self, zc: Zeroconf, type_: str, name: str) -> None:
+                outer._update(name, None)
+
+        self.zc = Zeroconf()
+        self.browser = ServiceBrowser(self.zc, SERVICE, listener=Listener())
+
+    def _update(self, service: str, device: Found | None) -> None:
+        with self._lock:
+            if device is None and self._found.pop(service, None) is None:
+                return
+            if device is not None:
+                self._found[service] = device
+        if self._on_change is not None:
+            self._on_change(self.found())
+
+    def found(self) -> list[Found]:
+        with self._lock:
+            return sorted(self._found.values(), key=lambda d: d.name)
+
+    def close(self) -> None:
+        self._on_change = None
+        try:
+            self.browser.cancel()
+        finally:
+            self.zc.close()
+
+
 def browse(timeout: float = 3.0, want: str | None = None) -> list[Found]:
     """Sharing devices heard within ``timeout`` seconds (sooner once ``want`` is among them)."""
-    from zeroconf import ServiceBrowser, ServiceListener, Zeroconf
-
-    found: dict[str, Found] = {}
     arrived = threading.Event()
-    zc = Zeroconf()
 
-    class Listener(ServiceListener):
-        def add_service(self, zc: Zeroconf, type_: str, name: str) -> None:
-            info = zc.get_service_info(type_, name, timeout=int(max(timeout, 1.0) * 1000))
-            device = _found(info) if info else None
-            if device:
-                found[device.name] = device
-                if want is None or device.name == want:
-                    arrived.set()
+    def on_change(found: list[Found]) -> None:
+        if want is not None and any(d.name == want for d in found):
+            arrived.set()
 
-        update_service = add_service
-
-        def remove_service(self, zc: Zeroconf, type_: str, name: str) -> None:
-            pass
-
-    browser = ServiceBrowser(zc, SERVICE, listener=Listener())
+    browser = Browser(on_change, info_timeout_s=max(timeout, 1.0))
     try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            arrived.wait(max(0.0, deadline - time.monotonic()))
-            if want is not None and want in found:
-                break
-            arrived.clear()
+        arrived.wait(timeout)
+        return browser.found()
     finally:
-        browser.cancel()
-        zc.close()
-    return sorted(found.values(), key=lambda d: d.name)
+        browser.close()

@@ -1,6 +1,9 @@
 """The paired devices: who they are (``devices.json`` in the config folder) and their tokens (the OS
 keyring, service ``Fireside devices``), and the check the shared listener makes on every request.
 
+``order`` (in the same file) is the user's preferred order of the devices this one uses: a model asked
+for by its bare name, not in this machine's library, goes to the first of them that lists it.
+
 A pairing leaves one record on each side, named by the other device: on the device that shares, a
 ``client`` (a device allowed to use this one: its certificate fingerprint, and the token it must
 send); on the device that paired, a ``server`` (a device whose models this one uses: its pinned
@@ -107,6 +110,24 @@ class DeviceBook:
         self.keys.delete(f"{role}:{name}")
         return found
 
+    # --- which device first --------------------------------------------------------------------
+    def order(self) -> list[str]:
+        """The devices this one uses, most preferred first: the order the user set, then the rest by name.
+        When several serve a model asked for by its bare name, the first that lists it answers."""
+        with self._lock:
+            raw = self._raw()
+        names = sorted(d.name for d in self._devices(raw) if d.role == SERVER)
+        chosen = [n for n in raw.get("order", []) if n in names]
+        return chosen + [n for n in names if n not in chosen]
+
+    def set_order(self, names: list[str]) -> list[str]:
+        """Prefer the devices in this order (names not paired are left out; those left unnamed go last)."""
+        with self._lock:
+            raw = self._raw()
+            raw["order"] = [n for n in dict.fromkeys(names) if isinstance(n, str)]
+            self._write(self._devices(raw), raw["order"])
+        return self.order()
+
     def token(self, device: PairedDevice) -> str | None:
         return self.keys.get(f"{device.role}:{device.name}")
 
@@ -130,19 +151,32 @@ class DeviceBook:
         return found
 
     # --- the file --------------------------------------------------------------------------------
-    def _read(self) -> list[PairedDevice]:
+    def _raw(self) -> dict:
         try:
             raw = json.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return []
+            return {}
         except (OSError, ValueError) as exc:
             raise DeviceError(f"{self.path} cannot be read ({exc}); fix or delete it (then pair again)") from None
+        if not isinstance(raw, dict):
+            raise DeviceError(f"{self.path} is not a devices file; fix or delete it (then pair again)")
+        return raw
+
+    @staticmethod
+    def _devices(raw: dict) -> list[PairedDevice]:
         fields = PairedDevice.__dataclass_fields__
         return [PairedDevice(**{k: v for k, v in d.items() if k in fields}) for d in raw.get("devices", [])
                 if isinstance(d, dict) and {"name", "role", "fingerprint"} <= d.keys()]
 
-    def _write(self, devices: list[PairedDevice]) -> None:
-        atomic_write(self.path, json.dumps({"devices": [asdict(d) for d in devices]}, indent=2) + "\n")
+    def _read(self) -> list[PairedDevice]:
+        return self._devices(self._raw())
+
+    def _write(self, devices: list[PairedDevice], order: list[str] | None = None) -> None:
+        """Write the devices whole; the preferred order is kept unless a new one is given."""
+        if order is None:
+            order = self._raw().get("order", []) if self.path.exists() else []
+        body = {"devices": [asdict(d) for d in devices], "order": order}
+        atomic_write(self.path, json.dumps(body, indent=2) + "\n")
         os.chmod(self.path, 0o600)
 
 

@@ -5,8 +5,8 @@ The certificate (``device-cert.pem``) and its private key (``device-key.pem``, m
 data folder's ``devices/``; both are made once with ``cryptography`` (an ECDSA P-256 key, ten years,
 the device's name as its common name) and kept, so a restart keeps the fingerprint paired devices
 pinned. Nobody checks the certificate against a CA: its fingerprint, learnt during pairing under the
-PAKE (``pairing.py``), is the only thing trusted. Threading: any thread; ``load_or_create`` is meant
-for start-up.
+PAKE (``pairing.py``), is the only thing trusted. Threading: any thread (the app reads it on one worker
+while another starts sharing: making the files is under a lock).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import hashlib
 import os
 import socket
 import ssl
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from ..settings import Settings
 
 CERT_FILE, KEY_FILE = "device-cert.pem", "device-key.pem"
 VALID_DAYS = 3650
+_CREATING = threading.Lock()
 
 
 def default_name() -> str:
@@ -60,8 +62,9 @@ class Identity:
     def load_or_create(cls, settings: Settings, name: str | None = None) -> Identity:
         folder = Path(settings.data_dir) / "devices"
         cert_path, key_path = folder / CERT_FILE, folder / KEY_FILE
-        if not (cert_path.exists() and key_path.exists()):
-            _create(cert_path, key_path, name or default_name())
+        with _CREATING:  # two threads making it at once would leave one's key beside the other's certificate
+            if not (cert_path.exists() and key_path.exists()):
+                _create(cert_path, key_path, name or default_name())
         try:
             pem = cert_path.read_text(encoding="ascii")
             return cls(cert_path, key_path, pem, fingerprint_of_pem(pem))

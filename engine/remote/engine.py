@@ -9,7 +9,8 @@ and the runtime would still route its id here.
 Paired devices (``engine/devices``, ``fireside devices pair``) are remotes too, under ``DEVICE/MODEL``
 ids (no ``remote/`` prefix: a device name never holds a dot or a slash, and ``remote`` is not one):
 their endpoints come from the device book, over TLS that trusts only the certificate pinned at
-pairing, with the pairing's token as the key. ``owns`` says whether an id is a remote's or a device's.
+pairing, with the pairing's token as the key. ``owns`` says whether an id is a remote's or a device's;
+``device_for`` picks the preferred device that serves a model named without one.
 
 Model lists are asked of every remote at once, each bounded by a short timeout, and kept for a
 little while (a failure for less), so listing models never waits long on a dead remote, and a dead
@@ -142,11 +143,24 @@ class RemoteEngine:
     def device_endpoints(self) -> list[DeviceEndpoint]:
         """The devices this one has paired with, as remotes (none when the book cannot be read)."""
         try:
-            devices = self.devices.list(SERVER)
+            devices = {d.name: d for d in self.devices.list(SERVER)}
+            order = self.devices.order()
         except DeviceError as exc:
             log.warning("%s", exc)
             return []
-        return [DeviceEndpoint(d.name, d.base_url, True, d.cert_pem, d.fingerprint) for d in devices]
+        return [DeviceEndpoint(d.name, d.base_url, True, d.cert_pem, d.fingerprint)
+                for d in (devices[n] for n in order if n in devices)]
+
+    def device_for(self, model: str) -> str | None:
+        """``DEVICE/MODEL`` of the first paired device, in the preferred order (``DeviceBook.order``), whose
+        last model list names ``model``; None when none does (or none is paired: then nothing is asked)."""
+        if not isinstance(model, str) or not self.device_endpoints():
+            return None
+        for status in self.statuses():
+            if isinstance(status.endpoint, DeviceEndpoint) and not status.error:
+                if any(m.remote_model == model for m in status.models):
+                    return status.endpoint.model_id(model)
+        return None
 
     def owns(self, model_id: object) -> bool:
         """Whether ``model_id`` is served elsewhere: ``remote/NAME/MODEL``, or ``DEVICE/MODEL`` of a paired device."""

@@ -124,7 +124,13 @@ class ServerContext:
             return self.engine.resolve_remote(name)
         model_id = self._remembered(name)
         if model_id is None:
-            model_id = self.library.get(name).id
+            try:
+                model_id = self.library.get(name).id
+            except ModelNotFound:  # not on this machine: on a paired device, the first in the preferred order
+                routed = None if self.shared else self.engine.device_for(name)
+                if routed is None:
+                    raise
+                return routed
             if len(self._resolved) >= RESOLVED_MAX:
                 self._resolved.clear()
             self._resolved[name] = (model_id, time.monotonic())

@@ -2,7 +2,8 @@
 
 It streams one token every ``interval_s`` on a fixed schedule (token i leaves at start + ttft + i *
 interval, so scheduling jitter never adds up), answers ``/v1/models``, and can misbehave on purpose:
-ignore ``max_tokens`` (send twice as many), stop early (as if at end of sequence), leave usage out,
+ignore ``max_tokens`` (send twice as many), stop early (as if at end of sequence), vanish mid-reply
+(the connection dropped, as when the machine goes away), leave usage out,
 or refuse the ``ignore_eos``/``min_tokens``/``chat_template_kwargs`` extensions with a 400 naming the
 first it finds, as OpenAI's own API does.
 
@@ -36,6 +37,8 @@ class Behaviour:
     refuse_extensions: bool = False
     logprobs: bool = False
     tool_calls: int = 0
+    models: tuple[str, ...] = ("fake-model",)  # what /v1/models lists
+    vanish_after: int | None = None  # drop the connection after this many tokens, as a machine switched off would
 
 
 def _event(obj: dict | str) -> bytes:
@@ -91,6 +94,8 @@ async def _tokens(b: Behaviour, body: dict, chat: bool):
     start = time.perf_counter() + b.ttft_s
     for i in range(count):
         await asyncio.sleep(max(0.0, start + i * b.interval_s - time.perf_counter()))
+        if b.vanish_after is not None and i >= b.vanish_after:
+            raise ConnectionAbortedError("the fake server vanished mid-reply")  # uvicorn drops the connection
         text = f" t{i}"
         yield _event({"object": "chunk", "choices": [_choice(chat, text, None, _logprobs(b, body, chat, i, text))]})
     finish = "length" if count >= asked else "stop"
@@ -106,7 +111,7 @@ def fake_app(b: Behaviour) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": "fake-model", "object": "model"}]}
+        return {"object": "list", "data": [{"id": m, "object": "model"} for m in b.models]}
 
     async def answer(request: Request, chat: bool):
         body = await request.json()
@@ -126,7 +131,8 @@ def fake_app(b: Behaviour) -> FastAPI:
     return app
 
 
-def start_fake_server(behaviour: Behaviour | None = None) -> ServerThread:
-    thread = ServerThread(fake_app(behaviour or Behaviour()), "127.0.0.1", 0)
+def start_fake_server(behaviour: Behaviour | None = None, **tls) -> ServerThread:
+    """The fake on a loopback port; ``ssl_certfile``/``ssl_keyfile`` make it speak TLS (a paired device's)."""
+    thread = ServerThread(fake_app(behaviour or Behaviour()), "127.0.0.1", 0, **tls)
     thread.start()
     return thread
