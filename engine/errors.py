@@ -33,6 +33,7 @@
     ├── NoVision                the model cannot see images: it has no projector (a 400 naming ones that can)
     ├── DocumentRejected        a file cannot be read as a document: encrypted or corrupt, over a size limit,
     │                           a zip bomb, binary data, or a kind not read (the message says which)
+    ├── DocumentNotFound        no uploaded file or collection (vector store) has that id (a 404)
     └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
         └── McpTimeout          an MCP server did not answer within its time limit
 
@@ -184,6 +185,15 @@ class DocumentRejected(FiresideError):
         super().__init__(message)
         self.reason = reason
         self.path = path
+
+
+class DocumentNotFound(FiresideError):
+    """No uploaded file or collection (an API vector store) has that id; ``kind`` is ``file`` or ``collection``."""
+
+    def __init__(self, message: str, kind: str = "", param: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.param = param
 
 
 class GrammarRejected(RuntimeFailure):
