@@ -58,7 +58,7 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
                                   description="OpenAI, Ollama and Anthropic compatible API over local models.")
     app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit,
                                        pairing=pairing, shared=shared,
-                                       collections=collections or Collections(settings.data_dir / "knowledge"))
+                                       collections=collections or Collections(settings.knowledge_dir))
     install_errors(app)
     for module in (openai, responses, files, vector_stores, anthropic, ollama, sharing):
         app.include_router(module.router)

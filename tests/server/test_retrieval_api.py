@@ -38,7 +38,7 @@ def home(tmp_path_factory) -> Settings:
 
 @pytest.fixture(scope="module")
 def served(runtime, home, library):
-    collections = Collections(home.data_dir / "knowledge")
+    collections = Collections(home.knowledge_dir)
     thread = _serve(runtime, home, library, collections)
     yield thread, collections
     thread.stop()
@@ -162,7 +162,7 @@ def test_batches_add_files_and_deleting_takes_them_out(oai, pdf_bytes):
 def test_a_restart_keeps_files_stores_and_their_indexes(runtime, library, tmp_path):
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
     settings.ensure_dirs()
-    first = Collections(settings.data_dir / "knowledge")
+    first = Collections(settings.knowledge_dir)
     thread = _serve(runtime, settings, library, first)
     client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="unused", max_retries=0)
     f = client.files.create(file=("pantry.md", b"# Pantry\n\nTwelve tins of sardines sit on the top shelf."),
@@ -172,7 +172,7 @@ def test_a_restart_keeps_files_stores_and_their_indexes(runtime, library, tmp_pa
     thread.stop()
     first.close()  # as a process that exits
 
-    second = Collections(settings.data_dir / "knowledge")
+    second = Collections(settings.knowledge_dir)
     thread = _serve(runtime, settings, library, second)
     try:
         client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="unused", max_retries=0)
@@ -242,7 +242,7 @@ def test_an_upload_without_a_file_part_or_as_json_is_a_400(served):
 
 def test_an_upload_over_the_cap_is_a_413(runtime, library, tmp_path):
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
-    collections = Collections(settings.data_dir / "knowledge")
+    collections = Collections(settings.knowledge_dir)
     thread = _serve(runtime, settings, library, collections, SecurityPolicy(max_upload_bytes=1000))
     try:
         client = openai.OpenAI(base_url=f"{thread.url}/v1", api_key="unused", max_retries=0)
