@@ -17,6 +17,7 @@ from fireside.engine.settings import Settings
 from tests.engine.documents.files import write_pdf
 from tests.helpers.driving import API_KEY
 
+pytestmark = pytest.mark.model
 LIGHTHOUSE = (b"# Skerry Point lighthouse\n\nThe keeper polishes the brass lens every Tuesday with a chamois cloth.\n\n"
               b"# Garden\n\nTomatoes grow in the walled garden behind the tower.\n")
 PDF_PAGES = ["Orchard ledger\nThe quince trees were pruned in February.",
