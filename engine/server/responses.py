@@ -15,7 +15,9 @@ response's ``instructions`` are not carried over, as in OpenAI's API.
 messages) until the prompt fits the model's context, measured with its own tokenizer (``"disabled"``,
 the default, answers a prompt that does not fit with a 400, as OpenAI does); ``include`` with
 ``message.output_text.logprobs`` (and ``top_logprobs``) puts the runtime's log-probabilities on each
-``output_text`` part and text delta. ``handler.answer`` runs the request, as for every dialect; the
+``output_text`` part and text delta. A ``file_search`` tool is run here, before the reply
+(``file_search.py``): its ``file_search_call`` item comes first in the output, and the message's ``[n]``
+markers become ``file_citation`` annotations (the encoder cuts them out as the text streams). ``handler.answer`` runs the request, as for every dialect; the
 parts shared with chat completions (content, tool choice, ``response_format``) come from ``inbound.py``.
 """
 
