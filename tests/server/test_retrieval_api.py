@@ -241,6 +241,15 @@ def test_an_upload_without_a_file_part_or_as_json_is_a_400(served):
     assert r.status_code == 400 and r.json()["error"]["param"] == "file"
 
 
+def _multipart_chunks(name: str, size: int):
+    """A multipart upload sent in pieces, as a streaming client sends it (chunked: no Content-Length)."""
+    yield b'--XyZ\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nassistants\r\n'
+    yield f'--XyZ\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n\r\n'.encode()
+    for _ in range(size // 100):
+        yield b"words " * 16 + b"word"
+    yield b"\r\n--XyZ--\r\n"
+
+
 def test_an_upload_over_the_cap_is_a_413(runtime, library, tmp_path):
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
     collections = Collections(settings.knowledge_dir)
@@ -250,7 +259,14 @@ def test_an_upload_over_the_cap_is_a_413(runtime, library, tmp_path):
         with pytest.raises(openai.APIStatusError) as caught:
             client.files.create(file=("big.txt", b"words " * 1000), purpose="assistants")
         assert caught.value.status_code == 413
+        chunked = httpx.post(f"{thread.url}/v1/files", content=_multipart_chunks("big.txt", 5000),
+                             headers={"content-type": "multipart/form-data; boundary=XyZ"})  # no Content-Length
+        assert chunked.status_code == 413 and "1,000-byte limit" in chunked.json()["error"]["message"]
         assert client.files.create(file=("small.txt", b"words"), purpose="assistants").bytes == 5
+        assert [f.filename for f in client.files.list()] == ["small.txt"]  # nothing of the refused ones kept
+        elsewhere = httpx.post(f"{thread.url}/v1/chat/completions", content=_multipart_chunks("a.txt", 10),
+                               headers={"content-type": "multipart/form-data; boundary=XyZ"})
+        assert elsewhere.status_code == 400  # only the upload route takes a body that is not JSON
     finally:
         thread.stop()
         collections.close()
