@@ -313,7 +313,11 @@ class Collections:
             self._finish(collection_id, file_id, "failed", "server_error", f"indexing failed: {type(e).__name__}: {e}")
             return
         if not self._finish(collection_id, file_id, "completed", chunks=done.chunks, usage=stored.bytes):
-            index.remove_file(stored.path)  # removed or cancelled while it was read
+            with self.registry.lock:
+                now = self.registry.db.execute("SELECT status FROM members WHERE collection_id = ? AND file_id = ?",
+                                               (collection_id, file_id)).fetchone()
+            if now is None or now[0] == "cancelled":  # removed or cancelled while it was read
+                index.remove_file(stored.path)
 
     def _finish(self, collection_id: str, file_id: str, status: str, code: str | None = None,
                 message: str | None = None, chunks: int = 0, usage: int = 0) -> bool:
