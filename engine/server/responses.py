@@ -91,6 +91,10 @@ class FlatChoice(Body):
     name: Name
 
 
+class HostedChoice(Body):
+    type: Literal["file_search"]
+
+
 class TextFormat(Body):
     type: Literal["text", "json_object", "json_schema"] = "text"
     name: str | None = None
@@ -112,7 +116,7 @@ class ResponsesBody(Body):
     stream: bool = False
     store: bool = True
     tools: list[ResponsesTool] | None = None
-    tool_choice: ToolChoice | FlatChoice = None
+    tool_choice: ToolChoice | FlatChoice | HostedChoice = None
     text: TextOptions | None = None
     parallel_tool_calls: bool = True
     max_tool_calls: Annotated[int, Field(ge=0)] | None = None
@@ -185,7 +189,13 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
         if t.name is None:
             raise ApiError("tools: a function tool needs a name", param="tools")
         tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
-    choice = check_tool_choice(tools, dumped(body.tool_choice))
+    choice = dumped(body.tool_choice)
+    hosted = isinstance(body.tool_choice, HostedChoice)
+    if search_tool(body.tools) is not None and (hosted or (choice == "required" and not tools)):
+        choice = "auto"  # the file search runs before the reply whatever the choice; it is the tool "required"
+    elif hosted:
+        raise ApiError("tool_choice names file_search, but no file_search tool was given", param="tool_choice")
+    choice = check_tool_choice(tools, choice)
     if body.call_limit == 0 and tools:
         if choice != "auto" and choice != "none":
             raise ApiError("max_tool_calls is 0, but tool_choice demands a call", param="max_tool_calls")

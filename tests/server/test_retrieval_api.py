@@ -105,9 +105,13 @@ def test_responses_file_search_answers_from_the_file_and_cites_it(oai, store):
     cited = [a for a in text.annotations if a.type == "file_citation"]
     assert md.id in {a.file_id for a in cited} and all(0 <= a.index <= len(text.text) for a in cited)
     assert "lighthouse.md" in {a.filename for a in cited}
-    plain = oai.responses.create(model="starter", input="Hi", max_output_tokens=4,
+    plain = oai.responses.create(model="starter", input="the lens", max_output_tokens=4, tool_choice={"type": "file_search"},
                                  tools=[{"type": "file_search", "vector_store_ids": [vs.id]}])
-    assert plain.output[0].results is None  # results only when included, as OpenAI sends them
+    assert plain.output[0].type == "file_search_call" and plain.output[0].results is None  # results only when included
+    unsearched = oai.responses.create(model="starter", input="the lens", max_output_tokens=4, tool_choice="none",
+                                      tools=[{"type": "file_search", "vector_store_ids": [vs.id]}])
+    assert [item.type for item in unsearched.output] == ["message"]
+    assert unsearched.output[0].content[0].annotations == []
 
 
 def test_a_source_marker_the_model_writes_becomes_an_annotation_at_its_place(oai, store):
