@@ -154,6 +154,10 @@ def test_batches_add_files_and_deleting_takes_them_out(oai, pdf_bytes):
     batch = oai.vector_stores.file_batches.create_and_poll(vector_store_id=vs.id, file_ids=[notes.id, pdf.id])
     assert (batch.status, batch.file_counts.completed) == ("completed", 2)
     assert oai.vector_stores.search(vs.id, query="sardines").data[0].file_id == notes.id
+    cellar = oai.vector_stores.files.upload_and_poll(vector_store_id=vs.id, file=("cellar.md", b"# Cellar\n\nCider barrels."))
+    assert cellar.status == "completed" and oai.files.retrieve(cellar.id).filename == "cellar.md"
+    assert oai.vector_stores.search(vs.id, query="cider barrels").data[0].file_id == cellar.id
+    oai.vector_stores.files.delete(cellar.id, vector_store_id=vs.id)
     oai.vector_stores.files.delete(notes.id, vector_store_id=vs.id)
     assert [d.file_id for d in oai.vector_stores.search(vs.id, query="sardines tins pantry").data] == []
     assert oai.files.retrieve(notes.id).id == notes.id  # out of the store, still uploaded
