@@ -34,6 +34,7 @@
     ├── EmbedsOnly              the model is an embedder (BERT and kin): it makes vectors and cannot write replies
     ├── DocumentRejected        a file cannot be read as a document: encrypted or corrupt, over a size limit,
     │                           a zip bomb, binary data, or a kind not read (the message says which)
+    ├── DocumentNotFound        no uploaded file or collection (vector store) has that id (a 404)
     └── McpServerError          an MCP tool server is unknown, failed to start, crashed, or answered badly
         └── McpTimeout          an MCP server did not answer within its time limit
 
@@ -190,6 +191,15 @@ class DocumentRejected(FiresideError):
         super().__init__(message)
         self.reason = reason
         self.path = path
+
+
+class DocumentNotFound(FiresideError):
+    """No uploaded file or collection (an API vector store) has that id; ``kind`` is ``file`` or ``collection``."""
+
+    def __init__(self, message: str, kind: str = "", param: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.param = param
 
 
 class GrammarRejected(RuntimeFailure):

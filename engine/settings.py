@@ -115,6 +115,12 @@ class Settings:
         return self.data_dir / "chats.sqlite3"
 
     @property
+    def knowledge_dir(self) -> Path:
+        """Uploaded files, knowledge collections and their indexes (``documents/collections.py``): the
+        API's ``/v1/files`` and vector stores. User data, never a cache."""
+        return self.data_dir / "knowledge"
+
+    @property
     def prompt_cache_dir(self) -> Path:
         """Saved KV states of conversations (``engine/runtime/kvcache.py``): a cache, safe to delete."""
         return self.cache_dir / "prompt-cache"

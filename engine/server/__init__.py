@@ -11,6 +11,8 @@ engine's ``ChatRequest`` or ``CompletionRequest`` with the helpers of ``inbound.
 chunks out through its encoder with those of ``outbound.py``. ``handler.answer`` runs every chat once
 for all of them (resolve, queue, stream or collect through ``streaming.py``, cut, usage), and
 ``errors.py`` maps every error to a status and the dialect's error shape. No dialect imports another.
+OpenAI's retrieval routes (``files.py``, ``vector_stores.py``, and ``file_search.py`` for the Responses
+tool) map onto the engine's knowledge collections (``documents/collections.py``).
 """
 
 from .app import create_app

@@ -15,10 +15,11 @@ from fastapi_offline import FastAPIOffline
 
 from .. import __version__ as engine_version
 from ..devices.pairing import PairingDesk
+from ..documents.collections import Collections
 from ..facade import Engine
 from ..runtime.runtime import Runtime
 from ..settings import Settings
-from . import anthropic, ollama, openai, responses, sharing
+from . import anthropic, files, ollama, openai, responses, sharing, vector_stores
 from .context import LibraryLike, Puller, ServerContext
 from .errors import install as install_errors
 from .security import SecurityMiddleware, SecurityPolicy, check_bind
@@ -28,7 +29,8 @@ log = logging.getLogger(__name__)
 
 def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLike | None = None, *,
                policy: SecurityPolicy | None = None, puller: Puller | None = None, jit: bool = True,
-               pairing: PairingDesk | None = None, shared: bool = False) -> FastAPI:
+               pairing: PairingDesk | None = None, shared: bool = False,
+               collections: Collections | None = None) -> FastAPI:
     """The API server's ASGI app over ``engine`` (a bare ``Runtime`` is wrapped in an ``Engine`` with
     the settings' remote engines, so a tool that only has a runtime still gets remote models).
 
@@ -38,8 +40,10 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
     (off: only models already loaded answer). ``pairing`` is the desk of a server that shares
     (``fireside serve --share``): the loopback app opens codes with it, the shared app (``shared``,
     whose policy takes only paired devices' tokens) pairs devices with it; a shared app serves this
-    machine's own models only, never its remote engines or other devices. Safe to call from any
-    thread; the app itself runs on uvicorn's event loop.
+    machine's own models only, never its remote engines or other devices. ``collections`` are the
+    uploaded files and vector stores of ``/v1/files`` and ``/v1/vector_stores`` (default: the data
+    folder's ``knowledge``, opened on first use, BM25 alone). Safe to call from any thread; the app
+    itself runs on uvicorn's event loop.
     """
     engine = Engine.of(engine, settings)
     if library is None:
@@ -53,9 +57,10 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
                                   swagger_ui_parameters={"validatorUrl": None},
                                   description="OpenAI, Ollama and Anthropic compatible API over local models.")
     app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit,
-                                       pairing=pairing, shared=shared)
+                                       pairing=pairing, shared=shared,
+                                       collections=collections or Collections(settings.knowledge_dir))
     install_errors(app)
-    for module in (openai, responses, anthropic, ollama, sharing):
+    for module in (openai, responses, files, vector_stores, anthropic, ollama, sharing):
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

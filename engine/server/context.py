@@ -111,6 +111,7 @@ class ServerContext:
     jit: bool = True  # load a model on its first request; off: only models the user loaded answer
     pairing: Any = None  # the PairingDesk of a server that shares (``--share``), else None
     shared: bool = False  # the shared listener: this machine's own models only, to paired devices
+    collections: Any = None  # the knowledge ``Collections`` behind /v1/files and /v1/vector_stores
     # name -> (library id, when the library said so); plain dict operations, safe from any thread
     _resolved: dict[str, tuple[str, float]] = field(default_factory=dict, init=False, repr=False)
 

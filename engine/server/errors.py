@@ -20,6 +20,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     ContextOverflow,
+    DocumentNotFound,
+    DocumentRejected,
     EmbedsOnly,
     FiresideError,
     GatedRepo,
@@ -69,6 +71,8 @@ class Problem:
 _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (UnsafePath, 404, "invalid_request_error", "model_not_found"),
     (ModelNotFound, 404, "invalid_request_error", "model_not_found"),
+    (DocumentNotFound, 404, "invalid_request_error", "not_found"),  # a file or vector store id
+    (DocumentRejected, 400, "invalid_request_error", "invalid_file"),  # an upload refused: the message says why
     (ContextOverflow, 400, "invalid_request_error", "context_length_exceeded"),
     (GrammarRejected, 400, "invalid_request_error", "grammar_rejected"),
     (ImageRejected, 400, "invalid_request_error", "invalid_image"),

@@ -94,3 +94,16 @@ def sse(data: Any, event: str | None = None) -> bytes:
     head = f"event: {event}\n" if event else ""
     payload = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return f"{head}data: {payload}\n\n".encode()
+
+
+def cursor_page(items: list[dict[str, Any]], limit: int, order: str, after: str | None = None,
+                before: str | None = None) -> dict[str, Any]:
+    """One page of OpenAI's cursor lists (files, vector stores): ``items`` oldest first, in ``order``
+    (``desc``: newest first), those after the id ``after`` and before the id ``before``, at most ``limit``."""
+    ordered = list(reversed(items)) if order == "desc" else list(items)
+    ids = [item["id"] for item in ordered]
+    start = ids.index(after) + 1 if after in ids else 0
+    stop = ids.index(before) if before in ids else len(ordered)
+    page = ordered[start:stop][:limit]
+    return {"object": "list", "data": page, "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None, "has_more": start + len(page) < stop}

@@ -23,6 +23,9 @@ from ..errors import ServerError
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 DEFAULT_MAX_BODY = 8 * 1024 * 1024
+DEFAULT_MAX_UPLOAD = 512 * 1024 * 1024  # a multipart upload to /v1/files (OpenAI's own cap on one file)
+# Routes whose POST body is a multipart file upload rather than JSON (``max_upload_bytes`` caps it).
+UPLOAD_PATHS = ("/v1/files",)
 # Routes that change what is on disk: off unless the user turns them on (``--allow-management``).
 MANAGEMENT_PATHS = ("/api/pull", "/api/delete", "/api/create", "/api/copy", "/api/push")
 _NAME_RE = re.compile(r"^[a-z0-9_]([a-z0-9_.-]{0,252})?$")
@@ -45,6 +48,7 @@ class SecurityPolicy:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     max_body_bytes: int = DEFAULT_MAX_BODY
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD
     allow_management: bool = False
     allow_image_urls: bool = False  # fetch the http(s) image URLs clients name (imagelinks.py)
     device_of: Callable[[str | None], str | None] | None = None

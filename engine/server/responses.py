@@ -15,7 +15,9 @@ response's ``instructions`` are not carried over, as in OpenAI's API.
 messages) until the prompt fits the model's context, measured with its own tokenizer (``"disabled"``,
 the default, answers a prompt that does not fit with a 400, as OpenAI does); ``include`` with
 ``message.output_text.logprobs`` (and ``top_logprobs``) puts the runtime's log-probabilities on each
-``output_text`` part and text delta. ``handler.answer`` runs the request, as for every dialect; the
+``output_text`` part and text delta. A ``file_search`` tool is run here, before the reply
+(``file_search.py``): its ``file_search_call`` item comes first in the output, and the message's ``[n]``
+markers become ``file_citation`` annotations (the encoder cuts them out as the text streams). ``handler.answer`` runs the request, as for every dialect; the
 parts shared with chat completions (content, tool choice, ``response_format``) come from ``inbound.py``.
 """
 
@@ -28,10 +30,12 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Request
 from pydantic import Field
 
+from ..documents.sources import CitationCutter
 from ..errors import ContextOverflow
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id
 from .errors import ApiError, describe, error_body
+from .file_search import FileSearch, run_search, search_tool
 from .handler import answer
 from .inbound import (
     Content,
@@ -76,11 +80,19 @@ class ResponsesTool(Body):
     name: Name | None = None
     description: str | None = None
     parameters: dict[str, Any] | None = None
+    vector_store_ids: list[str] | None = None  # file_search
+    max_num_results: Annotated[int, Field(ge=1, le=50)] | None = None
+    filters: dict[str, Any] | None = None
+    ranking_options: dict[str, Any] | None = None
 
 
 class FlatChoice(Body):
     type: Literal["function"] = "function"
     name: Name
+
+
+class HostedChoice(Body):
+    type: Literal["file_search"]
 
 
 class TextFormat(Body):
@@ -104,7 +116,7 @@ class ResponsesBody(Body):
     stream: bool = False
     store: bool = True
     tools: list[ResponsesTool] | None = None
-    tool_choice: ToolChoice | FlatChoice = None
+    tool_choice: ToolChoice | FlatChoice | HostedChoice = None
     text: TextOptions | None = None
     parallel_tool_calls: bool = True
     max_tool_calls: Annotated[int, Field(ge=0)] | None = None
@@ -169,13 +181,21 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
     if body.top_logprobs is not None and not body.logprobs:
         raise ApiError(f'top_logprobs needs include: ["{LOGPROBS}"]', param="top_logprobs")
     for t in body.tools or []:
-        if t.type != "function":  # hosted tools run on OpenAI's side: a model here could not use one
+        if t.type == "file_search":  # run by the server before the reply (file_search.py)
+            continue
+        if t.type != "function":  # other hosted tools run on OpenAI's side: a model here could not use one
             raise ApiError(f"tools: hosted tools ({t.type}) are not available on this server; send function tools",
                            param="tools")
         if t.name is None:
             raise ApiError("tools: a function tool needs a name", param="tools")
         tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
-    choice = check_tool_choice(tools, dumped(body.tool_choice))
+    choice = dumped(body.tool_choice)
+    hosted = isinstance(body.tool_choice, HostedChoice)
+    if search_tool(body.tools) is not None and (hosted or (choice == "required" and not tools)):
+        choice = "auto"  # the file search runs before the reply whatever the choice; it is the tool "required"
+    elif hosted:
+        raise ApiError("tool_choice names file_search, but no file_search tool was given", param="tool_choice")
+    choice = check_tool_choice(tools, choice)
     if body.call_limit == 0 and tools:
         if choice != "auto" and choice != "none":
             raise ApiError("max_tool_calls is 0, but tool_choice demands a call", param="max_tool_calls")
@@ -225,8 +245,8 @@ def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) ->
     return without(lo)
 
 
-def output_text(text: str, logprobs: list[TokenLogprob] | None) -> dict[str, Any]:
-    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []}
+def output_text(text: str, logprobs: list[TokenLogprob] | None, annotations: list | None = None) -> dict[str, Any]:
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": annotations or []}
     if logprobs is not None:
         part["logprobs"] = logprob_entries(logprobs)
     return part
@@ -264,8 +284,12 @@ def remember(store: ResponseStore, body: ResponsesBody, rid: str, messages: list
 async def create_response(body: ResponsesBody, request: Request):
     ctx = context(request)
     messages = conversation(body, ctx.responses)
-    req = chat_request(body, messages)  # every field checked before the model is looked up or loaded
-    encoder = ResponseEncoder(new_id("resp_"), body, messages, ctx.responses)
+    chat_request(body, messages)  # every field checked before a store is searched or the model loaded
+    tool, search, prompt = search_tool(body.tools), None, messages
+    if tool is not None and body.tool_choice != "none":
+        search, prompt = await run_search(request, tool, messages, body.include)
+    req = chat_request(body, prompt)
+    encoder = ResponseEncoder(new_id("resp_"), body, messages, ctx.responses, search)
     return await answer(request, body.model, req, encoder, streamed=body.stream, call_limit=body.call_limit,
                         prepare=partial(truncated, body=body) if body.truncation == "auto" else None)
 
@@ -275,6 +299,7 @@ class _Part:
 
     def __init__(self, kind: str, index: int, logprobs: bool):
         self.kind, self.index, self.text = kind, index, ""
+        self.annotations: list[dict[str, Any]] = []  # file_citation annotations, set as the message closes
         self.id = new_id("rs_" if kind == "reasoning" else "msg_")
         self.logprobs: list[TokenLogprob] | None = [] if logprobs and kind == "message" else None
 
@@ -283,7 +308,7 @@ class _Part:
         if self.kind == "reasoning":
             content = [] if text == "" else [{"type": "reasoning_text", "text": self.text}]
             return {"type": "reasoning", "id": self.id, "summary": [], "content": content, "status": status}
-        content = [] if text == "" else [output_text(self.text, self.logprobs)]
+        content = [] if text == "" else [output_text(self.text, self.logprobs, self.annotations)]
         return {"type": "message", "id": self.id, "status": status, "role": "assistant", "content": content}
 
     def empty_part(self) -> dict[str, Any]:
@@ -302,10 +327,15 @@ class ResponseEncoder:
 
     media_type = "text/event-stream"
 
-    def __init__(self, rid: str, body: ResponsesBody, messages: list, store: ResponseStore):
-        self.rid, self.body, self.messages, self.store = rid, body, messages, store
+    def __init__(self, rid: str, body: ResponsesBody, messages: list, store: ResponseStore,
+                 search: FileSearch | None = None):
+        self.rid, self.body, self.messages, self.store, self.search = rid, body, messages, store, search
         self.seq, self.text, self.calls = 0, "", []
-        self.items: list[dict[str, Any]] = []  # finished reasoning and message items, in output order
+        self.items: list[dict[str, Any]] = []  # finished items, in output order
+        self.cutter = None
+        if search is not None:  # the search ran before the reply: its item comes first
+            self.items.append(search.item())
+            self.cutter = CitationCutter(len(search.passages))
         self.part: _Part | None = None  # the reasoning or message item open now
         self.tracker, self.call_items = CallTracker(), {}  # call index -> (output index, item)
         self.response: dict[str, Any] | None = None
@@ -317,7 +347,17 @@ class ResponseEncoder:
     def start(self) -> list[bytes]:
         created = response_object(self.rid, self.body, [], None, "in_progress")
         return [self._event("response.created", response=created),
-                self._event("response.in_progress", response=created)]
+                self._event("response.in_progress", response=created), *self._search_events()]
+
+    def _search_events(self) -> list[bytes]:
+        """The file_search_call item's events: it was done before the reply began, so all at once."""
+        if self.search is None:
+            return []
+        where = {"output_index": 0, "item_id": self.search.id}
+        return [self._event("response.output_item.added", output_index=0, item=self.search.item("in_progress")),
+                *(self._event(f"response.file_search_call.{step}", **where)
+                  for step in ("in_progress", "searching", "completed")),
+                self._event("response.output_item.done", output_index=0, item=self.items[0])]
 
     def _next_index(self) -> int:
         return len(self.items) + (self.part is not None) + len(self.call_items)
@@ -333,15 +373,16 @@ class ResponseEncoder:
         part, self.part = self.part, None
         if part is None:
             return []
-        item = part.item(status)
         where = {"item_id": part.id, "output_index": part.index, "content_index": 0}
+        cited = self._cite(part, where) if part.kind == "message" and self.cutter is not None else []
+        item = part.item(status)
         if part.kind == "reasoning":
             done = [self._event("response.reasoning_text.done", **where, text=part.text)]
         else:
             logprobs = logprob_entries(part.logprobs, with_bytes=False) if part.logprobs is not None else []
             done = [self._event("response.output_text.done", **where, text=part.text, logprobs=logprobs)]
         self.items.append(item)
-        return done + [self._event("response.content_part.done", **where, part=item["content"][0]),
+        return cited + done + [self._event("response.content_part.done", **where, part=item["content"][0]),
                        self._event("response.output_item.done", output_index=part.index, item=item)]
 
     def chunk(self, chunk: Chunk) -> list[bytes]:
@@ -359,16 +400,31 @@ class ResponseEncoder:
         kind = "message" if chunk.kind == "text" else "reasoning"
         out = self._open(kind) if self.part is None or self.part.kind != kind else []
         part = self.part
-        part.text += chunk.text
         where = {"item_id": part.id, "output_index": part.index, "content_index": 0}
         if kind == "reasoning":
+            part.text += chunk.text
             return out + [self._event("response.reasoning_text.delta", **where, delta=chunk.text)]
-        self.text += chunk.text
+        text = self.cutter.feed(chunk.text) if self.cutter is not None else chunk.text  # [n] markers cut out
+        part.text += text
+        self.text += text
         entries = []
         if part.logprobs is not None:
             part.logprobs += chunk.logprobs or []
             entries = logprob_entries(chunk.logprobs, with_bytes=False)
-        return out + [self._event("response.output_text.delta", **where, delta=chunk.text, logprobs=entries)]
+        if not text and not entries:
+            return out
+        return out + [self._event("response.output_text.delta", **where, delta=text, logprobs=entries)]
+
+    def _cite(self, part: _Part, where: dict[str, Any]) -> list[bytes]:
+        """The message's held-back text and its file_citation annotations, as it closes."""
+        out = []
+        if rest := self.cutter.end():
+            part.text += rest
+            self.text += rest
+            out.append(self._event("response.output_text.delta", **where, delta=rest, logprobs=[]))
+        part.annotations = self.search.annotations(self.cutter.citations, len(part.text))
+        return out + [self._event("response.output_text.annotation.added", **where, annotation_index=i, annotation=a)
+                      for i, a in enumerate(part.annotations)]
 
     def _call_update(self, index: int, head: ToolCall | None, fragment: str) -> list[bytes]:
         out = []

@@ -22,7 +22,11 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
    request could be a "simple" cross-site POST that skips CORS preflight. Other clients (curl's
    ``-d`` sends ``application/x-www-form-urlencoded``) may send JSON under any type, as with Ollama.
    Either way the JSON must be strict (``validation.json_problem``: finite numbers, valid Unicode,
-   bounded depth), else 400 naming the field.
+   bounded depth), else 400 naming the field. The one exception is a file upload (``POST /v1/files``
+   as ``multipart/form-data``): it streams through unbuffered, to the route's parser (which spools it
+   to disk), capped at ``max_upload_bytes`` (413: by ``Content-Length`` before it starts, by count as
+   it comes). A browser page can send such a body without preflight, but it carries an ``Origin``,
+   so check 2 has already refused any page the user did not allow.
 
 The API key is kept in the OS keyring by ``engine/apikey.py`` (outside this package, so reading it
 does not import FastAPI); binding to anything but loopback without a key is refused by ``check_bind``.
@@ -35,11 +39,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .errors import dialect_of, error_body, status_problem
+from .errors import ApiError, dialect_of, error_body, status_problem
 from .policy import (
     DEFAULT_MAX_BODY,
     LOOPBACK_HOSTS,
     MANAGEMENT_PATHS,
+    UPLOAD_PATHS,
     SecurityPolicy,
     check_bind,
     is_loopback,
@@ -79,7 +84,12 @@ class SecurityMiddleware:
         origin = headers.get("origin")
         if scope["method"] == "OPTIONS" and origin:
             return await _send_preflight(send, origin, headers)
-        if scope["method"] in BODY_METHODS:
+        if scope["method"] == "POST" and scope["path"] in UPLOAD_PATHS and _multipart(headers):
+            declared = headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > self.policy.max_upload_bytes:
+                return await _send_error(send, scope["path"], 413, _upload_too_large(self.policy), "request_too_large")
+            receive = _capped(receive, self.policy)
+        elif scope["method"] in BODY_METHODS:
             body, problem = await self._read_body(receive, headers)
             if problem:
                 return await _send_error(send, scope["path"], *problem)
@@ -141,6 +151,29 @@ class SecurityMiddleware:
         if problem := json_problem(body):
             return b"", (400, str(problem), "invalid_json")
         return body, None
+
+
+def _multipart(headers: dict[str, str]) -> bool:
+    return headers.get("content-type", "").split(";")[0].strip().lower() == "multipart/form-data"
+
+
+def _upload_too_large(policy: SecurityPolicy) -> str:
+    return f"the upload is larger than the {policy.max_upload_bytes:,}-byte limit"
+
+
+def _capped(receive: Receive, policy: SecurityPolicy) -> Receive:
+    """``receive`` that raises a 413 once the body passes the upload cap (the route's parser is reading it)."""
+    seen = 0
+
+    async def capped() -> dict:
+        nonlocal seen
+        message = await receive()
+        seen += len(message.get("body", b""))
+        if seen > policy.max_upload_bytes:
+            raise ApiError(_upload_too_large(policy), 413, "request_too_large")
+        return message
+
+    return capped
 
 
 def _json_type(headers: dict[str, str]) -> bool:

@@ -78,12 +78,18 @@ responses = body({"model": models, "input": texts | st.lists(body({"type": st.sa
     ["message", "function_call", "function_call_output"])}, {"role": roles, "content": texts, "name": texts,
                                                              "call_id": texts, "output": texts}), max_size=3)}, {
     "instructions": texts, "max_output_tokens": small_ints, "stream": st.booleans(),
-    "tools": st.lists(body({"type": st.sampled_from(["function", "web_search"])}, {"name": texts}), max_size=2),
+    "tools": st.lists(body({"type": st.sampled_from(["function", "web_search", "file_search"])}, {
+        "name": texts, "vector_store_ids": st.lists(texts, max_size=2), "max_num_results": small_ints}), max_size=2),
+    "tool_choice": st.sampled_from(["auto", "none", "required", {"type": "file_search"}]),
     "previous_response_id": texts, "text": st.just({"format": {"type": "json_object"}}),
     "truncation": st.sampled_from(["auto", "disabled", "middle"]), "parallel_tool_calls": st.booleans(),
     "max_tool_calls": small_ints, "top_logprobs": small_ints,
-    "include": st.lists(st.sampled_from(["message.output_text.logprobs", "reasoning.encrypted_content"]) | texts,
-                        max_size=2)})
+    "include": st.lists(st.sampled_from(["message.output_text.logprobs", "reasoning.encrypted_content",
+                                         "file_search_call.results"]) | texts, max_size=2)})
+vector_store = body({}, {"name": texts, "file_ids": st.lists(texts, max_size=2), "metadata": st.dictionaries(texts, texts),
+                         "chunking_strategy": st.just({"type": "auto"}), "expires_after": json_values})
+store_search = body({"query": texts | st.lists(texts, max_size=2)}, {
+    "max_num_results": small_ints, "filters": json_values, "ranking_options": json_values, "rewrite_query": st.booleans()})
 
 ant_block = body({"type": st.sampled_from(["text", "image", "tool_use", "tool_result", "thinking"])},
                  {"text": texts, "name": texts, "id": texts, "input": st.dictionaries(texts, texts, max_size=2),
@@ -116,6 +122,8 @@ ROUTES: dict[str, tuple[str, str, st.SearchStrategy]] = {
     "openai.completions": ("POST", "/v1/completions", openai_completion),
     "openai.embeddings": ("POST", "/v1/embeddings", openai_embedding),
     "openai.responses": ("POST", "/v1/responses", responses),
+    "openai.vector_stores": ("POST", "/v1/vector_stores", vector_store),
+    "openai.vector_store_search": ("POST", "/v1/vector_stores/vs_none/search", store_search),
     "anthropic.messages": ("POST", "/v1/messages", anthropic_messages),
     "anthropic.count_tokens": ("POST", "/v1/messages/count_tokens", anthropic_messages),
     "ollama.chat": ("POST", "/api/chat", ollama_chat),

@@ -1,0 +1,344 @@
+"""Knowledge collections: named sets of uploaded files, each collection searched through its own
+``DocumentIndex`` (``indexes/<id>.sqlite3``), the sets and their files' states kept in the registry. The
+API serves them as OpenAI's vector stores; the app can list the same ones as its collections.
+
+A file added to a collection is ``in_progress`` until a background worker (one daemon thread, never the
+caller's) has read, chunked and indexed it, then ``completed``, or ``failed`` with a code (``invalid_file``,
+``unsupported_file``, ``server_error``) and a message that says what is wrong. Files still ``in_progress``
+when the process stopped are indexed again when the collections are next opened. Search reads only
+``completed`` files. With no ``Embedder`` the indexes find passages by BM25 alone.
+
+A passage's ``score`` is its reciprocal-rank-fusion score scaled into 0..1, so that a passage ranked first
+by every ranking scores 1: it orders passages, it is not a probability.
+
+Threading: every method may be called from any thread; they read and write the disk, so a server calls
+them off its event loop. ``close`` stops the worker (within one embedding batch) and closes the files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DocumentNotFound, DocumentRejected
+from .index import RRF_K, DocumentIndex, Embedder
+from .registry import Registry
+from .uploads import Uploads
+
+log = logging.getLogger(__name__)
+STATUSES = ("in_progress", "completed", "failed", "cancelled")
+_UNSUPPORTED = ("unsupported", "binary")
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A collection: its files' ``counts`` by status (and ``total``) and the bytes they hold."""
+
+    id: str
+    name: str
+    metadata: dict
+    created_at: int
+    last_active_at: int
+    counts: dict[str, int] = field(default_factory=dict)
+    usage_bytes: int = 0
+
+    @property
+    def status(self) -> str:
+        return "in_progress" if self.counts.get("in_progress") else "completed"
+
+
+@dataclass(frozen=True)
+class Member:
+    """A file in a collection and how its indexing went (``error_code``/``error_message`` when failed)."""
+
+    collection_id: str
+    file_id: str
+    status: str
+    error_code: str | None
+    error_message: str | None
+    chunks: int
+    usage_bytes: int
+    batch_id: str | None
+    created_at: int
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage found in a collection's file, with where it lies (``heading``, ``page``)."""
+
+    collection_id: str
+    file_id: str
+    filename: str
+    score: float
+    text: str
+    heading: str = ""
+    page: int | None = None
+
+
+class Collections:
+    """Every collection and uploaded file under ``root`` (the data folder's ``knowledge``)."""
+
+    def __init__(self, root: Path, embedder: Embedder | None = None):
+        self.root, self.embedder = Path(root), embedder
+        self._opening = threading.Lock()
+        self._registry: Registry | None = None
+        self._uploads: Uploads | None = None
+        self._indexes: dict[str, DocumentIndex] = {}
+        self._queue: queue.Queue = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._cancel = threading.Event()
+
+    # --- opening -------------------------------------------------------------------------------------
+    @property
+    def registry(self) -> Registry:
+        """The registry, opened on first use (then any file left ``in_progress`` is queued again)."""
+        with self._opening:
+            if self._registry is None:
+                self._registry = Registry(self.root / "registry.sqlite3")
+                self._uploads = Uploads(self._registry, self.root / "files")
+                with self._registry.lock:
+                    pending = self._registry.db.execute("SELECT collection_id, file_id FROM members WHERE "
+                                                        "status = 'in_progress' ORDER BY created_at").fetchall()
+                for item in pending:
+                    self._enqueue(*item)
+            return self._registry
+
+    @property
+    def uploads(self) -> Uploads:
+        self.registry  # noqa: B018 - opens the registry, which makes the uploads
+        return self._uploads
+
+    def _index(self, collection_id: str) -> DocumentIndex:
+        with self._opening:
+            if collection_id not in self._indexes:
+                path = self.root / "indexes" / f"{collection_id}.sqlite3"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._indexes[collection_id] = DocumentIndex(path, self.embedder)
+            return self._indexes[collection_id]
+
+    # --- collections ---------------------------------------------------------------------------------
+    def create(self, name: str = "", file_ids: list[str] = (), metadata: dict | None = None) -> Collection:
+        """A new collection holding ``file_ids`` (indexed in the background); an unknown id refuses it all."""
+        for file_id in file_ids:
+            self.uploads.get(file_id)
+        collection_id, now = f"vs_{uuid.uuid4().hex[:24]}", int(time.time())
+        reg = self.registry
+        with reg.lock, reg.db:
+            reg.db.execute("INSERT INTO collections VALUES(?,?,?,?,?)",
+                           (collection_id, name, json.dumps(metadata or {}), now, now))
+        for file_id in dict.fromkeys(file_ids):
+            self.add(collection_id, file_id)
+        return self.get(collection_id)
+
+    def get(self, collection_id: str) -> Collection:
+        reg = self.registry
+        with reg.lock:
+            row = reg.db.execute("SELECT * FROM collections WHERE id = ?", (collection_id,)).fetchone()
+            if row is None:
+                raise DocumentNotFound(f"no vector store with id {collection_id!r}", "collection", "vector_store_id")
+            counts = dict.fromkeys(STATUSES, 0)
+            usage = 0
+            for status, count, used in reg.db.execute("SELECT status, count(*), sum(usage_bytes) FROM members "
+                                                      "WHERE collection_id = ? GROUP BY status", (collection_id,)):
+                counts[status], usage = count, usage + (used or 0)
+        counts["total"] = sum(counts.values())
+        return Collection(row[0], row[1], json.loads(row[2]), row[3], row[4], counts, usage)
+
+    def list(self) -> list[Collection]:
+        """Every collection, oldest first."""
+        with self.registry.lock:
+            ids = [r[0] for r in self.registry.db.execute("SELECT id FROM collections ORDER BY created_at, rowid")]
+        return [self.get(i) for i in ids]
+
+    def update(self, collection_id: str, name: str | None = None, metadata: dict | None = None) -> Collection:
+        self.get(collection_id)
+        reg = self.registry
+        with reg.lock, reg.db:
+            if name is not None:
+                reg.db.execute("UPDATE collections SET name = ? WHERE id = ?", (name, collection_id))
+            if metadata is not None:
+                reg.db.execute("UPDATE collections SET metadata = ? WHERE id = ?", (json.dumps(metadata), collection_id))
+        return self.get(collection_id)
+
+    def delete(self, collection_id: str) -> None:
+        """Forget the collection and its index; its files stay uploaded."""
+        self.get(collection_id)
+        reg = self.registry
+        with reg.lock, reg.db:
+            reg.db.execute("DELETE FROM members WHERE collection_id = ?", (collection_id,))
+            reg.db.execute("DELETE FROM collections WHERE id = ?", (collection_id,))
+        with self._opening:
+            index = self._indexes.pop(collection_id, None)
+        if index is not None:
+            index.close()
+        for suffix in ("", "-wal", "-shm"):
+            (self.root / "indexes" / f"{collection_id}.sqlite3{suffix}").unlink(missing_ok=True)
+
+    # --- members -------------------------------------------------------------------------------------
+    def add(self, collection_id: str, file_id: str, batch_id: str | None = None) -> Member:
+        """Put ``file_id`` in the collection and queue it for indexing; a file already there stays as it is."""
+        self.get(collection_id)
+        self.uploads.get(file_id)
+        reg = self.registry
+        with reg.lock, reg.db:
+            added = reg.db.execute("INSERT OR IGNORE INTO members(collection_id, file_id, status, batch_id, created_at) "
+                                   "VALUES(?,?,'in_progress',?,?) RETURNING file_id",
+                                   (collection_id, file_id, batch_id, int(time.time()))).fetchall()
+        if added:
+            self._enqueue(collection_id, file_id)
+        return self.member(collection_id, file_id)
+
+    def add_batch(self, collection_id: str, file_ids: list[str]) -> str:
+        """Add several files as one batch (all known, or none added); returns the batch's id."""
+        self.get(collection_id)
+        for file_id in file_ids:
+            self.uploads.get(file_id)
+        batch_id = f"vsfb_{uuid.uuid4().hex[:24]}"
+        for file_id in dict.fromkeys(file_ids):
+            self.add(collection_id, file_id, batch_id)
+        return batch_id
+
+    def members(self, collection_id: str, status: str | None = None, batch_id: str | None = None) -> list[Member]:
+        """The collection's files (those with ``status``, or of ``batch_id``), oldest first."""
+        self.get(collection_id)
+        with self.registry.lock:
+            rows = self.registry.db.execute(
+                "SELECT * FROM members WHERE collection_id = ?1 AND (?2 IS NULL OR status = ?2) AND "
+                "(?3 IS NULL OR batch_id = ?3) ORDER BY created_at, rowid", (collection_id, status, batch_id)).fetchall()
+        return [Member(*r) for r in rows]
+
+    def member(self, collection_id: str, file_id: str) -> Member:
+        with self.registry.lock:
+            row = self.registry.db.execute("SELECT * FROM members WHERE collection_id = ? AND file_id = ?",
+                                           (collection_id, file_id)).fetchone()
+        if row is None:
+            self.get(collection_id)
+            raise DocumentNotFound(f"no file {file_id!r} in vector store {collection_id!r}", "file", "file_id")
+        return Member(*row)
+
+    def remove(self, collection_id: str, file_id: str) -> None:
+        """Take the file out of the collection and its index (the upload stays)."""
+        member = self.member(collection_id, file_id)
+        reg = self.registry
+        with reg.lock, reg.db:
+            reg.db.execute("DELETE FROM members WHERE collection_id = ? AND file_id = ?", (collection_id, file_id))
+        if member.status == "completed":
+            self._index(collection_id).remove_file(self.uploads.get(file_id).path)
+
+    def cancel_batch(self, collection_id: str, batch_id: str) -> None:
+        """Files of the batch not yet indexed are ``cancelled`` (a file being read finishes, then is dropped)."""
+        reg = self.registry
+        with reg.lock, reg.db:
+            reg.db.execute("UPDATE members SET status = 'cancelled' WHERE collection_id = ? AND batch_id = ? AND "
+                           "status = 'in_progress'", (collection_id, batch_id))
+
+    def delete_file(self, file_id: str) -> None:
+        """Take ``file_id`` out of every collection, then delete the upload."""
+        self.uploads.get(file_id)
+        with self.registry.lock:
+            holders = [r[0] for r in self.registry.db.execute("SELECT collection_id FROM members WHERE file_id = ?",
+                                                              (file_id,))]
+        for collection_id in holders:
+            self.remove(collection_id, file_id)
+        self.uploads.delete(file_id)
+
+    # --- searching -----------------------------------------------------------------------------------
+    def search(self, collection_ids: list[str], query: str, k: int = 10) -> list[Passage]:
+        """The ``k`` passages of the collections' completed files that best answer ``query``, best first."""
+        found: list[Passage] = []
+        for collection_id in dict.fromkeys(collection_ids):
+            ready = {m.file_id for m in self.members(collection_id, status="completed")}
+            if not ready:
+                continue
+            names = {f: self.uploads.get(f).filename for f in ready}
+            result = self._index(collection_id).search(query, k=k + 10)
+            scale = (RRF_K + 1) / (2 if result.mode == "fused" else 1)
+            for hit in result.hits:
+                file_id = Path(hit.path).parent.name
+                if file_id in ready:
+                    found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score * scale), hit.text,
+                                         hit.heading, hit.page))
+            self._touch(collection_id)
+        return sorted(found, key=lambda p: -p.score)[:k]
+
+    def _touch(self, collection_id: str) -> None:
+        with self.registry.lock, self.registry.db:
+            self.registry.db.execute("UPDATE collections SET last_active_at = ? WHERE id = ?",
+                                     (int(time.time()), collection_id))
+
+    # --- indexing, on the worker thread --------------------------------------------------------------
+    def _enqueue(self, collection_id: str, file_id: str) -> None:
+        self._queue.put((collection_id, file_id))
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._work, name="fireside-collections-indexer", daemon=True)
+            self._worker.start()
+
+    def _work(self) -> None:
+        while not self._cancel.is_set():
+            item = self._queue.get()
+            if item is None:
+                return
+            try:
+                self._index_one(*item)
+            except Exception:  # noqa: BLE001 - the worker must outlive any one file
+                log.exception("indexing %s into %s failed", item[1], item[0])
+
+    def _index_one(self, collection_id: str, file_id: str) -> None:
+        try:
+            member = self.member(collection_id, file_id)
+            stored = self.uploads.get(file_id)
+        except DocumentNotFound:
+            return  # removed while it waited
+        if member.status != "in_progress":
+            return
+        index = self._index(collection_id)
+        try:
+            done = index.add_file(stored.path, cancel=self._cancel)
+            if done.chunks == 0:
+                raise DocumentRejected(f"{stored.filename} holds no text to search (a scanned PDF, or an empty "
+                                       "document?)", "empty", stored.filename)
+        except DocumentRejected as e:
+            index.remove_file(stored.path)
+            self._finish(collection_id, file_id, "failed", "unsupported_file" if e.reason in _UNSUPPORTED
+                         else "invalid_file", str(e))
+            return
+        except Exception as e:  # noqa: BLE001 - a reader's bug fails this file, never the worker
+            log.exception("indexing %s failed", stored.filename)
+            self._finish(collection_id, file_id, "failed", "server_error", f"indexing failed: {type(e).__name__}: {e}")
+            return
+        if not self._finish(collection_id, file_id, "completed", chunks=done.chunks, usage=stored.bytes):
+            with self.registry.lock:
+                now = self.registry.db.execute("SELECT status FROM members WHERE collection_id = ? AND file_id = ?",
+                                               (collection_id, file_id)).fetchone()
+            if now is None or now[0] == "cancelled":  # removed or cancelled while it was read
+                index.remove_file(stored.path)
+
+    def _finish(self, collection_id: str, file_id: str, status: str, code: str | None = None,
+                message: str | None = None, chunks: int = 0, usage: int = 0) -> bool:
+        reg = self.registry
+        with reg.lock, reg.db:
+            rows = reg.db.execute("UPDATE members SET status = ?, error_code = ?, error_message = ?, chunks = ?, "
+                                  "usage_bytes = ? WHERE collection_id = ? AND file_id = ? AND status = 'in_progress' "
+                                  "RETURNING file_id", (status, code, message, chunks, usage, collection_id, file_id))
+            return bool(rows.fetchall())
+
+    def close(self) -> None:
+        """Stop the worker and close every file; safe to call twice."""
+        self._cancel.set()
+        self._queue.put(None)
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+        with self._opening:
+            for index in self._indexes.values():
+                index.close()
+            self._indexes.clear()
+            if self._registry is not None:
+                self._registry.close()
+                self._registry = None
+
