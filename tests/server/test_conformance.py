@@ -60,7 +60,9 @@ def test_a_streamed_tool_call_sends_its_name_first_then_argument_fragments(oai):
     assert events[-1].choices[0].finish_reason == "tool_calls"
     whole = oai.chat.completions.create(model="starter", messages=ASK, tools=[WEATHER], tool_choice=FORCED,
                                         max_tokens=60, temperature=0)
-    assert whole.choices[0].message.tool_calls[0].function.arguments == "".join(d.function.arguments for d in rest)
+    # the same call as a whole: the same JSON (the second request reuses the first's cached prompt, and a
+    # prompt evaluated in another split can flip a near tie between two spellings of the same JSON)
+    assert json.loads(whole.choices[0].message.tool_calls[0].function.arguments) == arguments
 
 
 def test_several_tool_calls_stream_under_their_own_indices_for_the_official_accumulator():
