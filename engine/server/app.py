@@ -40,7 +40,7 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
     (off: only models already loaded answer). ``pairing`` is the desk of a server that shares
     (``fireside serve --share``): the loopback app opens codes with it, the shared app (``shared``,
     whose policy takes only paired devices' tokens) pairs devices with it; a shared app serves this
-    machine's own models only, never its remote engines or other devices. ``collections`` are the
+    machine's own models only, never its remote engines, other devices or documents. ``collections`` are the
     uploaded files and vector stores of ``/v1/files`` and ``/v1/vector_stores`` (default: the data
     folder's ``knowledge``, opened on first use, BM25 alone). Safe to call from any thread; the app
     itself runs on uvicorn's event loop.
@@ -58,9 +58,12 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
                                   description="OpenAI, Ollama and Anthropic compatible API over local models.")
     app.state.fireside = ServerContext(engine, settings, library, policy, puller or _hub_puller(settings), jit=jit,
                                        pairing=pairing, shared=shared,
-                                       collections=collections or Collections(settings.knowledge_dir))
+                                       collections=None if shared else collections or Collections(settings.knowledge_dir))
     install_errors(app)
-    for module in (openai, responses, files, vector_stores, anthropic, ollama, sharing):
+    # a paired device uses this machine's models; its uploaded files and vector stores are not shared
+    dialects = (openai, responses, anthropic, ollama, sharing) if shared else \
+        (openai, responses, files, vector_stores, anthropic, ollama, sharing)
+    for module in dialects:
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

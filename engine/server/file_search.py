@@ -87,7 +87,11 @@ async def run_search(request: Request, tool: Any, messages: list[dict[str, Any]]
     last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
     query = text_of(_texts(messages[last]["content"])) if last is not None else ""
     k = tool.max_num_results or DEFAULT_RESULTS
-    passages = await run_in_threadpool(context(request).collections.search, tool.vector_store_ids, query, k) \
+    ctx = context(request)
+    if ctx.collections is None:  # the shared listener: a paired device uses this machine's models, not its files
+        raise ApiError("tools: file_search is not offered to paired devices (this machine's documents stay on it); "
+                       "search a vector store on your own device", param="tools")
+    passages = await run_in_threadpool(ctx.collections.search, tool.vector_store_ids, query, k) \
         if query.strip() else []
     search = FileSearch(new_id("fs_"), [query] if query.strip() else [], passages, RESULTS in (include or []))
     if passages:

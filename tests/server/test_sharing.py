@@ -72,3 +72,20 @@ def test_a_pairing_code_opens_on_loopback_only(listeners):
     assert httpx.post(f"{shared}/fireside/pair/code").status_code == 401
     assert httpx.post(f"{shared}/fireside/pair/code", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
     assert httpx.post(f"{local}/fireside/pair/start", json={"name": "x", "fingerprint": "y", "message": "z"}).status_code == 404
+
+
+def test_a_paired_device_uses_the_models_but_never_sees_this_machines_documents(listeners):
+    shared, local, _ = listeners
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    uploaded = httpx.post(f"{local}/v1/files", files={"file": ("diary.md", b"# Diary\nMy secret plans.\n")},
+                          data={"purpose": "assistants"})
+    assert uploaded.status_code == 200, uploaded.text
+    store = httpx.post(f"{local}/v1/vector_stores", json={"name": "mine", "file_ids": [uploaded.json()["id"]]}).json()
+    assert httpx.get(f"{shared}/v1/files", headers=auth).status_code == 404
+    assert httpx.get(f"{shared}/v1/files/{uploaded.json()['id']}/content", headers=auth).status_code == 404
+    assert httpx.post(f"{shared}/v1/vector_stores/{store['id']}/search", json={"query": "plans"},
+                      headers=auth).status_code == 404
+    asked = httpx.post(f"{shared}/v1/responses", headers=auth, json={
+        "model": "starter", "input": "What are my plans?", "max_output_tokens": 4,
+        "tools": [{"type": "file_search", "vector_store_ids": [store["id"]]}]})
+    assert asked.status_code == 400 and "not offered to paired devices" in asked.json()["error"]["message"]
