@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--share-port", type=int, default=SHARE_PORT, metavar="PORT",
                    help=f"port to share on (default {SHARE_PORT})")
     p.add_argument("--name", help="this device's name, as others see it (default: the host name)")
+    p.add_argument("--embedder", metavar="MODEL",
+                   help="the model that embeds uploaded files for /v1/vector_stores and file_search ('none': "
+                        "keywords alone; default: the one chosen in the app's Settings, else none)")
     add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
     p.set_defaults(handler=cmd_serve)
 
@@ -122,15 +125,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
           preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
           load_defaults=load_options(args), image_urls=args.allow_image_urls,
-          share=Share(args.share_host, args.share_port, args.name) if args.share else None)
+          share=Share(args.share_host, args.share_port, args.name) if args.share else None,
+          embedder=args.embedder)
     return 0
+
+
+def _collections(settings: Settings, engine, embedder: str | None):
+    """The uploaded files and vector stores, embedded by ``embedder`` ('none', or None for Settings' choice)."""
+    from ..documents.collections import Collections
+    from ..documents.embedding import chosen_embedder, embedder_for
+
+    embedder = chosen_embedder(settings) if embedder is None else None if embedder == "none" else embedder
+    log.info("documents: %s", f"embedded by {embedder}" if embedder else "keywords alone (no embedder chosen)")
+    return Collections(settings.knowledge_dir, embedder_for(engine, embedder))
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],
           stop: threading.Event, *, preload: list[str] = (), jit: bool = True, keep_alive_s: float | None = None,
           management: bool = False, load_defaults: LoadOptions | None = None, image_urls: bool = False,
-          share: Share | None = None) -> None:
-    """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse."""
+          share: Share | None = None, embedder: str | None = None) -> None:
+    """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse. ``embedder``:
+    the model that embeds documents ('none', or None for the one chosen in Settings)."""
     from ..facade import Engine
     from ..library import Library
     from ..server import SecurityPolicy, ServerThread, create_app
@@ -154,8 +169,9 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     policy = SecurityPolicy(api_key=key, bind_host=host, port=port, allowed_origins=origins, allowed_hosts=hosts,
                             allow_management=management, allow_image_urls=image_urls)
     sharing = Sharing(settings, share, engine, library, jit) if share else None
+    collections = _collections(settings, engine, embedder)
     server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit,
-                                     pairing=sharing.desk if sharing else None), host, port)
+                                     pairing=sharing.desk if sharing else None, collections=collections), host, port)
     try:
         server.start()
         if sharing:
@@ -175,5 +191,6 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         if sharing:
             sharing.stop()
         server.stop()
+        collections.close()
         log.info("stopping the runners")
         engine.close()

@@ -120,7 +120,21 @@ class Collections:
                 path = self.root / "indexes" / f"{collection_id}.sqlite3"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._indexes[collection_id] = DocumentIndex(path, self.embedder)
+                if self.embedder is not None:  # passages without this embedder's vectors get them, in the background
+                    self._enqueue(collection_id, None)
             return self._indexes[collection_id]
+
+    def use_embedder(self, embedder: Embedder | None) -> None:
+        """Embed with ``embedder`` from now on (None: BM25 alone); every collection is re-embedded in the
+        background, and searches find passages by keywords until its vectors are made."""
+        self.embedder = embedder
+        with self._opening:
+            opened = dict(self._indexes)
+        for index in opened.values():
+            index.use(embedder)
+        if embedder is not None:
+            for collection in self.list():
+                self._enqueue(collection.id, None)
 
     # --- collections ---------------------------------------------------------------------------------
     def create(self, name: str = "", file_ids: list[str] = (), metadata: dict | None = None) -> Collection:
@@ -273,7 +287,8 @@ class Collections:
                                      (int(time.time()), collection_id))
 
     # --- indexing, on the worker thread --------------------------------------------------------------
-    def _enqueue(self, collection_id: str, file_id: str) -> None:
+    def _enqueue(self, collection_id: str, file_id: str | None) -> None:
+        """Queue a file to index, or (``file_id`` None) a collection's passages to embed."""
         self._queue.put((collection_id, file_id))
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._work, name="fireside-collections-indexer", daemon=True)
@@ -285,9 +300,22 @@ class Collections:
             if item is None:
                 return
             try:
-                self._index_one(*item)
+                if item[1] is None:
+                    self._embed(item[0])
+                else:
+                    self._index_one(*item)
             except Exception:  # noqa: BLE001 - the worker must outlive any one file
-                log.exception("indexing %s into %s failed", item[1], item[0])
+                log.exception("indexing %s into %s failed", item[1] or "passages", item[0])
+
+    def _embed(self, collection_id: str) -> None:
+        """Vectors for the collection's passages that lack them (a new embedder, or an embedding cut short)."""
+        try:
+            self.get(collection_id)
+        except DocumentNotFound:
+            return  # deleted while it waited
+        embedded = self._index(collection_id).embed_missing(cancel=self._cancel)
+        if embedded:
+            log.info("embedded %d passages of %s", embedded, collection_id)
 
     def _index_one(self, collection_id: str, file_id: str) -> None:
         try:

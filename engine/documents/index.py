@@ -15,6 +15,7 @@ embedding batches; ``on_progress(done, total)`` is called at most about ten time
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import threading
@@ -23,11 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import DocumentRejected
+from ..errors import DocumentRejected, FiresideError
 from . import store
 from .chunking import Chunk, chunk_document
 from .document import Document
 from .readers import read_document
+
+log = logging.getLogger(__name__)
 
 RRF_K = 60            # the constant of reciprocal rank fusion (Cormack et al. 2009)
 CANDIDATES = 50       # how deep each ranking is read before fusing
@@ -92,11 +95,18 @@ class DocumentIndex:
     def __init__(self, path: Path | str, embedder: Embedder | None = None):
         self._db = store.open_db(path)
         self._lock = threading.RLock()
-        self.embedder = embedder
+        self.embedder: Embedder | None = None
+        self.embed_error = ""  # why the last embedding stopped short, if it did
+        self.use(embedder)
+
+    def use(self, embedder: Embedder | None) -> None:
+        """Embed with ``embedder`` from now on (None: BM25 alone). Vectors from another model are dropped,
+        not compared with this one's; ``embed_missing`` makes the new ones."""
         with self._lock:
+            self.embedder = embedder
             previous = store.meta(self._db, "embedder")
             if embedder is not None and previous is not None and previous != embedder.name:
-                self._forget_vectors()  # vectors from another model are not comparable with this one's
+                self._forget_vectors()
 
     # --- adding --------------------------------------------------------------------------------------
     def add_file(self, path: Path | str, *, cancel: threading.Event | None = None,
@@ -174,11 +184,18 @@ class DocumentIndex:
         if self.embedder is None or not items:
             return 0
         done, last = 0, 0.0
+        self.embed_error = ""
         for start in range(0, len(items), EMBED_BATCH):
             if cancel is not None and cancel.is_set():
                 break
             batch = items[start:start + EMBED_BATCH]
-            vectors = self.embedder.embed([text for _, text in batch])
+            try:
+                vectors = self.embedder.embed([text for _, text in batch])
+            except FiresideError as e:  # the embedder is gone or failed: the passages stay findable by keywords
+                log.warning("embedding with %s stopped after %d of %d passages: %s", self.embedder.name, done,
+                            len(items), e)
+                self.embed_error = f"{self.embedder.name} could not embed: {e}"
+                break
             self._store_vectors([i for i, _ in batch], vectors)
             done += len(batch)
             if on_progress is not None and (time.monotonic() - last > 0.1 or done == len(items)):
@@ -214,7 +231,8 @@ class DocumentIndex:
             if self.embedder is None:
                 note = "No embedder is chosen: passages were found by keywords alone (BM25)."
             elif not vectors_usable:
-                note = f"No passage has a vector from {self.embedder.name} yet: passages were found by keywords alone (BM25)."
+                why = f"{self.embed_error}, so no" if self.embed_error else "No"
+                note = f"{why} passage has a vector from {self.embedder.name} yet: passages were found by keywords alone (BM25)."
         elif mode in ("vectors", "fused") and not vectors_usable:
             raise ValueError(f"no vectors to search: embedder {self.embedder and self.embedder.name!r}")
         rankings = []
