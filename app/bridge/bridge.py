@@ -7,7 +7,8 @@ not the keyring (the Hugging Face token, remote keys, the API key), not a walk o
 a network call. Long-lived activity has a controller of its own, owned here: ``downloads``
 (``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server), ``devices`` (``devices.py``: sharing on
 the local network, finding and pairing devices),
-``prompt_cache`` (``prompt_cache.py``: the saved KV states) and ``images`` (``attachments.py``: chat
+``prompt_cache`` (``prompt_cache.py``: the saved KV states), ``embedder`` (``embedding.py``: the model that
+embeds documents, and the app's knowledge collections) and ``images`` (``attachments.py``: chat
 images, checked, saved, and decoded for a reply on its worker). The tools (``tools.py``), the loader
 (``loader.py``) and the task pool (``tasks.py``) sit beside it in this package, and ``__init__`` names
 the engine's pure helpers and constants the windows may use: the one door from the app to the engine.
@@ -36,6 +37,7 @@ from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 from .attachments import ChatImages
 from .devices import DevicesController
 from .downloading import DownloadsController
+from .embedding import EmbedderController
 from .prompt_cache import PromptCacheController
 from .serving import ServerController
 from .tasks import OnDone, Tasks
@@ -106,6 +108,8 @@ class EngineBridge(QObject):
         self.server = ServerController(engine, settings, tasks, self)
         self.devices = DevicesController(engine, settings, tasks, self)
         self.prompt_cache = PromptCacheController(engine, settings, tasks)
+        self.embedder = EmbedderController(engine, settings, tasks)
+        self.server.collections = self.embedder.collections  # the vector stores the app's server serves
         self.images = ChatImages(engine, settings.data_dir / "images" if settings else Path("images"), tasks)
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -334,3 +338,4 @@ class EngineBridge(QObject):
         self.cancel_all()
         self.downloads.shutdown()
         self.devices.close()
+        self.embedder.close()

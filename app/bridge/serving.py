@@ -63,6 +63,7 @@ class ServerController(QObject):
         super().__init__(parent)
         self.engine, self.settings, self.tasks = engine, settings, tasks
         self.thread = None
+        self.collections = None  # () -> the app's knowledge Collections (bridge.embedder's), on a worker
 
     @property
     def running(self) -> bool:
@@ -103,7 +104,8 @@ class ServerController(QObject):
         problem = self._keep_key(config.saved_key)
         policy = SecurityPolicy(api_key=config.api_key, bind_host=config.host, port=config.port,
                                 allowed_origins=config.origins, allow_management=config.management)
-        app = create_app(self.engine, self.settings, policy=policy, jit=config.jit)
+        collections = self.collections() if self.collections else None
+        app = create_app(self.engine, self.settings, policy=policy, jit=config.jit, collections=collections)
         thread = ServerThread(app, config.host, config.port, access_log=True, log_level="info")
         thread.start()
         return thread, problem

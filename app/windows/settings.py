@@ -36,6 +36,7 @@ from ..context import AppContext
 from ..feedback import show_error
 from ..theme import apply_theme
 from .cache_settings import PromptCacheBox
+from .documents_settings import DocumentsBox
 from .remotes import RemotesBox
 
 THEMES = {"System": "system", "Light": "light", "Dark": "dark"}
@@ -52,8 +53,9 @@ class SettingsPage(QWidget):
         column.setContentsMargins(24, 16, 24, 16)
         self.remotes = RemotesBox(ctx)
         self.prompt_cache = PromptCacheBox(ctx)
+        self.documents = DocumentsBox(ctx)
         for box in (self._appearance(), self._folders(), self._token(), self.remotes, self._defaults(),
-                    self.prompt_cache, self._hardware()):
+                    self.documents, self.prompt_cache, self._hardware()):
             column.addWidget(box)
         column.addStretch(1)
         scroll = QScrollArea(widgetResizable=True)
@@ -62,6 +64,10 @@ class SettingsPage(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(scroll)
         self.refresh_hardware()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        self.documents.refresh()  # a model pulled or deleted since: the embedders listed follow
 
     # --- sections --------------------------------------------------------------------------------
     def _appearance(self) -> QGroupBox:

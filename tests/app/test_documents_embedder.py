@@ -1,0 +1,62 @@
+"""Settings → Documents: the embedders in the library are offered first, choosing one is kept (the engine's
+choice, so ``fireside serve`` agrees) and the app's API server embeds its vector stores with it; choosing
+None goes back to keywords alone, and the group says which it is."""
+
+from __future__ import annotations
+
+import httpx
+
+from fireside.app.windows.documents_settings import NONE_LABEL
+from fireside.engine.documents.embedding import chosen_embedder
+from fireside.engine.runtime.runtime import Runtime
+from fireside.engine.settings import Settings
+from tests.helpers.bert_model import CLS, tiny_bert
+from tests.helpers.waiting import free_port
+
+
+def _pick(qtbot, box, label_start: str) -> None:
+    index = next(i for i in range(box.embedder.count()) if box.embedder.itemText(i).startswith(label_start))
+    box.embedder.setCurrentIndex(index)
+    box.embedder.activated.emit(index)
+
+
+def test_choosing_an_embedder_is_kept_and_embeds_the_servers_vector_stores(qtbot, make_app):
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    tiny_bert(settings.models_dir, CLS, name="tiny-bert")
+    runtime = Runtime(settings, idle_ttl_s=0)
+    try:
+        app = make_app(runtime, settings)
+        window = app.window
+        window.show_page("Settings")
+        box = window.pages["Settings"].documents
+        box.refresh()
+        qtbot.waitUntil(lambda: box.embedder.findData("tiny-bert") > 0, timeout=10_000)
+        assert box.embedder.itemText(0) == NONE_LABEL and "keywords alone" in box.state.text()
+        assert box.embedder.itemText(1) == "tiny-bert  · embedder"  # the embedder first, the chat model after
+        assert any("starter  · chat model" in box.embedder.itemText(i) for i in range(box.embedder.count()))
+
+        _pick(qtbot, box, "tiny-bert")
+        qtbot.waitUntil(lambda: "embedded by tiny-bert" in box.state.text(), timeout=10_000)
+        assert chosen_embedder(Settings.from_env()) == "tiny-bert"
+
+        page = window.pages["Server"]
+        page.port.setValue(free_port())
+        page.start_server()
+        qtbot.waitUntil(page.running, timeout=15_000)
+        base = page.url()
+        uploaded = httpx.post(f"{base}/v1/files", files={"file": ("lamp.md", b"# Lamp\n\nThe lens is polished.\n")},
+                              data={"purpose": "assistants"}, timeout=30).json()
+        store = httpx.post(f"{base}/v1/vector_stores", json={"name": "notes", "file_ids": [uploaded["id"]]},
+                           timeout=30).json()
+        collections = app.ctx.bridge.embedder.collections()
+        qtbot.waitUntil(lambda: collections.get(store["id"]).status == "completed", timeout=30_000)
+        assert collections._index(store["id"]).search("lens").mode == "fused"  # vectors from tiny-bert
+
+        _pick(qtbot, box, NONE_LABEL)
+        qtbot.waitUntil(lambda: "keywords alone" in box.state.text(), timeout=10_000)
+        assert chosen_embedder(Settings.from_env()) is None
+        assert collections._index(store["id"]).search("lens").mode == "bm25"
+        page.stop_server(wait=True)
+    finally:
+        runtime.close()
