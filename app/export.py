@@ -5,7 +5,9 @@ A tool call is exported with its server, tool, arguments, outcome and result (in
 blocks, so a result is shown as the text it is; in JSON, as the message's ``tool`` field). A message's
 images are exported in Markdown as relative links, ``![image 1](<NAME-images/FILE>)``, into a folder
 beside the file that ``save`` copies them to (the export stays readable, and small, without them
-embedded); JSON names them in each message's ``images``.
+embedded); JSON names them in each message's ``images``. A reply grounded in documents is followed
+by its numbered sources (file, page or heading, the passage quoted), and your message names the
+documents you attached; JSON keeps them as each message's ``documents`` and ``sources``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from fireside.engine.documents.grounding import source_label
 from fireside.engine.fsutil import atomic_write
 
 from .store import Store
@@ -44,7 +47,24 @@ def to_markdown(store: Store, conv_id: int, images: str = "images") -> str:
             who = "You" if msg.role == "user" else (msg.model_id or "Assistant")
             lines += [f"**{who}**", ""] + [f"![image {i}](<{images}/{name}>)" for i, name in enumerate(msg.images, 1)]
             lines += ([""] if msg.images else []) + [msg.content.rstrip(), ""]
+            if msg.documents:
+                lines += ["Attached: " + ", ".join(d["file"] for d in msg.documents), ""]
+            lines += _sources(msg.sources)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _sources(sources: dict) -> list[str]:
+    """A reply's sources: ``[n] where`` and the passage as a quote, with how passages were found."""
+    items = (sources or {}).get("items") or []
+    if not items:
+        return []
+    lines = ["Sources:", ""]
+    if sources.get("note"):
+        lines += [f"*{sources['note']}*", ""]
+    for s in items:
+        lines.append(f"[{s['n']}] {source_label(s)}")
+        lines += [""] + ["> " + line if line.strip() else ">" for line in s["text"].splitlines()] + [""]
+    return lines
 
 
 def _fence(text: str) -> str:

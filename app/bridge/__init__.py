@@ -8,6 +8,7 @@ None of them waits: no disk, no network, no keyring (``starter_path`` reads pack
 keeps the answer; ``main`` asks it first, on a worker).
 """
 
+from fireside.engine.documents.grounding import CITATION, cited, source_label
 from fireside.engine.library.imports import APPS
 from fireside.engine.library.starter import STARTER_ID, starter_path
 from fireside.engine.models.hardware import engine_build
@@ -25,6 +26,6 @@ from fireside.engine.settings import DEFAULT_PORT
 from .bridge import BATCH_S, EngineBridge, TextBatcher
 from .tasks import OnDone, Tasks
 
-__all__ = ["APPS", "BATCH_S", "DEFAULT_PARALLEL", "DEFAULT_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
-           "LoadOptions", "OnDone", "Tasks", "TextBatcher", "drafting_text", "engine_build", "is_remote", "plan_fit",
-           "starter_path", "with_draft"]
+__all__ = ["APPS", "BATCH_S", "CITATION", "DEFAULT_PARALLEL", "DEFAULT_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
+           "LoadOptions", "OnDone", "Tasks", "TextBatcher", "cited", "drafting_text", "engine_build", "is_remote", "plan_fit",
+           "source_label", "starter_path", "with_draft"]

@@ -1,0 +1,187 @@
+"""Documents in the Chat page, with the real SmolLM2 (context 2048), real widgets, the real chats database
+and the real document readers and index: a long PDF dropped on the composer is read off the GUI thread,
+indexed in the chat's own index and the passage that answers the question is given to the model as
+source [1], naming its page; a short DOCX goes in whole, its sources naming their headings and pages;
+the sources are listed under the reply, a ``[n]`` in the reply links to its source, and a source opens
+in its context; a restart keeps them and the Markdown export quotes them; a corrupt PDF, binary data
+named .txt and a file over the cap are refused in words, the typed text kept; a document taken off while
+it is read is dropped without a word."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from PySide6.QtCore import QMimeData, QUrl
+
+from tests.engine.documents.files import write_docx, write_pdf
+from tests.helpers.driving import send
+
+pytestmark = pytest.mark.model
+
+ANSWER_PAGE = 17
+WORDS = ("amber basalt cedar delta ember fjord granite heron island juniper kestrel lagoon meadow nectar orchard "
+         "pebble quartz river saffron tundra umber valley willow yarrow zephyr copper marble thistle lantern "
+         "harvest glacier canyon prairie summit ridge hollow brook spruce maple birch aspen clover").split()
+
+
+def long_pdf(path, pages: int = 30):
+    """A PDF of ``pages`` pages of varied filler, long past a 2048-token context, whose page 17 alone says
+    what the harbour pilot fee is."""
+    rng = random.Random(7)
+    texts = []
+    for number in range(1, pages + 1):
+        lines = [" ".join(rng.choice(WORDS) for _ in range(12)) for _ in range(8)]
+        if number == ANSWER_PAGE:
+            lines[3] = "The harbour pilot fee is forty-two crowns for each vessel."
+        texts.append("\n".join(lines))
+    return write_pdf(path, texts)
+
+
+def drop(qtbot, page, path, signal: str = "document_attached"):
+    """Drop ``path`` on the message box and wait for it to be read and attached, or refused."""
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    with qtbot.waitSignal(getattr(page, signal), timeout=30_000) as blocker:
+        page.composer.insertFromMimeData(mime)
+    return blocker.args[0]
+
+
+def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_app, loaded_runtime, tmp_path):
+    first = make_app(loaded_runtime)
+    page = first.window.chat
+    attachment = drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
+    assert attachment.pages == 30 and attachment.label == "harbour.pdf"
+    [chip] = page.bar.doc_chips.values()
+    assert chip.label.text() == "📄 harbour.pdf · 30 pages" and chip.progress.isHidden()
+
+    reply_id, state = send(qtbot, page, "What is the harbour pilot fee?", max_tokens=8)
+    assert state == "complete" and not page.bar.doc_chips
+    store = first.ctx.store
+    reply = store.message(reply_id)
+    items = reply.sources["items"]
+    assert items[0]["file"] == "harbour.pdf" and items[0]["page"] == ANSWER_PAGE
+    assert "forty-two crowns" in items[0]["text"] and items[0]["mode"] == "retrieved"
+    assert len(items) == 1  # the one passage that matches the question, not the whole book
+    assert "BM25" in reply.sources["note"]  # no embedder is chosen, and the app says so
+    assert reply.stats["prompt_tokens"] > 200  # the passages went into the prompt
+    assert (first.settings.data_dir / "documents" / "chats" / f"{page.conv_id}.sqlite").exists()
+
+    view = page.transcript.view(reply_id)
+    assert view.sources.isVisible() and view.sources.toggle.text().startswith(f"Sources ({len(items)})")
+    view.sources.toggle.click()
+    assert "harbour.pdf, page 17" in view.sources.list.text() and view.sources.note.isVisible()
+    with qtbot.waitSignal(page.source_shown, timeout=10_000) as shown:
+        view.sources.list.linkActivated.emit("source:1")
+    dialog = shown.args[0]
+    text = dialog.text.toPlainText()
+    assert "forty-two crowns" in text and len(text) > len(items[0]["text"]) + 100  # the pages around it too
+    assert "page 17" in dialog.windowTitle()
+    dialog.close()
+
+    # a reply that cites [1] links it: the marker opens the source
+    store.update_message(reply_id, content="The fee is forty-two crowns [1].")
+    page.open_conversation(page.conv_id)
+    view = page.transcript.view(reply_id)
+    assert 'href="source:1"' in view.body.toHtml()
+    assert view.sources.toggle.text().endswith("1 cited")
+    with qtbot.waitSignal(page.source_shown, timeout=10_000):
+        view.body.anchorClicked.emit(QUrl("source:1"))
+    page.source_dialog.close()
+
+    conv_id = page.conv_id
+    first.stop()
+    restarted_keeps_and_exports_them(qtbot, make_app(loaded_runtime), conv_id, reply_id, items, tmp_path)
+
+
+def restarted_keeps_and_exports_them(qtbot, again, conv_id: int, reply_id: int, items: list, tmp_path):
+    """A restarted app shows the reply's sources from the chats database, and its Markdown quotes them."""
+    page = again.window.chat
+    assert page.conv_id == conv_id
+    view = page.transcript.view(reply_id)
+    assert view.sources.isVisible() and view.sources.items == items
+    user = again.ctx.store.thread(conv_id)[0]
+    assert user.documents[0]["file"] == "harbour.pdf" and "harbour.pdf" in view.sources.list.text()
+
+    md = tmp_path / "export" / "chat.md"
+    page.export(conv_id, "markdown", md)
+    qtbot.waitUntil(md.exists, timeout=10_000)
+    exported = md.read_text()
+    assert "Attached: harbour.pdf" in exported and "[1] harbour.pdf, page 17" in exported
+    assert "> " + items[0]["text"].splitlines()[0] in exported and "BM25" in exported
+
+
+def test_a_short_docx_goes_in_whole_and_its_sources_name_headings_and_pages(qtbot, app, tmp_path):
+    page = app.window.chat
+    attachment = drop(qtbot, page, write_docx(tmp_path / "manual.docx"))
+    assert attachment.pages == 2
+    reply_id, state = send(qtbot, page, "How often does the fog horn compressor need oil?", max_tokens=8)
+    assert state == "complete"
+    items = app.ctx.store.message(reply_id).sources["items"]
+    assert {s["mode"] for s in items} == {"whole"}  # it fits: every passage went in
+    fog = next(s for s in items if "200 hours" in s["text"])
+    assert fog["page"] == 2 and fog["heading"].endswith("Fog Signal")
+    lamp = next(s for s in items if "chamois" in s["text"])
+    assert lamp["page"] == 1 and lamp["heading"].endswith("Lamp Room")
+    assert not app.ctx.store.message(reply_id).sources["note"]  # nothing was searched for
+    user_card = page.transcript.view(app.ctx.store.thread(page.conv_id)[0].id)
+    assert user_card.documents.text() == "📄 manual.docx (2 p.)"
+
+    # the next turn sends it again, whole, from the saved copy
+    second_id, state = send(qtbot, page, "Where are spare bulbs kept?", max_tokens=8)
+    assert state == "complete"
+    assert any("brass cabinet" in s["text"] for s in app.ctx.store.message(second_id).sources["items"])
+
+
+def test_bad_documents_are_refused_in_words_and_the_text_stays(qtbot, app, tmp_path, fresh_feedback):
+    page = app.window.chat
+    page.composer.setPlainText("Summarise this")
+    good = long_pdf(tmp_path / "good.pdf", pages=2)
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(good.read_bytes()[:300])  # cut off
+    said = drop(qtbot, page, broken, "document_refused")
+    assert said.startswith("Not attached: broken.pdf") and "PDF" in said
+    locked = write_pdf(tmp_path / "locked.pdf", ["secret"], password="hunter2")
+    assert "encrypted" in drop(qtbot, page, locked, "document_refused")
+    binary = tmp_path / "notes.txt"
+    binary.write_bytes(bytes(range(256)) * 40)
+    assert "binary data" in drop(qtbot, page, binary, "document_refused")
+    huge = tmp_path / "huge.txt"
+    with open(huge, "wb") as fh:
+        fh.truncate(33 * 1024 * 1024)  # sparse: over the 32 MB cap without writing it
+    assert "over 32 MB" in drop(qtbot, page, huge, "document_refused")
+    assert page.composer.toPlainText() == "Summarise this" and not page.bar.doc_chips
+    assert not list((app.settings.data_dir / "documents").glob("*.*"))  # nothing saved
+
+    page.attach_document(good)  # taken off while it is read: dropped, nothing said
+    [key] = page.bar.doc_chips
+    page.bar.doc_chips[key].remove_button.click()
+    qtbot.waitUntil(lambda: not page._reading, timeout=10_000)
+    assert not page.bar.doc_chips and not any("good.pdf" in said for said in fresh_feedback)
+    assert drop(qtbot, page, good).label == "good.pdf"  # the next one is fine
+    assert page.composer.toPlainText() == "Summarise this"
+
+
+def test_the_prompt_numbers_the_passages_with_their_pages_and_asks_for_citations(qtbot, app, tmp_path):
+    """What the model reads: a whole document in the message that attached it, with its name and page
+    markers; the passages retrieved from a long one in front of the question, numbered after it; and
+    the request to cite [n]."""
+    from fireside.engine.documents.grounding import CITE
+
+    page = app.window.chat
+    short, long = (drop(qtbot, page, write_docx(tmp_path / "manual.docx")),
+                   drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf")))
+    parts = [short.part(), long.part()]
+    messages = [{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "What is the harbour pilot fee?"}, *parts]}]
+    out, sources = app.ctx.bridge.documents.ground(1, "starter", messages, 8)
+    [system, user] = out
+    assert system == messages[0] and isinstance(user["content"], str)
+    text = user["content"]
+    assert text.startswith("Document: manual.docx (2 pages)") and "page 2 · Lighthouse Maintenance Manual > Fog Signal" in text
+    whole = [s for s in sources["items"] if s["mode"] == "whole"]
+    [retrieved] = [s for s in sources["items"] if s["mode"] == "retrieved"]
+    assert retrieved["n"] == len(whole) + 1 and retrieved["page"] == ANSWER_PAGE
+    assert f"[{retrieved['n']}] harbour.pdf, page {ANSWER_PAGE}\n" in text
+    assert text.index("End of document: manual.docx") < text.index("Sources:") < text.index(CITE)
+    assert text.endswith("Question: What is the harbour pilot fee?")
