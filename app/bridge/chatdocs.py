@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fireside.engine.documents import Document, DocumentIndex, Embedder, chunk_document, read_document
-from fireside.engine.documents.grounding import question_with_sources, whole_document
+from fireside.engine.documents.grounding import question_with_sources, ranked, whole_document
 from fireside.engine.documents.readers import reader_for
 from fireside.engine.errors import DocumentRejected
 from fireside.engine.fsutil import fsync_dir
@@ -222,7 +222,7 @@ class ChatDocuments:
         out = [_as_text(m, whole) for m in messages]
         if out and out[-1].get("role") == "user":
             out[-1] = _as_text(messages[-1], whole, question_with_sources(question, retrieved))
-        return out, {"items": items + retrieved, "note": note}
+        return out, {"items": ranked(items + retrieved, question), "note": note}
 
     def _retrieve(self, chat_id, names: list[str], files: dict, question: str, budget: int, first: int,
                   model_id: str, cancel) -> tuple[list[dict], str]:

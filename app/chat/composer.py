@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -125,8 +126,10 @@ class DocumentChip(QWidget):
 
     def __init__(self, key: str, label: str, parent: QWidget | None = None):
         super().__init__(parent, objectName="documentChip")
-        self.key, self.attachment = key, None
-        self.label = QLabel(f"📄 {label}", toolTip=f"Reading {label}…")
+        self.key, self.attachment, self.name = key, None, label
+        self.icon = QLabel()
+        self.icon.setPixmap(self.style().standardIcon(QStyle.SP_FileIcon).pixmap(16, 16))
+        self.label = QLabel(label, toolTip=f"Reading {label}…")
         self.label.setTextFormat(Qt.PlainText)
         self.progress = QProgressBar(maximumWidth=60, maximumHeight=8, textVisible=False)
         self.progress.setRange(0, 0)  # busy: a reader cannot say how far it is
@@ -135,6 +138,7 @@ class DocumentChip(QWidget):
         lay = QHBoxLayout(self)
         lay.setContentsMargins(6, 2, 0, 2)
         lay.setSpacing(4)
+        lay.addWidget(self.icon)
         lay.addWidget(self.label)
         lay.addWidget(self.progress)
         lay.addWidget(self.remove_button)
@@ -145,7 +149,7 @@ class DocumentChip(QWidget):
         self.progress.hide()
         size = f"{attachment.pages} page{'s' if attachment.pages != 1 else ''}" if attachment.pages \
             else f"{attachment.chars:,} characters"
-        self.label.setText(f"📄 {attachment.label} · {size}")
+        self.label.setText(f"{attachment.label} · {size}")
         self.label.setToolTip(f"{attachment.label} ({attachment.kind}, {size}): sent whole when it fits the "
                               "model's context, else the passages that match each question, as numbered sources")
 
@@ -283,7 +287,7 @@ class ComposerBar(QWidget):
 
     def documents_reading(self) -> list[str]:
         """The names of the documents still being read."""
-        return [c.label.text().removeprefix("📄 ") for c in self.doc_chips.values() if c.attachment is None]
+        return [c.name for c in self.doc_chips.values() if c.attachment is None]
 
     def attachments(self) -> list:
         """The images waiting, in the order they were attached."""

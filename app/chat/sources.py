@@ -26,6 +26,7 @@ from ..bridge import CITATION, cited, source_label
 from .markdown import FENCE
 
 EXCERPT = 160  # characters of a passage shown in the list
+SHOWN = 5  # sources listed before "show all" (a document given whole lists every passage)
 
 
 def link_citations(text: str, count: int) -> str:
@@ -54,7 +55,8 @@ def excerpt(text: str, size: int = EXCERPT) -> str:
 
 class SourcesView(QWidget):
     """A reply's sources, folded behind ``Sources (N)``: each one's number, where it lies and the start of
-    its passage (cited ones first); a note says how passages were found when it matters (BM25 alone).
+    its passage, cited ones first, then the best matches for the question (the first ``SHOWN``, then a
+    link that lists them all); a note says how passages were found when it matters (BM25 alone).
 
     Signals:
         opened(int): a source's number (its row was clicked).
@@ -65,6 +67,8 @@ class SourcesView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent, objectName="sources")
         self.items: list[dict] = []
+        self.all_shown = False
+        self._reply = ""
         self.toggle = QToolButton(checkable=True, autoRaise=True)
         self.toggle.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
         self.toggle.setArrowType(Qt.RightArrow)
@@ -84,19 +88,24 @@ class SourcesView(QWidget):
 
     def set_sources(self, sources: dict, reply: str = "") -> None:
         """Show ``sources`` (``{"items": [...], "note": str}``); ``reply`` is the text, for its citations."""
-        self.items = list(sources.get("items") or [])
+        self.items, self._reply = list(sources.get("items") or []), reply
         self.setVisible(bool(self.items))
         if not self.items:
             return
         order = cited(reply, max(s["n"] for s in self.items))
         by_n = {s["n"]: s for s in self.items}
-        rows = [by_n[n] for n in order if n in by_n] + [s for s in self.items if s["n"] not in order]
+        rest = sorted((s for s in self.items if s["n"] not in order), key=lambda s: (s.get("rank", s["n"]), s["n"]))
+        rows = [by_n[n] for n in order if n in by_n] + rest
+        hidden = 0 if self.all_shown else max(0, len(rows) - max(SHOWN, len(order)))
         lines = []
-        for s in rows:
+        for s in rows[:len(rows) - hidden]:
             mark = " <b>(cited)</b>" if s["n"] in order else ""
             lines.append(f'<p style="margin:2px 0;"><a href="source:{s["n"]}">[{s["n"]}] '
                          f'{html.escape(source_label(s))}</a>{mark}<br/>'
                          f'<span style="color:#888;">{html.escape(excerpt(s["text"]))}</span></p>')
+        if hidden:
+            lines.append(f'<p><a href="all">Show all {len(rows)} sources</a> (the whole document was given; '
+                         'these match the question best)</p>')
         self.list.setText("".join(lines))
         count = len(self.items)
         self.toggle.setText(f"Sources ({count})" + (f" · {len(order)} cited" if order else ""))
@@ -120,6 +129,9 @@ class SourcesView(QWidget):
     def _on_list_link_activated(self, link: str) -> None:
         if link.startswith("source:"):
             self.opened.emit(int(link.removeprefix("source:")))
+        elif link == "all":
+            self.all_shown = True
+            self.set_sources({"items": self.items, "note": self.note.text()}, self._reply)
 
 
 class SourceDialog(QDialog):

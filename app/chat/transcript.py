@@ -145,8 +145,8 @@ class MessageView(QFrame):
             self.pictures.opened.connect(self.image_opened)
             lay.addWidget(self.pictures)
         if self.message.documents:
-            names = ", ".join(f"📄 {d['file']}" + (f" ({d['pages']} p.)" if d.get("pages") else "")
-                              for d in self.message.documents)
+            names = "Attached: " + ", ".join(f"{d['file']}" + (f" ({d['pages']} pages)" if d.get("pages") else "")
+                                             for d in self.message.documents)
             self.documents = QLabel(names, wordWrap=True, objectName="messageDocuments")
             self.documents.setTextFormat(Qt.PlainText)
             lay.addWidget(self.documents)

@@ -3,8 +3,9 @@ as ``[n]``, and the words that name each source (its file, page and heading).
 
 A source is a plain dict, so it can be saved with a reply as JSON and exported as it is:
 ``{"n": 1, "file": "report.pdf", "page": 7, "page_end": 7, "heading": "Results", "text": "...",
-"name": "<saved file>", "ordinal": 12, "mode": "whole" | "retrieved"}``. ``mode`` says how it reached
-the model: its whole document fitted the context, or the passage was retrieved for the question.
+"name": "<saved file>", "ordinal": 12, "mode": "whole" | "retrieved", "rank": 1}``. ``mode`` says how
+it reached the model: its whole document fitted the context, or the passage was retrieved for the
+question; ``rank`` orders the sources by how well they match the question.
 
 Pure functions over strings and dicts; any thread.
 """
@@ -12,6 +13,8 @@ Pure functions over strings and dicts; any thread.
 from __future__ import annotations
 
 import re
+
+from .index import _STOPWORDS
 
 CITE = ("Answer from the numbered sources. After each sentence that uses a source, cite it by its number "
         "in square brackets, like [1].")
@@ -46,6 +49,21 @@ def question_with_sources(question: str, retrieved: list[dict]) -> str:
     """The user's question with the passages retrieved for it (if any) and the request to cite them."""
     block = f"Sources:\n\n{numbered(retrieved)}\n\n" if retrieved else ""
     return f"{block}{CITE}\n\nQuestion: {question}" if question else f"{block}{CITE}"
+
+
+def ranked(sources: list[dict], question: str) -> list[dict]:
+    """``sources`` each with its ``rank`` (1 = the best) by how many of the question's words its passage
+    holds (its heading included); ties keep their order. A document given whole lists every passage as
+    a source: the rank is what puts the ones that match the question first."""
+    words = _terms(question)
+    scores = {s["n"]: len(words & _terms(f"{s.get('heading', '')} {s['text']}")) for s in sources}
+    order = sorted(sources, key=lambda s: (-scores[s["n"]], s.get("mode") != "retrieved", s["n"]))
+    rank = {s["n"]: i for i, s in enumerate(order, 1)}
+    return [{**s, "rank": rank[s["n"]]} for s in sources]
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS and len(w) > 1}
 
 
 def cited(text: str, count: int) -> list[int]:

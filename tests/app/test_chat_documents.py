@@ -53,7 +53,7 @@ def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_
     attachment = drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
     assert attachment.pages == 30 and attachment.label == "harbour.pdf"
     [chip] = page.bar.doc_chips.values()
-    assert chip.label.text() == "📄 harbour.pdf · 30 pages" and chip.progress.isHidden()
+    assert chip.label.text() == "harbour.pdf · 30 pages" and chip.progress.isHidden()
 
     reply_id, state = send(qtbot, page, "What is the harbour pilot fee?", max_tokens=8)
     assert state == "complete" and not page.bar.doc_chips
@@ -121,11 +121,15 @@ def test_a_short_docx_goes_in_whole_and_its_sources_name_headings_and_pages(qtbo
     assert {s["mode"] for s in items} == {"whole"}  # it fits: every passage went in
     fog = next(s for s in items if "200 hours" in s["text"])
     assert fog["page"] == 2 and fog["heading"].endswith("Fog Signal")
+    assert fog["rank"] == 1  # the passage that matches the question is listed first
+    view = page.transcript.view(reply_id)
+    view.sources.open_list()
+    assert view.sources.list.text().index(f'href="source:{fog["n"]}"') < view.sources.list.text().index("chamois")
     lamp = next(s for s in items if "chamois" in s["text"])
     assert lamp["page"] == 1 and lamp["heading"].endswith("Lamp Room")
     assert not app.ctx.store.message(reply_id).sources["note"]  # nothing was searched for
     user_card = page.transcript.view(app.ctx.store.thread(page.conv_id)[0].id)
-    assert user_card.documents.text() == "📄 manual.docx (2 p.)"
+    assert user_card.documents.text() == "Attached: manual.docx (2 pages)"
 
     # the next turn sends it again, whole, from the saved copy
     second_id, state = send(qtbot, page, "Where are spare bulbs kept?", max_tokens=8)
