@@ -97,14 +97,15 @@ class ChatDocuments:
         return self.folder / name
 
     # --- attaching -------------------------------------------------------------------------------
-    def attach(self, path: Path, on_done: OnDone) -> threading.Event:
+    def attach(self, path: Path, on_done: OnDone, label: str | None = None) -> threading.Event:
         """Read and save the document at ``path`` on a worker; ``on_done(DocumentAttachment, error)``.
+        ``label`` names it for the user (its file name by default: a saved copy passes the original's).
         Returns the event that cancels it: once set, the result is dropped (``AttachCancelled``)."""
         cancel = threading.Event()
-        self.tasks.run_in_background(lambda: self._attach(Path(path), cancel), on_done)
+        self.tasks.run_in_background(lambda: self._attach(Path(path), cancel, label), on_done)
         return cancel
 
-    def _attach(self, path: Path, cancel: threading.Event) -> DocumentAttachment:
+    def _attach(self, path: Path, cancel: threading.Event, label: str | None = None) -> DocumentAttachment:
         try:
             doc = read_document(path)
         except DocumentRejected as exc:
@@ -126,7 +127,7 @@ class ChatDocuments:
         doc.path = str(self.path(name))
         with self._lock:
             self._keep(name, doc)
-        return DocumentAttachment(name, path.name, doc.kind, doc.pages, len(doc.text))
+        return DocumentAttachment(name, label or path.name, doc.kind, doc.pages, len(doc.text))
 
     def _save(self, path: Path, cancel: threading.Event) -> str:
         """Copy ``path`` into the documents folder under the hash of its bytes, durably; returns its name."""
@@ -232,9 +233,13 @@ class ChatDocuments:
         (self.folder / "chats").mkdir(parents=True, exist_ok=True)
         index = DocumentIndex(self.folder / "chats" / f"{chat_id}.sqlite", embedder)
         try:
-            for name in names:
-                index.add_file(self.path(name), cancel=cancel)
             paths = {str(self.path(name).resolve()): name for name in names}
+            indexed = {row[0] for row in index.files()}
+            for path, name in paths.items():
+                if path not in indexed:  # the document read when it was attached, not read again
+                    doc = self.document(name)
+                    doc.path = path
+                    index.add_document(doc, stat=os.stat(path), digest=name.split(".")[0], cancel=cancel)
             result = index.search(question or " ".join(files[n].get("file", "") for n in names), k=40)
         finally:
             index.close()

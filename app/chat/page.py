@@ -257,14 +257,14 @@ class ChatPage(QWidget):
         return path.suffix.lower() not in IMAGE_SUFFIXES and (self.ctx.bridge.documents.accepts(path)
                                                               or path.suffix.lower() not in ("", ".svg"))
 
-    def attach_document(self, path: Path) -> None:
+    def attach_document(self, path: Path, label: str | None = None) -> None:
         """Read and save the document at ``path`` on the task pool; its chip shows it being read (its ✕
-        stops that), then its pages."""
+        stops that), then its pages. ``label``: the name to show (a saved copy's original name)."""
         self._read_count += 1
         key = f"document-{self._read_count}"
-        self.bar.add_document(key, path.name)
+        self.bar.add_document(key, label or path.name)
         self._reading[key] = self.ctx.bridge.documents.attach(
-            path, lambda attachment, error: self._on_document_read(key, attachment, error))
+            path, lambda attachment, error: self._on_document_read(key, attachment, error), label)
 
     def _on_document_read(self, key: str, attachment, error) -> None:
         self._reading.pop(key, None)
@@ -353,6 +353,8 @@ class ChatPage(QWidget):
         self.bar.clear_attachments()
         if msg is not None and msg.images:  # the edited message's images come back, to keep or remove
             self.attach([self.ctx.bridge.images.path(name) for name in msg.images])
+        for doc in msg.documents if msg is not None else []:  # ... and its documents, from their saved copies
+            self.attach_document(self.ctx.bridge.documents.path(doc["name"]), doc["file"])
 
     @Slot(object)
     def _on_session_tool_changed(self, msg) -> None:

@@ -189,3 +189,27 @@ def test_the_prompt_numbers_the_passages_with_their_pages_and_asks_for_citations
     assert f"[{retrieved['n']}] harbour.pdf, page {ANSWER_PAGE}\n" in text
     assert text.index("End of document: manual.docx") < text.index("Sources:") < text.index(CITE)
     assert text.endswith("Question: What is the harbour pilot fee?")
+
+
+def test_documents_are_read_indexed_and_saved_off_the_gui_thread_and_an_edit_brings_them_back(
+        qtbot, app, tmp_path, monkeypatch):
+    from fireside.app.bridge import chatdocs
+    from fireside.engine.documents import DocumentIndex
+    from tests.helpers.guithread import GuiThreadIO
+
+    guard = GuiThreadIO.armed(monkeypatch, expected_db=("chats.sqlite3",))
+    monkeypatch.setattr(chatdocs, "read_document", guard._wrap("read_document", chatdocs.read_document))
+    for method in ("add_document", "search"):
+        monkeypatch.setattr(DocumentIndex, method, guard._wrap(f"DocumentIndex.{method}", getattr(DocumentIndex, method)))
+    page = app.window.chat
+    drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
+    reply_id, _state = send(qtbot, page, "What is the harbour pilot fee?", max_tokens=4)
+    view = page.transcript.view(reply_id)
+    with qtbot.waitSignal(page.source_shown, timeout=10_000):
+        view.sources.list.linkActivated.emit("source:1")
+    page.source_dialog.close()
+    user = app.ctx.store.thread(page.conv_id)[0]
+    with qtbot.waitSignal(page.document_attached, timeout=30_000):
+        page.transcript.view(user.id).edit_button.click()  # the edited message's document comes back
+    assert [c.label.text() for c in page.bar.doc_chips.values()] == ["harbour.pdf · 30 pages"]
+    assert not guard.calls, guard.report()
