@@ -374,12 +374,27 @@ class Store:
             by_id[message_id].documents.append({"name": name, "file": file, "kind": kind, "pages": pages})
         return messages
 
+    def document_names(self) -> set[str]:
+        """Every saved document some message names (a deleted chat's count until it is purged)."""
+        return _names(self.db, "SELECT DISTINCT name FROM message_documents")
+
+    def conversation_ids(self) -> set[int]:
+        """Every chat's id, deleted ones too until they are purged (Undo brings them back)."""
+        return _names(self.db, "SELECT id FROM conversations")
+
     def image_names(self) -> set[str]:
         """Every image file some message names (a deleted chat's count until it is purged: Undo brings it back)."""
         try:
             return {r[0] for r in self.db.execute("SELECT DISTINCT name FROM message_images")}
         except sqlite3.OperationalError:
             return set()
+
+
+def _names(db: sqlite3.Connection, sql: str) -> set:
+    try:
+        return {r[0] for r in db.execute(sql)}
+    except sqlite3.OperationalError:  # a database opened read-only from before that table
+        return set()
 
 
 def _connect(path: Path, read_only: bool = False) -> sqlite3.Connection:

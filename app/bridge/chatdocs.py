@@ -28,6 +28,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,6 +189,30 @@ class ChatDocuments:
             return (chunks[i - 1].text if i > 0 else "", chunks[i].text,
                     chunks[i + 1].text if i + 1 < len(chunks) else "")
         self.tasks.run_in_background(work, on_done)
+
+    # --- tidying ---------------------------------------------------------------------------------
+    def sweep_later(self, referenced: set[str], chats: set[int], on_done: OnDone | None = None) -> None:
+        """``sweep`` on the pool, for the files written before now (start-up calls it once)."""
+        now = time.time()
+        self.tasks.run_in_background(lambda: self.sweep(referenced, chats, now), on_done)
+
+    def sweep(self, referenced: set[str], chats: set[int], before: float) -> list[str]:
+        """Delete the saved documents no message names and the indexes of chats that are gone, written
+        before ``before`` (a document waiting in the composer is newer); returns the names deleted."""
+        gone = []
+        for path in sorted(self.folder.glob("*.*")) if self.folder.is_dir() else []:
+            if path.is_file() and path.name not in referenced and path.stat().st_mtime < before:
+                path.unlink(missing_ok=True)  # (a .part left by a crash goes too)
+                gone.append(path.name)
+        indexes = self.folder / "chats"
+        for path in sorted(indexes.glob("*.sqlite*")) if indexes.is_dir() else []:
+            chat = path.name.split(".")[0]
+            if not (chat.isdigit() and int(chat) in chats) and path.stat().st_mtime < before:
+                path.unlink(missing_ok=True)
+                gone.append(f"chats/{path.name}")
+        if gone:
+            log.info("deleted %d saved document(s) and index(es) no chat refers to any more", len(gone))
+        return gone
 
     # --- replying (on the reply's worker) --------------------------------------------------------
     @staticmethod

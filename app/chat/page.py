@@ -74,8 +74,9 @@ class ChatPage(QWidget):
         self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, ChosenModel(self.model_bar.current, ctx.loader),
                                    ctx.tools, self)
         self._connect()
-        if not self.store.read_only:  # saved images no message names (a purged chat's, one never sent) go
+        if not self.store.read_only:  # saved images and documents no message names (a purged chat's, one never sent) go
             ctx.bridge.images.sweep_later(self.store.image_names())
+            ctx.bridge.documents.sweep_later(self.store.document_names(), self.store.conversation_ids())
         self.transcript.warm_up()
         self.conversations.refresh()
         first = self.conversations.model.items[:1]

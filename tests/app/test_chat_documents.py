@@ -214,3 +214,26 @@ def test_documents_are_read_indexed_and_saved_off_the_gui_thread_and_an_edit_bri
         page.transcript.view(user.id).edit_button.click()  # the edited message's document comes back
     assert [c.label.text() for c in page.bar.doc_chips.values()] == ["harbour.pdf · 30 pages"]
     assert not guard.calls, guard.report()
+
+
+def test_a_deleted_chats_documents_and_index_go_at_the_next_start(qtbot, make_app, loaded_runtime, tmp_path):
+    first = make_app(loaded_runtime)
+    page = first.window.chat
+    folder = first.settings.data_dir / "documents"
+    sent = drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
+    send(qtbot, page, "What is the harbour pilot fee?", max_tokens=2)
+    doomed = page.conv_id
+    index = folder / "chats" / f"{doomed}.sqlite"
+    page.new_chat()
+    kept = drop(qtbot, page, long_pdf(tmp_path / "other.pdf", pages=3))
+    send(qtbot, page, "What is on page 2?", max_tokens=2)
+    never_sent = drop(qtbot, page, write_docx(tmp_path / "manual.docx"))  # attached, then the app closes
+    page.delete_conversation(doomed)
+    assert (folder / sent.name).exists() and index.exists()  # Undo can still bring the chat back
+    first.stop()
+
+    again = make_app(loaded_runtime)  # the deleted chat is purged; so are its documents and its index
+    qtbot.waitUntil(lambda: not (folder / sent.name).exists() and not index.exists(), timeout=10_000)
+    assert not (folder / never_sent.name).exists()
+    assert (folder / kept.name).exists()  # the other chat still names it
+    assert again.ctx.store.thread(again.window.chat.conv_id)[0].documents[0]["name"] == kept.name
