@@ -237,3 +237,19 @@ def test_a_deleted_chats_documents_and_index_go_at_the_next_start(qtbot, make_ap
     assert not (folder / never_sent.name).exists()
     assert (folder / kept.name).exists()  # the other chat still names it
     assert again.ctx.store.thread(again.window.chat.conv_id)[0].documents[0]["name"] == kept.name
+
+
+@pytest.mark.parametrize(("name", "body", "kind"), [
+    ("notes.md", "# Tides\n\nHigh water at noon.\n\n```\ncode stays whole\n```\n", "markdown"),
+    ("page.html", "<html><body><h1>Tides</h1><p>High water at noon.</p></body></html>", "html"),
+    ("tides.py", "def high_water():\n    return 'noon'\n", "code"),
+    ("log.txt", "High water at noon.\n\nLow water at six.\n", "text"),
+])
+def test_markdown_html_code_and_text_attach_with_their_size(qtbot, app, tmp_path, name, body, kind):
+    page = app.window.chat
+    path = tmp_path / name
+    path.write_text(body)
+    attachment = drop(qtbot, page, path)
+    assert attachment.kind == kind and attachment.pages is None
+    [chip] = page.bar.doc_chips.values()
+    assert chip.label.text() == f"{name} · {attachment.chars} characters"
