@@ -253,3 +253,23 @@ def test_markdown_html_code_and_text_attach_with_their_size(qtbot, app, tmp_path
     assert attachment.kind == kind and attachment.pages is None
     [chip] = page.bar.doc_chips.values()
     assert chip.label.text() == f"{name} · {attachment.chars} characters"
+
+
+def test_the_markdown_export_quotes_the_cited_sources_first_and_counts_the_rest(tmp_path):
+    from fireside.app import export
+    from fireside.app.store import Store
+
+    store = Store(tmp_path / "chats.sqlite3")
+    conv = store.create_conversation("Manual", "starter")
+    user = store.add_message(conv.id, None, "user", "When is the lens polished?",
+                             documents=[{"name": "abc.pdf", "file": "manual.pdf", "kind": "pdf", "pages": 8}])
+    items = [{"n": n, "file": "manual.pdf", "page": n, "page_end": n, "heading": "", "text": f"Page {n} text.",
+              "name": "abc.pdf", "ordinal": n - 1, "mode": "whole", "rank": n} for n in range(1, 9)]
+    reply = store.add_message(conv.id, user.id, "assistant", "On Tuesdays [7].", model_id="starter")
+    store.update_message(reply.id, sources={"items": items, "note": ""})
+    md = export.to_markdown(store, conv.id)
+    assert "Attached: manual.pdf" in md
+    quoted = [line for line in md.splitlines() if line.startswith("[")]
+    assert quoted == ["[7] manual.pdf, page 7", *(f"[{n}] manual.pdf, page {n}" for n in range(1, 5))]
+    assert "> Page 7 text." in md and "...and 3 more passages" in md
+    assert '"sources"' in export.to_json(store, conv.id) and "Page 8 text." in export.to_json(store, conv.id)
