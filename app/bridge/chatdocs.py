@@ -30,6 +30,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ DEFAULT_CONTEXT = 4096  # a model not loaded here (a remote one): the budget ass
 MAX_PASSAGES = 5
 OVERHEAD = 96  # the chat template's own tokens, per request
 KEPT_DOCUMENTS = 8  # documents kept read in memory for the next turns
+PROGRESS_S = 0.1  # a PDF's reading progress reaches the chip at most ten times a second
 
 
 class AttachCancelled(Exception):
@@ -98,17 +100,32 @@ class ChatDocuments:
         return self.folder / name
 
     # --- attaching -------------------------------------------------------------------------------
-    def attach(self, path: Path, on_done: OnDone, label: str | None = None) -> threading.Event:
+    def attach(self, path: Path, on_done: OnDone, label: str | None = None,
+               on_progress: Callable[[int, int], None] | None = None) -> threading.Event:
         """Read and save the document at ``path`` on a worker; ``on_done(DocumentAttachment, error)``.
-        ``label`` names it for the user (its file name by default: a saved copy passes the original's).
-        Returns the event that cancels it: once set, the result is dropped (``AttachCancelled``)."""
+        ``label`` names it for the user (its file name by default: a saved copy passes the original's);
+        ``on_progress(page, pages)`` is called on the GUI thread as a PDF is read (about ten times a second).
+        Returns the event that cancels it: a PDF stops before its next page, and the result is dropped
+        (``AttachCancelled``)."""
         cancel = threading.Event()
-        self.tasks.run_in_background(lambda: self._attach(Path(path), cancel, label), on_done)
+        last = [0.0]
+
+        def on_page(number: int, count: int) -> None:
+            if cancel.is_set():
+                raise AttachCancelled(Path(path).name)
+            if on_progress is not None and (time.monotonic() - last[0] >= PROGRESS_S or number == count):
+                last[0] = time.monotonic()
+                self.tasks.run_on_main(lambda: on_progress(number, count))
+
+        self.tasks.run_in_background(lambda: self._attach(Path(path), cancel, label, on_page), on_done)
         return cancel
 
-    def _attach(self, path: Path, cancel: threading.Event, label: str | None = None) -> DocumentAttachment:
+    def _attach(self, path: Path, cancel: threading.Event, label: str | None = None,
+                on_page: Callable[[int, int], None] | None = None) -> DocumentAttachment:
         try:
-            doc = read_document(path)
+            doc = read_document(path, on_page)
+        except AttachCancelled:
+            raise
         except DocumentRejected as exc:
             text = str(exc) if str(exc).startswith(path.name) else f"{path.name}: {exc}"
             raise DocumentRejected(f"Not attached: {text}", exc.reason, str(path)) from None

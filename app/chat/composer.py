@@ -132,7 +132,7 @@ class DocumentChip(QWidget):
         self.label = QLabel(label, toolTip=f"Reading {label}…")
         self.label.setTextFormat(Qt.PlainText)
         self.progress = QProgressBar(maximumWidth=60, maximumHeight=8, textVisible=False)
-        self.progress.setRange(0, 0)  # busy: a reader cannot say how far it is
+        self.progress.setRange(0, 0)  # busy until a PDF says how many pages it has (the other kinds: until read)
         self.remove_button = QToolButton(text="✕", toolTip=f"Remove {label}", autoRaise=True)
         self.remove_button.clicked.connect(self._on_remove_clicked)
         lay = QHBoxLayout(self)
@@ -142,6 +142,12 @@ class DocumentChip(QWidget):
         lay.addWidget(self.label)
         lay.addWidget(self.progress)
         lay.addWidget(self.remove_button)
+
+    def set_progress(self, page: int, pages: int) -> None:
+        """How far the reading is: page ``page`` of ``pages``."""
+        self.progress.setRange(0, pages)
+        self.progress.setValue(page)
+        self.label.setToolTip(f"Reading {self.name}: page {page} of {pages}")
 
     def set_ready(self, attachment) -> None:
         """The document was read and saved (a ``bridge.chatdocs.DocumentAttachment``)."""
@@ -256,6 +262,11 @@ class ComposerBar(QWidget):
         self.doc_chips[key] = chip
         self.strip_box.show()
         return chip
+
+    def document_progress(self, key: str, page: int, pages: int) -> None:
+        chip = self.doc_chips.get(key)
+        if chip is not None and chip.attachment is None:
+            chip.set_progress(page, pages)
 
     def document_ready(self, key: str, attachment) -> bool:
         """The document of chip ``key`` was read and saved; False when its chip was taken off meanwhile

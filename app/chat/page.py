@@ -265,7 +265,8 @@ class ChatPage(QWidget):
         key = f"document-{self._read_count}"
         self.bar.add_document(key, label or path.name)
         self._reading[key] = self.ctx.bridge.documents.attach(
-            path, lambda attachment, error: self._on_document_read(key, attachment, error), label)
+            path, lambda attachment, error: self._on_document_read(key, attachment, error), label,
+            lambda page, pages: self.bar.document_progress(key, page, pages))
 
     def _on_document_read(self, key: str, attachment, error) -> None:
         self._reading.pop(key, None)

@@ -273,3 +273,33 @@ def test_the_markdown_export_quotes_the_cited_sources_first_and_counts_the_rest(
     assert quoted == ["[7] manual.pdf, page 7", *(f"[{n}] manual.pdf, page {n}" for n in range(1, 5))]
     assert "> Page 7 text." in md and "...and 3 more passages" in md
     assert '"sources"' in export.to_json(store, conv.id) and "Page 8 text." in export.to_json(store, conv.id)
+
+
+def test_a_pdf_shows_its_reading_progress_and_taking_it_off_stops_the_reading(qtbot, app, tmp_path, monkeypatch):
+    from fireside.app.bridge import chatdocs
+
+    page = app.window.chat
+    shown, read = [], []
+    progress = page.bar.document_progress
+    monkeypatch.setattr(page.bar, "document_progress", lambda key, n, count: (shown.append((n, count)),
+                                                                               progress(key, n, count)))
+    reader = chatdocs.read_document
+
+    def counting(path, on_page=None):
+        return reader(path, lambda n, count: (read.append(n), on_page(n, count)))
+    monkeypatch.setattr(chatdocs, "read_document", counting)
+
+    drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
+    assert shown and shown[-1] == (30, 30)  # the chip counted the pages as they were read
+    page.bar.clear_attachments()
+
+    big = long_pdf(tmp_path / "big.pdf", pages=400)
+    shown.clear(), read.clear()
+    page.attach_document(big)
+    [key] = page.bar.doc_chips
+    qtbot.waitUntil(lambda: bool(shown), timeout=20_000)
+    assert page.bar.doc_chips[key].progress.maximum() == 400
+    page.bar.doc_chips[key].remove_button.click()
+    qtbot.waitUntil(lambda: not page._reading, timeout=20_000)
+    assert max(read) < 400 and not page.bar.doc_chips  # it stopped between pages, and nothing was attached
+    assert not any(p.suffix == ".pdf" and p.name.startswith(".") for p in (app.settings.data_dir / "documents").glob("*"))
