@@ -275,7 +275,8 @@ def test_the_markdown_export_quotes_the_cited_sources_first_and_counts_the_rest(
     assert '"sources"' in export.to_json(store, conv.id) and "Page 8 text." in export.to_json(store, conv.id)
 
 
-def test_a_pdf_shows_its_reading_progress_and_taking_it_off_stops_the_reading(qtbot, app, tmp_path, monkeypatch):
+def test_a_pdf_shows_its_reading_progress_and_taking_it_off_stops_the_reading(qtbot, app, tmp_path, monkeypatch,
+                                                                             fresh_feedback):
     from fireside.app.bridge import chatdocs
 
     page = app.window.chat
@@ -299,6 +300,9 @@ def test_a_pdf_shows_its_reading_progress_and_taking_it_off_stops_the_reading(qt
     [key] = page.bar.doc_chips
     qtbot.waitUntil(lambda: bool(shown), timeout=20_000)
     assert page.bar.doc_chips[key].progress.maximum() == 400
+    page.composer.setPlainText("Summarise it")
+    page.send()  # not yet: the document would be left out
+    assert "big.pdf is still being read" in fresh_feedback[-1] and page.composer.toPlainText() == "Summarise it"
     page.bar.doc_chips[key].remove_button.click()
     qtbot.waitUntil(lambda: not page._reading, timeout=20_000)
     assert max(read) < 400 and not page.bar.doc_chips  # it stopped between pages, and nothing was attached
