@@ -286,13 +286,14 @@ class ChatDocuments:
         finally:
             index.close()
         found: list[dict] = []
+        ordinals = {name: {c.text: c.ordinal for c in chunk_document(self.document(name))} for name in names}
         for hit in result.hits:
             if hit.path not in paths:
                 continue  # another document of this chat (another branch's, or one given whole)
             name = paths[hit.path]
             source = {"n": first + len(found) + 1, "file": files[name].get("file") or name, "page": hit.page,
                       "page_end": hit.page_end, "heading": hit.heading, "text": hit.text, "name": name,
-                      "ordinal": self._ordinal(name, hit.text), "mode": "retrieved"}
+                      "ordinal": ordinals[name].get(hit.text), "mode": "retrieved"}
             cost = self._tokens(model_id, source["text"]) + 16
             if cost > budget:
                 break
@@ -301,9 +302,6 @@ class ChatDocuments:
             if len(found) == MAX_PASSAGES:
                 break
         return found, result.note
-
-    def _ordinal(self, name: str, text: str) -> int | None:
-        return next((c.ordinal for c in chunk_document(self.document(name)) if c.text == text), None)
 
     def _context_size(self, model_id: str) -> int:
         loaded = {m.model_id: m for m in self.engine.loaded()}
