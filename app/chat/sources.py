@@ -108,8 +108,9 @@ class SourcesView(QWidget):
                          'these match the question best)</p>')
         self.list.setText("".join(lines))
         count = len(self.items)
-        self.toggle.setText(f"Sources ({count})" + (f" · {len(order)} cited" if order else ""))
         note = sources.get("note") or ""
+        self.toggle.setText(f"Sources ({count})" + (f" · {len(order)} cited" if order else "")
+                            + (" · found by keywords" if "BM25" in note else ""))  # seen while folded too
         self.note.setText(note)
         self.note.setVisible(bool(note) and self.toggle.isChecked())
 

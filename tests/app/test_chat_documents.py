@@ -68,7 +68,7 @@ def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_
     assert (first.settings.data_dir / "documents" / "chats" / f"{page.conv_id}.sqlite").exists()
 
     view = page.transcript.view(reply_id)
-    assert view.sources.isVisible() and view.sources.toggle.text().startswith(f"Sources ({len(items)})")
+    assert view.sources.isVisible() and view.sources.toggle.text() == f"Sources ({len(items)}) · found by keywords"
     view.sources.toggle.click()
     assert "harbour.pdf, page 17" in view.sources.list.text() and view.sources.note.isVisible()
     with qtbot.waitSignal(page.source_shown, timeout=10_000) as shown:
@@ -84,7 +84,7 @@ def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_
     page.open_conversation(page.conv_id)
     view = page.transcript.view(reply_id)
     assert 'href="source:1"' in view.body.toHtml()
-    assert view.sources.toggle.text().endswith("1 cited")
+    assert view.sources.toggle.text() == "Sources (1) · 1 cited · found by keywords"
     with qtbot.waitSignal(page.source_shown, timeout=10_000):
         view.body.anchorClicked.emit(QUrl("source:1"))
     page.source_dialog.close()
