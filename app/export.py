@@ -5,7 +5,9 @@ A tool call is exported with its server, tool, arguments, outcome and result (in
 blocks, so a result is shown as the text it is; in JSON, as the message's ``tool`` field). A message's
 images are exported in Markdown as relative links, ``![image 1](<NAME-images/FILE>)``, into a folder
 beside the file that ``save`` copies them to (the export stays readable, and small, without them
-embedded); JSON names them in each message's ``images``.
+embedded); JSON names them in each message's ``images``. A reply grounded in documents is followed
+by its numbered sources (file, page or heading, the passage quoted), and your message names the
+documents you attached; JSON keeps them as each message's ``documents`` and ``sources``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from fireside.engine.documents.grounding import cited, source_label
 from fireside.engine.fsutil import atomic_write
 
 from .store import Store
+
+SHOWN = 5  # sources quoted per reply besides the cited ones (as the Chat page lists them)
 
 
 def images_folder(path: Path | str) -> str:
@@ -44,7 +49,33 @@ def to_markdown(store: Store, conv_id: int, images: str = "images") -> str:
             who = "You" if msg.role == "user" else (msg.model_id or "Assistant")
             lines += [f"**{who}**", ""] + [f"![image {i}](<{images}/{name}>)" for i, name in enumerate(msg.images, 1)]
             lines += ([""] if msg.images else []) + [msg.content.rstrip(), ""]
+            if msg.documents:
+                lines += ["Attached: " + ", ".join(d["file"] for d in msg.documents), ""]
+            lines += _sources(msg.sources, msg.content)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _sources(sources: dict, reply: str) -> list[str]:
+    """A reply's sources as the app lists them: ``[n] where`` and the passage as a quote, the cited ones
+    first, then the best matches for the question (``SHOWN``; a document given whole gave every passage:
+    the rest are counted, and the JSON export has them all), with how passages were found."""
+    items = (sources or {}).get("items") or []
+    if not items:
+        return []
+    order = cited(reply, max(s["n"] for s in items))
+    by_n = {s["n"]: s for s in items}
+    rows = [by_n[n] for n in order if n in by_n] + sorted(
+        (s for s in items if s["n"] not in order), key=lambda s: (s.get("rank", s["n"]), s["n"]))
+    shown = rows[:max(SHOWN, len(order))]
+    lines = ["Sources:", ""]
+    if sources.get("note"):
+        lines += [f"*{sources['note']}*", ""]
+    for s in shown:
+        lines.append(f"[{s['n']}] {source_label(s)}")
+        lines += [""] + ["> " + line if line.strip() else ">" for line in s["text"].splitlines()] + [""]
+    if len(rows) > len(shown):
+        lines += [f"*...and {len(rows) - len(shown)} more passages of documents given whole.*", ""]
+    return lines
 
 
 def _fence(text: str) -> str:

@@ -86,7 +86,26 @@ CREATE TABLE message_images (
 CREATE INDEX message_images_by_name ON message_images(name);
 """
 
-MIGRATIONS = [_V1, _V2, _V3, _V4]
+# v5: documents and sources. A user message names the documents attached to it, in order: files in
+# ``data_dir/documents`` named by the SHA-256 of their bytes (``bridge/chatdocs.py``), with the name the
+# user knows (``file``), the reader's kind and the page count. A reply keeps the sources it was given
+# (``{"items": [{"n", "file", "page", "page_end", "heading", "text", "name", "ordinal", "mode"}],
+# "note": ...}``, see ``engine/documents/grounding.py``); old rows get '{}': a reply without sources.
+_V5 = """
+CREATE TABLE message_documents (
+    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+    position   INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    file       TEXT NOT NULL,
+    kind       TEXT NOT NULL DEFAULT '',
+    pages      INTEGER,
+    PRIMARY KEY (message_id, position)
+);
+CREATE INDEX message_documents_by_name ON message_documents(name);
+ALTER TABLE messages ADD COLUMN sources TEXT NOT NULL DEFAULT '{}';
+"""
+
+MIGRATIONS = [_V1, _V2, _V3, _V4, _V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -118,6 +137,8 @@ class Message:
     reasoning_s: float | None = None
     tool: dict[str, Any] = field(default_factory=dict)  # see _V3
     images: list[str] = field(default_factory=list)  # file names in the images folder, in order (see _V4)
+    documents: list[dict[str, Any]] = field(default_factory=list)  # {"name", "file", "kind", "pages"} (see _V5)
+    sources: dict[str, Any] = field(default_factory=dict)  # a reply's {"items": [...], "note": str} (see _V5)
 
 
 def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
@@ -252,9 +273,9 @@ class Store:
     @_writes
     def add_message(self, conv_id: int, parent_id: int | None, role: str, content: str = "",
                     state: str = "complete", model_id: str | None = None, tool: dict | None = None,
-                    images: list[str] | None = None) -> Message:
+                    images: list[str] | None = None, documents: list[dict] | None = None) -> Message:
         """Add a message under ``parent_id`` and make it the conversation's current leaf; ``images`` are
-        the names of saved image files sent with it."""
+        the names of saved image files sent with it, ``documents`` its attached documents (see _V5)."""
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
@@ -264,6 +285,10 @@ class Store:
                 (conv_id, parent_id, role, content, state, model_id, now, json.dumps(tool or {})))
             self.db.executemany("INSERT INTO message_images (message_id, position, name) VALUES (?, ?, ?)",
                                 [(cur.lastrowid, i, name) for i, name in enumerate(images or [])])
+            self.db.executemany("INSERT INTO message_documents (message_id, position, name, file, kind, pages)"
+                                " VALUES (?, ?, ?, ?, ?, ?)",
+                                [(cur.lastrowid, i, d["name"], d.get("file") or d["name"], d.get("kind") or "",
+                                  d.get("pages")) for i, d in enumerate(documents or [])])
             self.db.execute("UPDATE conversations SET leaf_id = ?, updated_at = ? WHERE id = ?",
                             (cur.lastrowid, now, conv_id))
         return self.message(cur.lastrowid)
@@ -277,13 +302,16 @@ class Store:
     @_writes
     def update_message(self, message_id: int, *, content: str | None = None, reasoning: str | None = None,
                        state: str | None = None, stats: dict | None = None,
-                       reasoning_s: float | None = None, tool: dict | None = None) -> None:
+                       reasoning_s: float | None = None, tool: dict | None = None,
+                       sources: dict | None = None) -> None:
         fields = {k: v for k, v in (("content", content), ("reasoning", reasoning), ("state", state),
                                     ("reasoning_s", reasoning_s)) if v is not None}
         if stats is not None:
             fields["stats"] = json.dumps(stats)
         if tool is not None:
             fields["tool"] = json.dumps(tool)
+        if sources is not None:
+            fields["sources"] = json.dumps(sources)
         if fields:
             sets = ", ".join(f"{k} = ?" for k in fields)
             self.db.execute(f"UPDATE messages SET {sets} WHERE id = ?", (*fields.values(), message_id))
@@ -336,7 +364,23 @@ class Store:
             return messages
         for message_id, name in rows:
             by_id[message_id].images.append(name)
+        try:
+            rows = self.db.execute(
+                "SELECT message_id, name, file, kind, pages FROM message_documents WHERE message_id IN"
+                f" ({','.join('?' * len(by_id))}) ORDER BY message_id, position", tuple(by_id)).fetchall()
+        except sqlite3.OperationalError:  # a database opened read-only from before documents
+            return messages
+        for message_id, name, file, kind, pages in rows:
+            by_id[message_id].documents.append({"name": name, "file": file, "kind": kind, "pages": pages})
         return messages
+
+    def document_names(self) -> set[str]:
+        """Every saved document some message names (a deleted chat's count until it is purged)."""
+        return _names(self.db, "SELECT DISTINCT name FROM message_documents")
+
+    def conversation_ids(self) -> set[int]:
+        """Every chat's id, deleted ones too until they are purged (Undo brings them back)."""
+        return _names(self.db, "SELECT id FROM conversations")
 
     def image_names(self) -> set[str]:
         """Every image file some message names (a deleted chat's count until it is purged: Undo brings it back)."""
@@ -344,6 +388,13 @@ class Store:
             return {r[0] for r in self.db.execute("SELECT DISTINCT name FROM message_images")}
         except sqlite3.OperationalError:
             return set()
+
+
+def _names(db: sqlite3.Connection, sql: str) -> set:
+    try:
+        return {r[0] for r in db.execute(sql)}
+    except sqlite3.OperationalError:  # a database opened read-only from before that table
+        return set()
 
 
 def _connect(path: Path, read_only: bool = False) -> sqlite3.Connection:
@@ -373,7 +424,8 @@ def _message(row: sqlite3.Row) -> Message:
     return Message(id=row["id"], conversation_id=row["conversation_id"], parent_id=row["parent_id"],
                    role=row["role"], content=row["content"], state=row["state"], model_id=row["model_id"],
                    created_at=row["created_at"], stats=json.loads(row["stats"] or "{}"),
-                   reasoning=row["reasoning"], reasoning_s=row["reasoning_s"], tool=_json(row, "tool"))
+                   reasoning=row["reasoning"], reasoning_s=row["reasoning_s"], tool=_json(row, "tool"),
+                   sources=_json(row, "sources"))
 
 
 def _json(row: sqlite3.Row, key: str) -> dict[str, Any]:

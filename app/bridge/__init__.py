@@ -9,6 +9,7 @@ keeps the answer; ``main`` asks it first, on a worker).
 """
 
 from fireside.engine.devices.identity import short as short_fingerprint
+from fireside.engine.documents.grounding import CITATION, cited, source_label
 from fireside.engine.library.imports import APPS
 from fireside.engine.library.starter import STARTER_ID, starter_path
 from fireside.engine.models.hardware import engine_build
@@ -26,6 +27,6 @@ from fireside.engine.settings import DEFAULT_PORT, SHARE_PORT
 from .bridge import BATCH_S, EngineBridge, TextBatcher
 from .tasks import OnDone, Tasks
 
-__all__ = ["APPS", "BATCH_S", "DEFAULT_PARALLEL", "DEFAULT_PORT", "SHARE_PORT", "STARTER_ID", "VERDICT_WORDS", "EngineBridge",
-           "LoadOptions", "OnDone", "Tasks", "TextBatcher", "drafting_text", "engine_build", "is_remote", "plan_fit",
-           "short_fingerprint", "starter_path", "with_draft"]
+__all__ = ["APPS", "BATCH_S", "CITATION", "DEFAULT_PARALLEL", "DEFAULT_PORT", "SHARE_PORT", "STARTER_ID",
+           "VERDICT_WORDS", "EngineBridge", "LoadOptions", "OnDone", "Tasks", "TextBatcher", "cited", "drafting_text",
+           "engine_build", "is_remote", "plan_fit", "short_fingerprint", "source_label", "starter_path", "with_draft"]

@@ -35,6 +35,7 @@ from fireside.engine.errors import RemoteError
 from fireside.engine.types import ChatRequest, Chunk, LoadProgress
 
 from .attachments import ChatImages
+from .chatdocs import ChatDocuments
 from .devices import DevicesController
 from .downloading import DownloadsController
 from .embedding import EmbedderController
@@ -87,6 +88,8 @@ class EngineBridge(QObject):
         reply_text(int, str, str): reply id, chunk kind (``text`` or ``reasoning``), batched text.
         reply_finished(int, object): reply id, the final ``Chunk`` (finish_reason and usage).
         reply_failed(int, object): reply id, the exception.
+        reply_sources(int, object): reply id, the sources its documents gave it (``{"items", "note"}``),
+            before its first text.
         unload_failed(str, object): model id, the exception stopping its runner raised.
     """
 
@@ -97,6 +100,7 @@ class EngineBridge(QObject):
     reply_text = Signal(int, str, str)
     reply_finished = Signal(int, object)
     reply_failed = Signal(int, object)
+    reply_sources = Signal(int, object)
     unload_failed = Signal(str, object)
 
     def __init__(self, engine, tasks: Tasks, extras: dict[str, Any] | None = None, parent: QObject | None = None):
@@ -111,6 +115,10 @@ class EngineBridge(QObject):
         self.embedder = EmbedderController(engine, settings, tasks)
         self.server.collections = self.embedder.collections  # the vector stores the app's server serves
         self.images = ChatImages(engine, settings.data_dir / "images" if settings else Path("images"), tasks)
+        self.documents = ChatDocuments(engine, settings.data_dir / "documents" if settings else Path("documents"), tasks)
+        self.embedder.followers.append(self.documents.use_embedder)  # a chat's documents embed with the choice
+        if settings is not None:  # the choice is a file in the config folder: read on the pool
+            tasks.run_in_background(lambda: self.documents.use_embedder(self.embedder.chosen()))
         self._cancels: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -158,15 +166,22 @@ class EngineBridge(QObject):
             self.loaded_changed.emit()
 
     # --- chatting --------------------------------------------------------------------------------
-    def chat(self, reply_id: int, model_id: str, request: ChatRequest) -> threading.Event:
-        """Stream a reply on a worker; returns the event that stops it (the Stop button sets it)."""
+    def chat(self, reply_id: int, model_id: str, request: ChatRequest, chat_id: int | None = None) -> threading.Event:
+        """Stream a reply on a worker; returns the event that stops it (the Stop button sets it). A request
+        whose messages carry documents is grounded in them first (``chatdocs.py``, in chat ``chat_id``'s
+        index) and ``reply_sources`` says which passages it was given."""
         cancel = self._track(f"reply:{reply_id}")
-        self.tasks.run_in_background(lambda: self._chat(reply_id, model_id, request, cancel))
+        self.tasks.run_in_background(lambda: self._chat(reply_id, model_id, request, cancel, chat_id))
         return cancel
 
-    def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event) -> None:
+    def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event,
+              chat_id: int | None = None) -> None:
         was_loaded = self.engine.is_loaded(model_id)
         try:
+            if getattr(request, "messages", None) and self.documents.wanted(request.messages):
+                request.messages, sources = self.documents.ground(chat_id, model_id, request.messages,
+                                                                  request.sampling.max_tokens, cancel)
+                self.reply_sources.emit(reply_id, sources)
             if getattr(request, "messages", None):  # saved images, decoded (once)
                 request.messages = self.images.resolve(request.messages)
             done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel))

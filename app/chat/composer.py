@@ -1,12 +1,13 @@
-"""The bottom of the Chat page: the message box with Attach, Send and Stop, the images waiting to be
-sent, the edit banner, and the context meter.
+"""The bottom of the Chat page: the message box with Attach, Send and Stop, the images and documents
+waiting to be sent, the edit banner, and the context meter.
 
 Small widgets that render what the chat session says (busy or not, editing or not, tokens used) and
-report what the user does; none of them knows about the store or the engine. An image comes in three
-ways, one road: the Attach button's file dialog, a drop and a paste (both reach
+report what the user does; none of them knows about the store or the engine. An image or a document
+comes in three ways, one road: the Attach button's file dialog, a drop and a paste (both reach
 ``Composer.insertFromMimeData``) all end in ``attach_requested`` with what to read (file paths, a
 pasted file's bytes or a pasted picture); the page has the bridge check and save it, off the GUI thread,
-and hands the result back to ``add_attachment``.
+and hands the result back to ``add_attachment`` (an image) or ``document_ready`` (a document, shown as a
+chip that says it is being read from ``add_document`` on, and cancels the reading when taken off).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -29,7 +31,10 @@ from PySide6.QtWidgets import (
 
 CONTEXT_WARN = 0.85
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp")
-IMAGE_FILTER = "Images (*.png *.jpg *.jpeg *.webp *.gif *.bmp);;All files (*)"
+DOCUMENT_PATTERNS = "*.pdf *.docx *.html *.htm *.md *.markdown *.txt *.rst *.csv *.py *.js *.ts *.rs *.go *.c *.cpp *.java"
+IMAGE_PATTERNS = "*.png *.jpg *.jpeg *.webp *.gif *.bmp"
+ATTACH_FILTER = (f"Images and documents ({IMAGE_PATTERNS} {DOCUMENT_PATTERNS});;Images ({IMAGE_PATTERNS});;"
+                 f"Documents ({DOCUMENT_PATTERNS});;All files (*)")
 PASTED_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif", "image/bmp")
 
 
@@ -109,6 +114,56 @@ class AttachmentChip(QWidget):
         self.removed.emit(self.name)
 
 
+class DocumentChip(QWidget):
+    """One document waiting in the composer: its name, then its page count once read (a busy bar
+    until then), and a button that takes it off (which stops the reading).
+
+    Signals:
+        removed(str): the chip's key (Remove was clicked).
+    """
+
+    removed = Signal(str)
+
+    def __init__(self, key: str, label: str, parent: QWidget | None = None):
+        super().__init__(parent, objectName="documentChip")
+        self.key, self.attachment, self.name = key, None, label
+        self.icon = QLabel()
+        self.icon.setPixmap(self.style().standardIcon(QStyle.SP_FileIcon).pixmap(16, 16))
+        self.label = QLabel(label, toolTip=f"Reading {label}…")
+        self.label.setTextFormat(Qt.PlainText)
+        self.progress = QProgressBar(maximumWidth=60, maximumHeight=8, textVisible=False)
+        self.progress.setRange(0, 0)  # busy until a PDF says how many pages it has (the other kinds: until read)
+        self.remove_button = QToolButton(text="✕", toolTip=f"Remove {label}", autoRaise=True)
+        self.remove_button.clicked.connect(self._on_remove_clicked)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(6, 2, 0, 2)
+        lay.setSpacing(4)
+        lay.addWidget(self.icon)
+        lay.addWidget(self.label)
+        lay.addWidget(self.progress)
+        lay.addWidget(self.remove_button)
+
+    def set_progress(self, page: int, pages: int) -> None:
+        """How far the reading is: page ``page`` of ``pages``."""
+        self.progress.setRange(0, pages)
+        self.progress.setValue(page)
+        self.label.setToolTip(f"Reading {self.name}: page {page} of {pages}")
+
+    def set_ready(self, attachment) -> None:
+        """The document was read and saved (a ``bridge.chatdocs.DocumentAttachment``)."""
+        self.attachment = attachment
+        self.progress.hide()
+        size = f"{attachment.pages} page{'s' if attachment.pages != 1 else ''}" if attachment.pages \
+            else f"{attachment.chars:,} characters"
+        self.label.setText(f"{attachment.label} · {size}")
+        self.label.setToolTip(f"{attachment.label} ({attachment.kind}, {size}): sent whole when it fits the "
+                              "model's context, else the passages that match each question, as numbered sources")
+
+    @Slot()
+    def _on_remove_clicked(self) -> None:
+        self.removed.emit(self.key)
+
+
 class ComposerBar(QWidget):
     """The edit banner and the images waiting to be sent above the message box; Attach, Send and Stop
     beside it.
@@ -117,23 +172,25 @@ class ComposerBar(QWidget):
         send_requested(): Send was clicked or Enter pressed.
         stop_requested(): Stop was clicked.
         cancel_requested(): Escape was pressed (ends an edit).
-        attach_requested(list): images to check and attach: file paths (Attach, a drop), a pasted
-            file's ``(bytes, media type)`` or a pasted ``QImage``.
+        attach_requested(list): images or documents to check and attach: file paths (Attach, a drop), a
+            pasted file's ``(bytes, media type)`` or a pasted ``QImage``.
+        document_removed(str): a document chip's key (taken off: a reading under way should stop).
     """
 
     send_requested = Signal()
     stop_requested = Signal()
     cancel_requested = Signal()
     attach_requested = Signal(list)
+    document_removed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.edit_banner = QLabel(visible=False, objectName="editBanner")
         self.composer = Composer(placeholderText="Message the model (Enter sends, Shift+Enter for a new line; "
-                                                 "drop or paste an image to attach it)")
+                                                 "drop or paste an image or a document to attach it)")
         self.composer.setMaximumHeight(110)
-        self.attach_button = QPushButton("Image…", toolTip="Attach an image (PNG, JPEG, WebP, GIF or BMP) for a "
-                                                           "model that can see")
+        self.attach_button = QPushButton("Attach…", toolTip="Attach a document (PDF, Word, HTML, Markdown, text, "
+                                                            "source code) or an image (for a model that can see)")
         self.send_button = QPushButton("Send", objectName="primary")
         self.stop_button = QPushButton("Stop", visible=False, objectName="danger")
         self.strip = QHBoxLayout()
@@ -142,6 +199,7 @@ class ComposerBar(QWidget):
         self.strip_box = QWidget(visible=False, objectName="attachments")
         self.strip_box.setLayout(self.strip)
         self.chips: dict[str, tuple[AttachmentChip, object]] = {}
+        self.doc_chips: dict[str, DocumentChip] = {}
         buttons = QVBoxLayout()
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.stop_button)
@@ -169,7 +227,7 @@ class ComposerBar(QWidget):
     # --- images waiting to be sent ---------------------------------------------------------------
     @Slot()
     def _on_attach_clicked(self) -> None:
-        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images", str(Path.home()), IMAGE_FILTER)
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images or documents", str(Path.home()), ATTACH_FILTER)
         if paths:
             self.attach_requested.emit([Path(p) for p in paths])
 
@@ -190,7 +248,57 @@ class ComposerBar(QWidget):
         if chip is not None:
             self.strip.removeWidget(chip)
             chip.deleteLater()
-        self.strip_box.setVisible(bool(self.chips))
+        self._show_strip()
+
+    def _show_strip(self) -> None:
+        self.strip_box.setVisible(bool(self.chips or self.doc_chips))
+
+    # --- documents waiting to be sent ------------------------------------------------------------
+    def add_document(self, key: str, label: str) -> DocumentChip:
+        """Show a chip for a document being read (``key`` names it until ``document_ready``)."""
+        chip = DocumentChip(key, label)
+        chip.removed.connect(self._on_document_chip_removed)
+        self.strip.insertWidget(self.strip.count() - 1, chip)
+        self.doc_chips[key] = chip
+        self.strip_box.show()
+        return chip
+
+    def document_progress(self, key: str, page: int, pages: int) -> None:
+        chip = self.doc_chips.get(key)
+        if chip is not None and chip.attachment is None:
+            chip.set_progress(page, pages)
+
+    def document_ready(self, key: str, attachment) -> bool:
+        """The document of chip ``key`` was read and saved; False when its chip was taken off meanwhile
+        (or the same document already waits: its second chip goes)."""
+        chip = self.doc_chips.get(key)
+        if chip is None:
+            return False
+        if any(c.attachment is not None and c.attachment.name == attachment.name for c in self.doc_chips.values()):
+            self.remove_document(key)
+            return False
+        chip.set_ready(attachment)
+        return True
+
+    @Slot(str)
+    def _on_document_chip_removed(self, key: str) -> None:
+        self.remove_document(key)
+        self.document_removed.emit(key)
+
+    def remove_document(self, key: str) -> None:
+        chip = self.doc_chips.pop(key, None)
+        if chip is not None:
+            self.strip.removeWidget(chip)
+            chip.deleteLater()
+        self._show_strip()
+
+    def documents(self) -> list:
+        """The documents read and waiting, in the order they were attached."""
+        return [c.attachment for c in self.doc_chips.values() if c.attachment is not None]
+
+    def documents_reading(self) -> list[str]:
+        """The names of the documents still being read."""
+        return [c.name for c in self.doc_chips.values() if c.attachment is None]
 
     def attachments(self) -> list:
         """The images waiting, in the order they were attached."""
@@ -199,6 +307,8 @@ class ComposerBar(QWidget):
     def clear_attachments(self) -> None:
         for name in list(self.chips):
             self.remove_attachment(name)
+        for key in list(self.doc_chips):
+            self.remove_document(key)
 
     def set_busy(self, busy: bool) -> None:
         self.send_button.setVisible(not busy)

@@ -26,12 +26,13 @@ from .. import export
 from ..bridge import STARTER_ID, starter_path
 from ..context import AppContext
 from ..feedback import show_error
-from .composer import ComposerBar, ContextMeter
+from .composer import IMAGE_SUFFIXES, ComposerBar, ContextMeter
 from .conversations import ConversationList
 from .picker import ModelBar
 from .pictures import ImageViewer
 from .session import ChatSession, ChosenModel
 from .settings_panel import DEFAULT_SAMPLING, ChatSettingsPanel
+from .sources import SourceDialog
 from .toolcard import ToolCallView
 from .transcript import Transcript
 
@@ -47,6 +48,10 @@ class ChatPage(QWidget):
         image_attached(object): an image was checked and saved, and waits in the composer (its ``Attachment``).
         image_refused(str): an image was not attached; the sentence the user was shown.
         image_viewed(str): an image's file name, shown full size.
+        document_attached(object): a document was read and saved, and waits in the composer (its
+            ``DocumentAttachment``).
+        document_refused(str): a document was not attached; the sentence the user was shown.
+        source_shown(object): a source's dialog opened (the ``SourceDialog``: the passage in context).
     """
 
     reply_started = Signal(int)
@@ -56,16 +61,22 @@ class ChatPage(QWidget):
     image_attached = Signal(object)
     image_refused = Signal(str)
     image_viewed = Signal(str)
+    document_attached = Signal(object)
+    document_refused = Signal(str)
+    source_shown = Signal(object)
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
         self.ctx, self.store = ctx, ctx.store
+        self._reading: dict[str, object] = {}  # a document chip's key -> the event that stops its reading
+        self._read_count = 0
         self._build()
         self.session = ChatSession(ctx.store, ctx.bridge, ctx.prefs, ChosenModel(self.model_bar.current, ctx.loader),
                                    ctx.tools, self)
         self._connect()
-        if not self.store.read_only:  # saved images no message names (a purged chat's, one never sent) go
+        if not self.store.read_only:  # saved images and documents no message names (a purged chat's, one never sent) go
             ctx.bridge.images.sweep_later(self.store.image_names())
+            ctx.bridge.documents.sweep_later(self.store.document_names(), self.store.conversation_ids())
         self.transcript.warm_up()
         self.conversations.refresh()
         first = self.conversations.model.items[:1]
@@ -149,7 +160,9 @@ class ChatPage(QWidget):
         t.tool_decided.connect(self._on_transcript_tool_decided)
         t.thumbnails_wanted.connect(self._on_transcript_thumbnails_wanted)
         t.image_opened.connect(self._on_transcript_image_opened)
+        t.source_opened.connect(self._on_transcript_source_opened)
         self.bar.attach_requested.connect(self.attach)
+        self.bar.document_removed.connect(self._on_bar_document_removed)
         self.bar.send_requested.connect(self.send)
         self.bar.cancel_requested.connect(self._cancel_edit)
         self.bar.stop_requested.connect(self.stop)
@@ -215,7 +228,13 @@ class ChatPage(QWidget):
     def send(self) -> None:
         system_prompt, sampling = self.settings_panel.values()
         images = [a.name for a in self.bar.attachments()]
-        if self.session.send(self.bar.text(), system_prompt, sampling, self.settings_panel.tools(), images):
+        reading = self.bar.documents_reading()
+        if reading:
+            show_error(f"{', '.join(reading)} is still being read: send once its chip shows its pages, or take it off")
+            return
+        documents = [d.as_dict() for d in self.bar.documents()]
+        if self.session.send(self.bar.text(), system_prompt, sampling, self.settings_panel.tools(), images,
+                             documents):
             self.composer.clear()
             self.bar.clear_attachments()
             self.conversations.refresh(select=self.conv_id)
@@ -223,11 +242,47 @@ class ChatPage(QWidget):
     @Slot(list)
     def attach(self, sources: list) -> None:
         """Check and save images (file paths, a pasted file's ``(bytes, media type)``, a pasted ``QImage``)
-        on the task pool; each lands in the composer, or is refused in words (the typed text stays)."""
+        and read documents (file paths that are not images) on the task pool; each lands in the composer,
+        or is refused in words (the typed text stays)."""
         model_id = self.model_bar.current()
         for source in sources:
+            if isinstance(source, Path) and self._is_document(source):
+                self.attach_document(source)
+                continue
             source, media_type = source if isinstance(source, tuple) else (source, None)
             self.ctx.bridge.images.attach(source, model_id, self._on_image_checked, media_type)
+
+    def _is_document(self, path: Path) -> bool:
+        """A file that is not an image by its name goes to the documents' reader: it reads it, or says
+        which kinds it reads."""
+        return path.suffix.lower() not in IMAGE_SUFFIXES and (self.ctx.bridge.documents.accepts(path)
+                                                              or path.suffix.lower() not in ("", ".svg"))
+
+    def attach_document(self, path: Path, label: str | None = None) -> None:
+        """Read and save the document at ``path`` on the task pool; its chip shows it being read (its ✕
+        stops that), then its pages. ``label``: the name to show (a saved copy's original name)."""
+        self._read_count += 1
+        key = f"document-{self._read_count}"
+        self.bar.add_document(key, label or path.name)
+        self._reading[key] = self.ctx.bridge.documents.attach(
+            path, lambda attachment, error: self._on_document_read(key, attachment, error), label,
+            lambda page, pages: self.bar.document_progress(key, page, pages))
+
+    def _on_document_read(self, key: str, attachment, error) -> None:
+        self._reading.pop(key, None)
+        if error is not None:
+            self.bar.remove_document(key)
+            if type(error).__name__ != "AttachCancelled":  # taken off by the user: nothing to say
+                self.document_refused.emit(show_error(error))
+            return
+        if self.bar.document_ready(key, attachment):
+            self.document_attached.emit(attachment)
+
+    @Slot(str)
+    def _on_bar_document_removed(self, key: str) -> None:
+        cancel = self._reading.pop(key, None)
+        if cancel is not None:
+            cancel.set()
 
     def _on_image_checked(self, attachment, error) -> None:
         if error is not None:
@@ -282,6 +337,8 @@ class ChatPage(QWidget):
         view = self.transcript.view(msg.id)
         if view is not None:
             self.transcript.before_update()
+            if msg.sources and getattr(view.message, "sources", None) != msg.sources:
+                view.message.sources = msg.sources
             view.set_content(msg.content, msg.reasoning, msg.reasoning_s)
         self.reply_shown.emit(msg.id, msg.content)
 
@@ -298,6 +355,8 @@ class ChatPage(QWidget):
         self.bar.clear_attachments()
         if msg is not None and msg.images:  # the edited message's images come back, to keep or remove
             self.attach([self.ctx.bridge.images.path(name) for name in msg.images])
+        for doc in msg.documents if msg is not None else []:  # ... and its documents, from their saved copies
+            self.attach_document(self.ctx.bridge.documents.path(doc["name"]), doc["file"])
 
     @Slot(object)
     def _on_session_tool_changed(self, msg) -> None:
@@ -334,6 +393,25 @@ class ChatPage(QWidget):
         self.viewer.setAttribute(Qt.WA_DeleteOnClose)
         self.viewer.open()
         self.image_viewed.emit(name)
+
+    @Slot(int, int)
+    def _on_transcript_source_opened(self, message_id: int, n: int) -> None:
+        view = self.transcript.view(message_id)
+        source = view.sources.source(n) if view is not None and hasattr(view, "sources") else None
+        if source is not None:
+            self.ctx.bridge.documents.context(source, lambda found, error: self._on_source_read(source, found, error))
+
+    def _on_source_read(self, source: dict, found, error) -> None:
+        """Show the passage in its context; when its document cannot be read any more, the passage alone
+        (it was saved with the reply), saying why."""
+        if error is not None:
+            before, passage, after, problem = "", source["text"], "", f"The passage as it was given: {error}"
+        else:
+            (before, passage, after), problem = found, ""
+        self.source_dialog = SourceDialog(source, before, passage, after, problem, self)
+        self.source_dialog.setAttribute(Qt.WA_DeleteOnClose)
+        self.source_dialog.open()
+        self.source_shown.emit(self.source_dialog)
 
     def _list_servers(self) -> None:
         """Which MCP servers a chat can turn on: ``mcp.json`` is read on a worker, never here."""

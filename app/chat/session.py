@@ -12,7 +12,9 @@ A chat with MCP servers turned on answers through a ``ToolRun`` that its ``ToolT
 starts instead of the bridge: the run's signals come to the session's slots as the bridge's do, with the
 same states and signals, plus ``tool_changed`` for each call, and ``decide`` for the user's answer to an
 approval card. The session is the one writer of a reply: every message of it, tool calls included, is
-stored here and nowhere else. Your message may carry images (names of files the bridge saved when they
+stored here and nowhere else (the sources a reply was given too: the bridge reports them, and they are
+saved with the reply before its first text). Your message may carry documents (the bridge grounds the
+reply in them, ``bridge/chatdocs.py``) and images (names of files the bridge saved when they
 were attached); every request sends the thread's images again as ``saved_image`` parts, which the bridge
 decodes on the reply's worker (``bridge/attachments.py``), so a later turn still sees them.
 
@@ -33,6 +35,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from fireside.engine.types import ChatRequest, Sampling
 
 from ..bridge.attachments import saved_part
+from ..bridge.chatdocs import document_part
 from ..bridge.prompt_cache import tag_for
 from ..bridge.tools import AppTools, ToolRun
 from ..feedback import show_error
@@ -51,9 +54,10 @@ def as_chat_message(m: Message) -> dict[str, Any] | None:
                 "content": m.content or NOT_RUN}
     if m.tool.get("calls"):
         return {"role": "assistant", "content": m.content, "tool_calls": m.tool["calls"]}
-    if m.images:  # its pictures go as parts the bridge decodes on the reply's worker (bridge/attachments.py)
+    if m.images or m.documents:  # parts the bridge reads on the reply's worker (attachments.py, chatdocs.py)
         text = [{"type": "text", "text": m.content}] if m.content else []
-        return {"role": m.role, "content": text + [saved_part(name) for name in m.images]}
+        return {"role": m.role, "content": text + [saved_part(name) for name in m.images]
+                + [document_part(d) for d in m.documents]}
     return {"role": m.role, "content": m.content} if m.content else None
 
 
@@ -121,6 +125,7 @@ class ChatSession(QObject):
         bridge.reply_text.connect(self._on_bridge_reply_text)
         bridge.reply_finished.connect(self._on_bridge_reply_finished)
         bridge.reply_failed.connect(self._on_bridge_reply_failed)
+        bridge.reply_sources.connect(self._on_bridge_reply_sources)
 
     def dispose(self) -> None:
         """The window is closing: a reply with tools still running is stopped and no longer written down."""
@@ -189,19 +194,22 @@ class ChatSession(QObject):
 
     # --- what the user does ----------------------------------------------------------------------
     def send(self, text: str, system_prompt: str, sampling: dict, tools: dict | None = None,
-             images: list[str] | None = None) -> bool:
-        """Add your message, with ``images`` (names of saved image files), and start its reply; False when
-        there is nothing to send or a reply is under way."""
+             images: list[str] | None = None, documents: list[dict] | None = None) -> bool:
+        """Add your message, with ``images`` (names of saved image files) and ``documents`` (the saved
+        documents' dicts, see ``store.py``'s _V5), and start its reply; False when there is nothing to send
+        or a reply is under way."""
         text, model_id, images = text.strip(), self.models.current(), list(images or [])
-        if not (text or images) or self.busy:
+        documents = list(documents or [])
+        if not (text or images or documents) or self.busy:
             return False
         if not model_id:
             show_error("Choose a model first (the model bar above the chat)")
             return False
-        conv_id = self.ensure_conversation(text or "An image", model_id, system_prompt, sampling, tools)
+        title = text or (documents[0]["file"] if documents else "An image")
+        conv_id = self.ensure_conversation(title, model_id, system_prompt, sampling, tools)
         thread = self.store.thread(conv_id)
         parent = self.editing.parent_id if self.editing else (thread[-1].id if thread else None)
-        user = self.store.add_message(conv_id, parent, "user", text, images=images)
+        user = self.store.add_message(conv_id, parent, "user", text, images=images, documents=documents)
         self.cancel_edit()
         self._reply_to(user)
         return True
@@ -298,7 +306,7 @@ class ChatSession(QObject):
             self._follow(self.tool_turn.start(conv, self.active, messages, to_sampling(conv.sampling)))
         else:
             self.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling),
-                                                                   cache_tag=tag_for(conv.id)))
+                                                                   cache_tag=tag_for(conv.id)), conv.id)
         self.reply_started.emit(self.active.id)
 
     def _follow(self, run: ToolRun) -> None:
@@ -353,6 +361,13 @@ class ChatSession(QObject):
     def _on_bridge_reply_text(self, reply_id: int, kind: str, text: str) -> None:
         if self.active is not None and reply_id == self.active.id:
             self._grow(self.active, kind, text)
+
+    @Slot(int, object)
+    def _on_bridge_reply_sources(self, reply_id: int, sources) -> None:
+        if self.active is not None and reply_id == self.active.id:
+            self.active.sources = sources
+            self.store.update_message(self.active.id, sources=sources)
+            self.message_grew.emit(self.active)
 
     @Slot(int, object)
     def _on_bridge_reply_finished(self, reply_id: int, done) -> None:

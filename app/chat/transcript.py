@@ -3,7 +3,9 @@
 Each ``MessageView`` shows who spoke, the text rendered as Markdown (code highlighted, with a copy
 link per block), the reasoning folded behind "Thought for N s", the reply's stats, and the actions a
 message offers: copy, edit (yours), regenerate (the model's), retry (a reply that failed, or your last
-message when it got no reply) and a ``‹ 2/3 ›`` switcher when a message has branches. A tool call is a
+message when it got no reply) and a ``‹ 2/3 ›`` switcher when a message has branches. A reply grounded
+in documents lists its sources under its text (``sources.py``), its ``[n]`` markers linked to them; your
+message names the documents you attached. A tool call is a
 ``ToolCallView`` (``toolcard.py``) instead, and the model's reply that only made calls has no card of
 its own: its calls are the cards. ``Transcript`` lays the cards out and keeps the view pinned to the
 bottom while a reply streams, unless the user has scrolled up to read.
@@ -30,6 +32,7 @@ from fireside.engine.fmt import draft_share
 from ..store import Message
 from .markdown import plain, render
 from .pictures import Thumbnails
+from .sources import SourcesView, link_citations
 from .toolcard import ToolCallView
 
 
@@ -95,6 +98,7 @@ class MessageView(QFrame):
         branch_requested(int, int): message id, step (-1 previous branch, +1 next).
         retry_requested(int): message id (a failed reply, or your message that got none).
         image_opened(str): the file name of one of its images (its thumbnail was clicked).
+        source_opened(int, int): message id, a source's number (a ``[n]`` or a source row was clicked).
     """
 
     edit_requested = Signal(int)
@@ -102,6 +106,7 @@ class MessageView(QFrame):
     branch_requested = Signal(int, int)
     retry_requested = Signal(int)
     image_opened = Signal(str)
+    source_opened = Signal(int, int)
 
     def __init__(self, message: Message, branch: tuple[int, int], parent: QWidget | None = None):
         super().__init__(parent)
@@ -111,6 +116,8 @@ class MessageView(QFrame):
         self._build(branch)
         self.set_content(message.content, message.reasoning, message.reasoning_s)
         self.set_stats(message.stats, message.state)
+        if message.sources:
+            self.set_sources(message.sources)
 
     def _build(self, branch: tuple[int, int]) -> None:
         who = "You" if self.message.role == "user" else (self.message.model_id or "Assistant")
@@ -137,7 +144,16 @@ class MessageView(QFrame):
         if self.pictures is not None:
             self.pictures.opened.connect(self.image_opened)
             lay.addWidget(self.pictures)
+        if self.message.documents:
+            names = "Attached: " + ", ".join(f"{d['file']}" + (f" ({d['pages']} pages)" if d.get("pages") else "")
+                                             for d in self.message.documents)
+            self.documents = QLabel(names, wordWrap=True, objectName="messageDocuments")
+            self.documents.setTextFormat(Qt.PlainText)
+            lay.addWidget(self.documents)
         lay.addWidget(self.body)
+        self.sources = SourcesView()
+        self.sources.opened.connect(self._on_sources_opened)
+        lay.addWidget(self.sources)
         lay.addLayout(self._actions(branch))
 
     def _actions(self, branch: tuple[int, int]) -> QHBoxLayout:
@@ -178,7 +194,8 @@ class MessageView(QFrame):
         self.message.content, self.message.reasoning = content, reasoning
         shown = content if content or self.message.role == "user" else "…"
         self.body.setVisible(bool(shown) or not self.message.images)  # an image sent alone: no empty box
-        rendered = plain(shown) if self.message.role == "user" else render(shown, is_dark())
+        count = len(self.message.sources.get("items") or []) if self.message.sources else 0
+        rendered = plain(shown) if self.message.role == "user" else render(link_citations(shown, count), is_dark())
         self.code_blocks = rendered.code_blocks
         self.body.setHtml(rendered.html)
         self.thought.setVisible(bool(reasoning))
@@ -186,6 +203,13 @@ class MessageView(QFrame):
             self.reasoning.setText(reasoning)
             done = reasoning_s is not None
             self.thought.setText(f"Thought for {reasoning_s:.0f} s" if done else "Thinking…")
+        if self.message.sources:
+            self.sources.set_sources(self.message.sources, content)
+
+    def set_sources(self, sources: dict) -> None:
+        """The sources this reply was given; its ``[n]`` markers become links to them."""
+        self.message.sources = sources
+        self.set_content(self.message.content, self.message.reasoning, self.message.reasoning_s)
 
     def set_stats(self, stats: dict, state: str) -> None:
         self.message.stats, self.message.state = stats, state
@@ -229,8 +253,15 @@ class MessageView(QFrame):
             index = int(url.path() or 0)
             if 0 <= index < len(self.code_blocks):
                 QGuiApplication.clipboard().setText(self.code_blocks[index])
+        elif url.scheme() == "source":
+            self._on_sources_opened(int(url.path() or 0))
         elif url.scheme() in ("http", "https"):
             QDesktopServices.openUrl(url)
+
+    @Slot(int)
+    def _on_sources_opened(self, n: int) -> None:
+        if self.sources.source(n) is not None:
+            self.source_opened.emit(self.message.id, n)
 
 
 class Transcript(QScrollArea):
@@ -241,6 +272,7 @@ class Transcript(QScrollArea):
             forwarded from cards.
         tool_decided(int, str): forwarded from a tool call's card: message id, the user's answer.
         image_opened(str): forwarded from a card: an image's file name, to show full size.
+        source_opened(int, int): forwarded from a card: message id, the number of a source to show.
         thumbnails_wanted(list): file names of images on show whose thumbnails are not here yet (the
             page has them read and hands them to ``add_thumbnails``).
     """
@@ -251,6 +283,7 @@ class Transcript(QScrollArea):
     retry_requested = Signal(int)
     tool_decided = Signal(int, str)
     image_opened = Signal(str)
+    source_opened = Signal(int, int)
     thumbnails_wanted = Signal(list)
 
     def __init__(self, parent: QWidget | None = None):
@@ -303,6 +336,7 @@ class Transcript(QScrollArea):
         view.regenerate_requested.connect(self.regenerate_requested)
         view.branch_requested.connect(self.branch_requested)
         view.retry_requested.connect(self.retry_requested)
+        view.source_opened.connect(self.source_opened)
         if view.pictures is not None:
             view.image_opened.connect(self.image_opened)
             view.pictures.show_thumbnails(self.thumbnails)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DocumentRejected
@@ -15,7 +16,8 @@ from .limits import MAX_EXTRACTED_CHARS, MAX_PDF_BYTES, MAX_PDF_PAGES
 log = logging.getLogger(__name__)
 
 
-def read_pdf(path: Path) -> Document:
+def read_pdf(path: Path, on_page: Callable[[int, int], None] | None = None) -> Document:
+    """``on_page(number, count)`` is called before each page is read (it may raise to stop the reading)."""
     import pypdf  # imported here: only PDF reading pays for it
     from pypdf.errors import PdfReadError
 
@@ -35,6 +37,8 @@ def read_pdf(path: Path) -> Document:
     blocks, total, heading = [], 0, ()
     for number in range(1, count + 1):
         heading = titles.get(number, heading)
+        if on_page is not None:
+            on_page(number, count)
         try:
             text = reader.pages[number - 1].extract_text() or ""
         except Exception as e:  # noqa: BLE001 - one bad page (a broken content stream) must not lose the rest

@@ -6,6 +6,7 @@ Threading: any thread; a reader holds no state. Callers run it off the GUI threa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import DocumentRejected
@@ -38,8 +39,10 @@ def can_read(path: Path | str) -> bool:
     return reader_for(Path(path)) is not None
 
 
-def read_document(path: Path | str) -> Document:
-    """The document at ``path``, read into blocks; a ``DocumentRejected`` names what is wrong with it."""
+def read_document(path: Path | str, on_page: Callable[[int, int], None] | None = None) -> Document:
+    """The document at ``path``, read into blocks; a ``DocumentRejected`` names what is wrong with it.
+    ``on_page(number, count)`` is called before each page of a PDF is read (the other kinds are read at
+    once, under their caps); an exception it raises stops the reading and comes out of here."""
     path = Path(path)
     reader = reader_for(path)
     if reader is None:
@@ -47,7 +50,7 @@ def read_document(path: Path | str) -> Document:
                                "Markdown, plain text and source code)", "unsupported", str(path))
     if not path.is_file():
         raise DocumentRejected(f"{path} is not a file (deleted, moved, or a folder)", "missing", str(path))
-    doc = reader(path)
+    doc = reader(path, on_page) if on_page is not None and reader is read_pdf else reader(path)
     for_path = str(path)
     doc.path = for_path
     return doc

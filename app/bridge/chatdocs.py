@@ -1,0 +1,373 @@
+"""Documents in chats: attached and read off the GUI thread, kept on disk by their content, and turned
+into numbered sources when a reply is asked for.
+
+A document the user attaches (the composer's button, a drop or a paste of a file: the road images take)
+is read here by the engine's readers (``engine/documents``: an encrypted or corrupt PDF, binary data
+under a text name, a file over a cap is refused with ``DocumentRejected``, in words), then copied once to
+``data_dir/documents/<sha256 of the bytes>.<ext>``, so a later turn, or a restart, still reads it even
+if the original moves. A message names its documents (``store.py``'s ``message_documents``); the chat
+session sends them as ``saved_document`` parts and ``ground`` turns those into text on the worker that
+runs the reply:
+
+- a document that fits the context budget (the loaded model's context, less room for the reply and the
+  chat so far) goes in whole, in the message that attached it, as numbered passages with its file name
+  and page markers (the same text each turn, so the prompt cache keeps it);
+- a longer one is indexed in the chat's own index (``data_dir/documents/chats/<chat id>.sqlite``: FTS5
+  BM25, with vectors when an embedder is set) and the passages that best match the question are put
+  in front of the question, numbered after the whole ones.
+
+Either way the passages are the reply's sources, and the model is asked to cite them as ``[n]``.
+
+Threading: ``attach`` and ``context`` run on the task pool and answer on the GUI thread; ``ground``
+blocks (the disk, the tokenizer) and is called on the reply's worker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fireside.engine.documents import Document, DocumentIndex, Embedder, chunk_document, read_document
+from fireside.engine.documents.grounding import question_with_sources, ranked, whole_document
+from fireside.engine.documents.readers import reader_for
+from fireside.engine.errors import DocumentRejected
+from fireside.engine.fsutil import fsync_dir
+
+from .tasks import OnDone, Tasks
+
+log = logging.getLogger(__name__)
+
+SAVED_DOCUMENT = "saved_document"  # a message content part {"type": "saved_document", "name", "file", "pages"}
+DEFAULT_CONTEXT = 4096  # a model not loaded here (a remote one): the budget assumes this much context
+MAX_PASSAGES = 5
+OVERHEAD = 96  # the chat template's own tokens, per request
+KEPT_DOCUMENTS = 8  # documents kept read in memory for the next turns
+PROGRESS_S = 0.1  # a PDF's reading progress reaches the chip at most ten times a second
+
+
+class AttachCancelled(Exception):
+    """The user took the document off while it was being read."""
+
+
+@dataclass(frozen=True)
+class DocumentAttachment:
+    """A document read and saved, waiting in the composer: ``name`` is its file in the documents folder."""
+
+    name: str
+    label: str  # its file name, for the user
+    kind: str  # the reader that read it: pdf, docx, html, markdown, text, code
+    pages: int | None
+    chars: int
+
+    def part(self) -> dict[str, Any]:
+        return {"type": SAVED_DOCUMENT, "name": self.name, "file": self.label, "pages": self.pages}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "file": self.label, "kind": self.kind, "pages": self.pages}
+
+
+def document_part(doc: dict[str, Any]) -> dict[str, Any]:
+    """The content part for a document a message names (its ``store`` dict)."""
+    return {"type": SAVED_DOCUMENT, "name": doc["name"], "file": doc.get("file", ""), "pages": doc.get("pages")}
+
+
+class ChatDocuments:
+    """The documents folder, the chats' indexes and the documents read; owned by the ``EngineBridge``
+    (``bridge.documents``). ``embedder_model``: the model id that embeds passages, or None (BM25 alone)."""
+
+    def __init__(self, engine, folder: Path, tasks: Tasks, embedder_model: str | None = None):
+        self.engine, self.folder, self.tasks = engine, Path(folder), tasks
+        self.embedder_model = embedder_model
+        self._read: OrderedDict[str, Document] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def use_embedder(self, model_id: str | None) -> None:
+        """Embed with ``model_id`` from the next question on (None: BM25 alone); any thread."""
+        self.embedder_model = model_id
+
+    @staticmethod
+    def accepts(path: Path | str) -> bool:
+        """Whether ``path`` names a kind of document Fireside reads (by its suffix; nothing is read)."""
+        return Path(path).suffix != "" and reader_for(Path(path)) is not None
+
+    def path(self, name: str) -> Path:
+        if Path(name).name != name or name.startswith("."):  # a name from the database is a bare file name
+            raise DocumentRejected(f"{name!r} is not the name of a saved document", "missing")
+        return self.folder / name
+
+    # --- attaching -------------------------------------------------------------------------------
+    def attach(self, path: Path, on_done: OnDone, label: str | None = None,
+               on_progress: Callable[[int, int], None] | None = None) -> threading.Event:
+        """Read and save the document at ``path`` on a worker; ``on_done(DocumentAttachment, error)``.
+        ``label`` names it for the user (its file name by default: a saved copy passes the original's);
+        ``on_progress(page, pages)`` is called on the GUI thread as a PDF is read (about ten times a second).
+        Returns the event that cancels it: a PDF stops before its next page, and the result is dropped
+        (``AttachCancelled``)."""
+        cancel = threading.Event()
+        last = [0.0]
+
+        def on_page(number: int, count: int) -> None:
+            if cancel.is_set():
+                raise AttachCancelled(Path(path).name)
+            if on_progress is not None and (time.monotonic() - last[0] >= PROGRESS_S or number == count):
+                last[0] = time.monotonic()
+                self.tasks.run_on_main(lambda: on_progress(number, count))
+
+        self.tasks.run_in_background(lambda: self._attach(Path(path), cancel, label, on_page), on_done)
+        return cancel
+
+    def _attach(self, path: Path, cancel: threading.Event, label: str | None = None,
+                on_page: Callable[[int, int], None] | None = None) -> DocumentAttachment:
+        try:
+            doc = read_document(path, on_page)
+        except AttachCancelled:
+            raise
+        except DocumentRejected as exc:
+            text = str(exc) if str(exc).startswith(path.name) else f"{path.name}: {exc}"
+            raise DocumentRejected(f"Not attached: {text}", exc.reason, str(path)) from None
+        except Exception as exc:  # noqa: BLE001 - a reader's library failing in a way nobody foresaw
+            log.warning("reading %s failed", path, exc_info=exc)
+            raise DocumentRejected(f"Not attached: {path.name} cannot be read ({type(exc).__name__}: {exc})",
+                                   "corrupt", str(path)) from None
+        if cancel.is_set():
+            raise AttachCancelled(path.name)
+        if not doc.text.strip():
+            raise DocumentRejected(f"Not attached: {path.name} holds no text", "corrupt", str(path))
+        try:
+            name = self._save(path, cancel)
+        except OSError as exc:
+            raise DocumentRejected(f"Not attached: {path.name} could not be saved in {self.folder}: "
+                                   f"{exc.strerror or exc}", "missing", str(path)) from None
+        doc.path = str(self.path(name))
+        with self._lock:
+            self._keep(name, doc)
+        return DocumentAttachment(name, label or path.name, doc.kind, doc.pages, len(doc.text))
+
+    def _save(self, path: Path, cancel: threading.Event) -> str:
+        """Copy ``path`` into the documents folder under the hash of its bytes, durably; returns its name."""
+        digest = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+        name = f"{digest.hexdigest()}{path.suffix.lower()}"
+        dest = self.path(name)
+        if dest.exists():
+            os.utime(dest)
+            return name
+        self.folder.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(f".{name}.{threading.get_ident()}.part")  # two attaching one file each write their own
+        with open(path, "rb") as src, open(part, "wb") as out:
+            while block := src.read(1 << 20):
+                if cancel.is_set():
+                    break
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        if cancel.is_set():
+            part.unlink(missing_ok=True)
+            raise AttachCancelled(path.name)
+        os.replace(part, dest)
+        fsync_dir(self.folder)
+        return name
+
+    # --- reading what was saved ------------------------------------------------------------------
+    def document(self, name: str) -> Document:
+        with self._lock:
+            if name in self._read:
+                self._read.move_to_end(name)
+                return self._read[name]
+        path = self.path(name)
+        if not path.is_file():
+            raise DocumentRejected(f"a document of this chat ({name}) is missing from {self.folder}", "missing")
+        doc = read_document(path)
+        with self._lock:
+            self._keep(name, doc)
+        return doc
+
+    def _keep(self, name: str, doc: Document) -> None:
+        self._read[name] = doc
+        self._read.move_to_end(name)
+        while len(self._read) > KEPT_DOCUMENTS:
+            self._read.popitem(last=False)
+
+    def context(self, source: dict, on_done: OnDone) -> None:
+        """A source in its context, on a worker: ``(before, passage, after)``, the passages around it in
+        its document (empty where there are none), or an error when its saved file is gone."""
+        def work():
+            chunks = chunk_document(self.document(source["name"]))
+            i = next((c.ordinal for c in chunks if c.ordinal == source.get("ordinal") and c.text == source["text"]),
+                     next((c.ordinal for c in chunks if c.text == source["text"]), None))
+            if i is None:
+                return "", source["text"], ""
+            return (chunks[i - 1].text if i > 0 else "", chunks[i].text,
+                    chunks[i + 1].text if i + 1 < len(chunks) else "")
+        self.tasks.run_in_background(work, on_done)
+
+    # --- tidying ---------------------------------------------------------------------------------
+    def sweep_later(self, referenced: set[str], chats: set[int], on_done: OnDone | None = None) -> None:
+        """``sweep`` on the pool, for the files written before now (start-up calls it once)."""
+        now = time.time()
+        self.tasks.run_in_background(lambda: self.sweep(referenced, chats, now), on_done)
+
+    def sweep(self, referenced: set[str], chats: set[int], before: float) -> list[str]:
+        """Delete the saved documents no message names and the indexes of chats that are gone, written
+        before ``before`` (a document waiting in the composer is newer); returns the names deleted."""
+        gone = []
+        for path in sorted(self.folder.glob("*.*")) if self.folder.is_dir() else []:
+            if path.is_file() and path.name not in referenced and path.stat().st_mtime < before:
+                path.unlink(missing_ok=True)  # (a .part left by a crash goes too)
+                gone.append(path.name)
+        indexes = self.folder / "chats"
+        for path in sorted(indexes.glob("*.sqlite*")) if indexes.is_dir() else []:
+            chat = path.name.split(".")[0]
+            if not (chat.isdigit() and int(chat) in chats) and path.stat().st_mtime < before:
+                path.unlink(missing_ok=True)
+                gone.append(f"chats/{path.name}")
+        if gone:
+            log.info("deleted %d saved document(s) and index(es) no chat refers to any more", len(gone))
+        return gone
+
+    # --- replying (on the reply's worker) --------------------------------------------------------
+    @staticmethod
+    def wanted(messages: list[dict[str, Any]]) -> bool:
+        return any(_is_doc(p) for m in messages if isinstance(m.get("content"), list) for p in m["content"])
+
+    def ground(self, chat_id: int | None, model_id: str, messages: list[dict[str, Any]], max_tokens: int | None,
+               cancel: threading.Event | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """``messages`` with their documents as text, and the reply's sources ``{"items": [...], "note": str}``
+        (see ``engine/documents/grounding.py``)."""
+        n_ctx = self._context_size(model_id)
+        room = max(64, min(max_tokens or n_ctx // 4, n_ctx // 2))
+        plain = [_without_docs(m) for m in messages]
+        budget = n_ctx - room - OVERHEAD - sum(self._tokens(model_id, _text_of(m)) for m in plain)
+        parts = list(dict.fromkeys(p["name"] for m in messages for p in _doc_parts(m)))
+        files = {p["name"]: p for m in messages for p in _doc_parts(m)}
+        items: list[dict] = []
+        whole: dict[str, str] = {}
+        long: list[str] = []
+        for name in parts:  # oldest first: a document attached earlier keeps its place (and its cache)
+            chunks = chunk_document(self.document(name))
+            sources = [_source(len(items) + i + 1, files[name], name, c, "whole") for i, c in enumerate(chunks)]
+            text = whole_document(files[name].get("file") or name, files[name].get("pages"), sources)
+            cost = self._tokens(model_id, text, budget)
+            if cost <= budget:
+                budget -= cost
+                items += sources
+                whole[name] = text
+            else:
+                long.append(name)
+        question = _text_of(plain[-1]) if plain and plain[-1].get("role") == "user" else ""
+        retrieved, note = self._retrieve(chat_id, long, files, question, budget, len(items), model_id, cancel)
+        out = [_as_text(m, whole) for m in messages]
+        if out and out[-1].get("role") == "user":
+            out[-1] = _as_text(messages[-1], whole, question_with_sources(question, retrieved))
+        return out, {"items": ranked(items + retrieved, question), "note": note}
+
+    def _retrieve(self, chat_id, names: list[str], files: dict, question: str, budget: int, first: int,
+                  model_id: str, cancel) -> tuple[list[dict], str]:
+        if not names:
+            return [], ""
+        embedder = Embedder.from_engine(self.engine, self.embedder_model) if self.embedder_model else None
+        (self.folder / "chats").mkdir(parents=True, exist_ok=True)
+        index = DocumentIndex(self.folder / "chats" / f"{chat_id}.sqlite", embedder)
+        try:
+            paths = {str(self.path(name).resolve()): name for name in names}
+            indexed = {row[0] for row in index.files()}
+            for path, name in paths.items():
+                if path not in indexed:  # the document read when it was attached, not read again
+                    doc = self.document(name)
+                    doc.path = path
+                    index.add_document(doc, stat=os.stat(path), digest=name.split(".")[0], cancel=cancel)
+            if embedder is not None:  # passages indexed before this embedder was chosen get its vectors
+                index.embed_missing(cancel=cancel)
+            result = index.search(question or " ".join(files[n].get("file", "") for n in names), k=40)
+        finally:
+            index.close()
+        found: list[dict] = []
+        ordinals = {name: {c.text: c.ordinal for c in chunk_document(self.document(name))} for name in names}
+        for hit in result.hits:
+            if hit.path not in paths:
+                continue  # another document of this chat (another branch's, or one given whole)
+            name = paths[hit.path]
+            source = {"n": first + len(found) + 1, "file": files[name].get("file") or name, "page": hit.page,
+                      "page_end": hit.page_end, "heading": hit.heading, "text": hit.text, "name": name,
+                      "ordinal": ordinals[name].get(hit.text), "mode": "retrieved"}
+            cost = self._tokens(model_id, source["text"]) + 16
+            if cost > budget:
+                break
+            budget -= cost
+            found.append(source)
+            if len(found) == MAX_PASSAGES:
+                break
+        return found, result.note
+
+    def _context_size(self, model_id: str) -> int:
+        loaded = {m.model_id: m for m in self.engine.loaded()}
+        return loaded[model_id].n_ctx if model_id in loaded else DEFAULT_CONTEXT
+
+    def _tokens(self, model_id: str, text: str, budget: int | None = None) -> int:
+        """``text``'s length in the model's tokens (an estimate where the model cannot count them here, or
+        where ``text`` is plainly over ``budget``: tokenizing a long book to learn it is long is waste)."""
+        if not text:
+            return 0
+        if budget is not None and len(text) > 8 * max(budget, 1):
+            return len(text) // 3
+        try:
+            return len(self.engine.tokenize(model_id, text))
+        except Exception:  # noqa: BLE001 - a remote model, or one not loaded: estimate (3 characters a token)
+            return len(text) // 3 + 1
+
+
+def _is_doc(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == SAVED_DOCUMENT
+
+
+def _doc_parts(message: dict) -> list[dict]:
+    content = message.get("content")
+    return [p for p in content if _is_doc(p)] if isinstance(content, list) else []
+
+
+def _source(n: int, file: dict, name: str, chunk, mode: str) -> dict:
+    return {"n": n, "file": file.get("file") or name, "page": chunk.page, "page_end": chunk.page_end,
+            "heading": chunk.heading, "text": chunk.text, "name": name, "ordinal": chunk.ordinal, "mode": mode}
+
+
+def _text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text")
+
+
+def _without_docs(message: dict) -> dict:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    return {**message, "content": [p for p in content if not _is_doc(p)]}
+
+
+def _as_text(message: dict, whole: dict[str, str], own_text: str | None = None) -> dict:
+    """``message`` with each document part replaced by its whole text (before the message's own text),
+    or dropped (a long document: its passages go with the question); ``own_text``, when given, takes
+    the place of the message's own text (the question, with its sources)."""
+    content = message.get("content")
+    if own_text is None and not _doc_parts(message):
+        return message
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}] if content else []
+    docs = [{"type": "text", "text": whole[p["name"]]} for p in content if _is_doc(p) and p["name"] in whole]
+    rest = [p for p in content if not _is_doc(p)]
+    if own_text is not None:
+        rest = [{"type": "text", "text": own_text}] + [p for p in rest if p.get("type") != "text"]
+    content = docs + rest
+    if all(p.get("type") == "text" for p in content):  # text only: one string, as a model without vision reads
+        return {**message, "content": "\n\n".join(p["text"] for p in content if p["text"])}
+    return {**message, "content": content}
