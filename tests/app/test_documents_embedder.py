@@ -60,3 +60,29 @@ def test_choosing_an_embedder_is_kept_and_embeds_the_servers_vector_stores(qtbot
         page.stop_server(wait=True)
     finally:
         runtime.close()
+
+
+def test_a_chats_long_document_is_searched_by_meaning_too_once_an_embedder_is_chosen(qtbot, make_app, tmp_path):
+    from tests.app.test_chat_documents import drop, long_pdf
+    from tests.helpers.driving import SMALL, send
+
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    tiny_bert(settings.models_dir, CLS, name="tiny-bert")
+    runtime = Runtime(settings, idle_ttl_s=0)
+    try:
+        runtime.load("starter", SMALL)
+        app = make_app(runtime, settings)
+        chosen = []
+        app.ctx.bridge.embedder.choose("tiny-bert", lambda model, error: chosen.append((model, error)))
+        qtbot.waitUntil(lambda: chosen == [("tiny-bert", None)], timeout=10_000)
+        page = app.window.chat
+        drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
+        reply_id, state = send(qtbot, page, "What is the harbour pilot fee?", max_tokens=8)
+        assert state == "complete"
+        sources = app.ctx.store.message(reply_id).sources
+        assert sources["items"] and "BM25" not in sources["note"]  # keywords and vectors, fused
+        view = page.transcript.view(reply_id)
+        assert "found by keywords" not in view.sources.toggle.text()
+    finally:
+        runtime.close()
