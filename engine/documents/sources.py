@@ -1,5 +1,6 @@
-"""Numbered sources: the prompt that hands a model retrieved passages as ``[1]``, ``[2]``... and asks it
-to cite them, and ``CitationCutter``, which takes the ``[n]`` markers out of a reply as it streams and
+"""Numbered sources for the API's ``file_search``: the prompt that hands a model retrieved passages as
+``[1]``, ``[2]``... and asks it to cite them (worded as the app's chats word it, ``grounding.py``), and
+``CitationCutter``, which takes the ``[n]`` markers out of a reply as it streams and
 says where each stood, so a client can place a citation there (OpenAI's ``file_citation`` annotations).
 
 A marker is ``[n]``, ``[n, m]`` or several in a row (``[1][2]``), with ``n`` one of the sources given;
@@ -13,6 +14,8 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from .grounding import question_with_sources
+
 _MARKER = re.compile(r" ?\[(\d{1,3}(?:\s*,\s*\d{1,3})*)\]")
 _OPEN_TAIL = re.compile(r" ?\[[\d,\s]{0,24}$| $")  # what may still become a marker when more text comes
 
@@ -24,23 +27,13 @@ class Source(Protocol):
     page: int | None
 
 
-def where(source: Source) -> str:
-    """``notes.md, page 2, "Lamp room"``: the file and, where known, the page and heading."""
-    parts = [source.filename]
-    if source.page is not None:
-        parts.append(f"page {source.page}")
-    if source.heading:
-        parts.append(f'"{source.heading}"')
-    return ", ".join(parts)
-
-
 def grounded_prompt(question: str, sources: Sequence[Source]) -> str:
-    """The user's question with the sources above it, numbered from 1, and the ask to cite them."""
+    """The user's question with the sources above it, numbered from 1, and the ask to cite them: the same
+    words the app's chats use (``grounding.question_with_sources``)."""
     if not sources:
         return question
-    listed = "\n\n".join(f"[{n}] {where(s)}:\n{s.text}" for n, s in enumerate(sources, 1))
-    return (f"Sources:\n\n{listed}\n\nAnswer the question below from these sources. After each fact you use, "
-            f"write the number of its source in brackets, like [1].\n\nQuestion: {question}")
+    return question_with_sources(question, [{"n": n, "file": s.filename, "page": s.page, "heading": s.heading,
+                                             "text": s.text} for n, s in enumerate(sources, 1)])
 
 
 class CitationCutter:

@@ -24,5 +24,5 @@ def test_the_grounded_prompt_numbers_each_source_with_its_place():
         filename, text, heading, page = "ledger.pdf", "The quince trees were pruned.", "Orchard", 2
 
     prompt = grounded_prompt("When were they pruned?", [P()])
-    assert '[1] ledger.pdf, page 2, "Orchard":\nThe quince trees were pruned.' in prompt
+    assert "[1] ledger.pdf, page 2 · Orchard\nThe quince trees were pruned." in prompt
     assert prompt.endswith("Question: When were they pruned?") and "[1]" in prompt.split("Sources:")[1]
