@@ -105,6 +105,10 @@ class DiscoverPage(QWidget):
         self.sort.addItems(["downloads", "likes", "recent", "trending"])
         go = QPushButton("Search", objectName="primary")
         go.clicked.connect(self.search)
+        self.embedders = QPushButton("Embedders")
+        self.embedders.setToolTip("Models that embed documents, for Settings → Documents (nomic-embed-text, "
+                                  "bge, all-MiniLM): passages are then found by meaning as well as by words")
+        self.embedders.clicked.connect(self._on_embedders_clicked)
         self.status = QLabel()
         self.results_view = self._table(self.results)
         self.results_view.selectionModel().currentRowChanged.connect(self._on_results_current_changed)
@@ -116,7 +120,7 @@ class DiscoverPage(QWidget):
             lambda cur, _prev: self.download.setEnabled(cur.isValid()))
         self.downloads = DownloadsPanel(self.hub)
         top = QHBoxLayout()
-        for w, stretch in ((self.query, 1), (self.sort, 0), (go, 0)):
+        for w, stretch in ((self.query, 1), (self.sort, 0), (go, 0), (self.embedders, 0)):
             top.addWidget(w, stretch)
         repo = QWidget()
         repo_lay = QVBoxLayout(repo)
@@ -159,6 +163,11 @@ class DiscoverPage(QWidget):
         seq, query, sort = self._seq, self.query.text().strip(), self.sort.currentText()
         self.status.setText("Searching…")
         self.hub.search(query, sort, lambda r, e: self._on_searched(seq, r, e))
+
+    @Slot()
+    def _on_embedders_clicked(self) -> None:
+        self.query.setText("embed")  # the hub's GGUF embedders carry it in their names
+        self.search()
 
     def _on_searched(self, seq: int, results, error) -> None:
         if seq != self._seq:

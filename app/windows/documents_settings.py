@@ -34,7 +34,7 @@ class DocumentsBox(QGroupBox):
         form.addRow(self.state)
         form.addRow(QLabel("<small>Used for documents attached to chats and for the API's vector stores. A "
                            "dedicated embedder finds passages by meaning as well as by words: get one in "
-                           "Discover by searching for <i>embed</i> (nomic-embed-text, bge-small, all-MiniLM). "
+                           "Discover (its Embedders button: nomic-embed-text, bge-small, all-MiniLM). "
                            "Changing it re-embeds your documents in the background.</small>", wordWrap=True))
         self.refresh()
 

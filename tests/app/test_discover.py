@@ -36,3 +36,17 @@ def test_search_open_fit_and_download(qtbot, qtmodeltester, make_app, shared_run
     assert job.state == "done" and job.model.path.name == Q4
     assert page.downloads.rows[job.id].bar.value() == 1000
     qtbot.waitUntil(lambda: any(m.path.name == Q4 for m in models.table_model.rows), timeout=10_000)
+
+
+def test_the_embedders_button_finds_embedding_models_on_the_hub(qtbot, make_app, shared_runtime, fakehub, tmp_path):
+    from tests.helpers.bert_model import tiny_bert
+
+    gguf = tiny_bert(tmp_path, name="nomic-embed-text-v1.5.Q8_0")[0].read_bytes()
+    fakehub.add_repo("nomic-ai/nomic-embed-text-v1.5-GGUF", {"nomic-embed-text-v1.5.Q8_0.gguf": gguf})
+    app = make_app(shared_runtime)
+    settings = replace(app.ctx.settings, hf_endpoint=fakehub.url)
+    app.ctx.extras["hub_factory"] = lambda: make_hub(settings)
+    page = app.window.pages["Discover"]
+    page.embedders.click()
+    qtbot.waitUntil(lambda: page.results.rowCount() >= 1, timeout=15_000)
+    assert [r.id for r in page.results.rows] == ["nomic-ai/nomic-embed-text-v1.5-GGUF"]  # not the chat model
