@@ -71,15 +71,6 @@ def test_the_shared_listener_never_relays_to_this_machines_remote_engines(listen
     assert refused.status_code == 404 and "on this device" in refused.text
 
 
-def test_a_pairing_code_opens_on_loopback_only(listeners):
-    shared, local, _ = listeners
-    opened = httpx.post(f"{local}/fireside/pair/code")
-    assert opened.status_code == 200 and len(opened.json()["code"].replace("-", "")) == 6
-    assert httpx.post(f"{shared}/fireside/pair/code").status_code == 401
-    assert httpx.post(f"{shared}/fireside/pair/code", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
-    assert httpx.post(f"{local}/fireside/pair/start", json={"name": "x", "fingerprint": "y", "message": "z"}).status_code == 404
-
-
 def test_a_connection_without_a_paired_devices_token_is_closed_after_its_answer(listeners):
     """Only paired devices' connections are kept open between requests (for ``LINK_IDLE_S``): a refused
     one, or a pairing step, is answered and closed, so nobody unpaired holds a connection idle."""
@@ -141,3 +132,13 @@ def test_a_paired_devices_connection_is_kept_between_chats(paired, monkeypatch):
         replies.append([c.kind for c in beta.chat("alpha/starter", request)])
     assert all(kinds[-1] == "done" and "text" in kinds for kinds in replies)
     assert len(opened) == 1
+
+
+def test_a_pairing_code_opens_on_loopback_only(listeners):
+    shared, local, _ = listeners
+    opened = httpx.post(f"{local}/fireside/pair/code")
+    assert opened.status_code == 200 and len(opened.json()["code"].replace("-", "")) == 6
+    assert httpx.post(f"{shared}/fireside/pair/code").status_code == 401
+    assert httpx.post(f"{shared}/fireside/pair/code", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
+    assert httpx.post(f"{local}/fireside/pair/start", json={"name": "x", "fingerprint": "y", "message": "z"}).status_code == 404
+
