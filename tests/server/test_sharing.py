@@ -141,4 +141,3 @@ def test_a_pairing_code_opens_on_loopback_only(listeners):
     assert httpx.post(f"{shared}/fireside/pair/code").status_code == 401
     assert httpx.post(f"{shared}/fireside/pair/code", headers={"Authorization": f"Bearer {TOKEN}"}).status_code == 404
     assert httpx.post(f"{local}/fireside/pair/start", json={"name": "x", "fingerprint": "y", "message": "z"}).status_code == 404
-
