@@ -31,8 +31,8 @@ from fireside.engine.devices.pairing import PairingDesk, pair  # noqa: E402
 from fireside.engine.facade import Engine  # noqa: E402
 from fireside.engine.library import Library  # noqa: E402
 from fireside.engine.remote import RemoteEngine  # noqa: E402
-from fireside.engine.server import SecurityPolicy, ServerThread, create_app  # noqa: E402
-from fireside.engine.server.sharing import PAIRING_PATHS  # noqa: E402
+from fireside.engine.server import ServerThread, create_app  # noqa: E402
+from fireside.engine.server.shared import Share, Sharing  # noqa: E402
 from fireside.engine.settings import Settings  # noqa: E402
 from tests.helpers.keyrings import MemoryKeyring  # noqa: E402
 
@@ -51,18 +51,15 @@ def streamed(client: httpx.Client, url: str, model: str, tokens: int):
                 yield choices[0]["delta"]["content"]
 
 
-def alpha_servers(home: Path) -> tuple[Engine, PairingDesk, ServerThread, ServerThread]:
+def alpha_servers(home: Path) -> tuple[Engine, PairingDesk, ServerThread, Sharing]:
+    """alpha's loopback API and its shared listener, as ``fireside serve --share`` runs it (no mDNS)."""
     settings = Settings.from_env({"FIRESIDE_HOME": str(home)})
     settings.ensure_dirs()
     library = Library(settings)
     engine = Engine(settings, library=library, resolver=lambda ref: library.get(ref).path)
-    identity, book = Identity.load_or_create(settings, "alpha"), DeviceBook(settings)
-    desk = PairingDesk(book, identity, "alpha")
-    local = ServerThread(create_app(engine, settings, library, pairing=desk), "127.0.0.1", 0)
-    policy = SecurityPolicy(bind_host="127.0.0.1", port=0, device_of=book.client_for, open_paths=PAIRING_PATHS)
-    shared = ServerThread(create_app(engine, settings, library, policy=policy, pairing=desk, shared=True),
-                          "127.0.0.1", 0, ssl_certfile=str(identity.cert_path), ssl_keyfile=str(identity.key_path))
-    return engine, desk, local, shared
+    shared = Sharing(settings, Share(host="127.0.0.1", port=0, name="alpha", announce=False), engine, library)
+    local = ServerThread(create_app(engine, settings, library, pairing=shared.desk), "127.0.0.1", 0)
+    return engine, shared.desk, local, shared
 
 
 def main() -> None:
@@ -85,7 +82,7 @@ def main() -> None:
                 server.start()
             code, _ = desk.open_code()
             pair(DeviceBook(beta_settings), Identity.load_or_create(beta_settings, "beta"), "beta", "alpha",
-                 "127.0.0.1", shared.port, code)
+                 "127.0.0.1", shared.server.port, code)
             engine.load("starter")
             run({"direct": (local.url, "starter"), "device": (beta_server.url, "alpha/starter")},
                 args.tokens, args.rounds)

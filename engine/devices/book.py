@@ -13,7 +13,7 @@ sides (both derive it from the PAKE's key, see ``pairing.py``); it lives only in
 
 Revoking a client removes its record and its token; the shared listener re-reads the book whenever
 the file changes (a ``stat`` per request), so a ``fireside devices revoke`` from another process takes
-effect on that device's next request. Thread-safe; the file is written whole (``atomic_write``).
+effect on that device's next request; the devices this one uses are read the same way (``servers``). Thread-safe; the file is written whole (``atomic_write``).
 """
 
 from __future__ import annotations
@@ -75,6 +75,8 @@ class DeviceBook:
         self._lock = threading.Lock()
         self._seen: tuple | None = None  # the file's (mtime_ns, size, inode) when the tokens were read
         self._tokens: list[tuple[str, str]] = []  # (client name, its token)
+        self._servers_seen: tuple | None = None  # the same for the servers, in order
+        self._servers: list[PairedDevice] = []
 
     # --- records ---------------------------------------------------------------------------------
     def list(self, role: str | None = None) -> list[PairedDevice]:
@@ -115,8 +117,22 @@ class DeviceBook:
         """The devices this one uses, most preferred first: the order the user set, then the rest by name.
         When several serve a model asked for by its bare name, the first that lists it answers."""
         with self._lock:
-            raw = self._raw()
-        names = sorted(d.name for d in self._devices(raw) if d.role == SERVER)
+            return self._order(self._raw())
+
+    def servers(self) -> list[PairedDevice]:
+        """The devices this one uses, most preferred first (``order``). Runs on every request to a
+        device's model (several times): re-reads the book only when its file changed."""
+        with self._lock:
+            seen = _stamp(self.path)
+            if seen != self._servers_seen:
+                raw = self._raw()
+                devices = {d.name: d for d in self._devices(raw) if d.role == SERVER}
+                self._servers, self._servers_seen = [devices[n] for n in self._order(raw)], seen
+            return list(self._servers)
+
+    @classmethod
+    def _order(cls, raw: dict) -> list[str]:
+        names = sorted(d.name for d in cls._devices(raw) if d.role == SERVER)
         chosen = [n for n in raw.get("order", []) if n in names]
         return chosen + [n for n in names if n not in chosen]
 

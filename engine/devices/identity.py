@@ -26,6 +26,13 @@ from ..settings import Settings
 
 CERT_FILE, KEY_FILE = "device-cert.pem", "device-key.pem"
 VALID_DAYS = 3650
+# How long a connection between two devices stays open idle. A TCP and TLS handshake costs a reply's
+# first token several ms, and people pause far longer than uvicorn's 5 s between chats: the shared
+# listener keeps a paired device's connection this long, and the device's client a little less
+# (``CLIENT_IDLE_S``), so it never sends on a connection the listener is closing. Each request still
+# carries its token, checked as it arrives, so a revoke is no slower on a connection kept open.
+LINK_IDLE_S = 60
+CLIENT_IDLE_S = LINK_IDLE_S - 5
 _CREATING = threading.Lock()
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from ..devices.identity import pinned_context
+from ..devices.identity import CLIENT_IDLE_S, pinned_context
 from ..errors import ModelNotFound, RemoteUnsupported
 from ..types import (
     IMAGE_PART,
@@ -76,11 +76,13 @@ class RemoteClient:
     def __init__(self, endpoint: RemoteEndpoint, api_key: str | None = None, client: httpx.Client | None = None,
                  pinned_pem: str | None = None):
         """``pinned_pem``: a paired device's certificate, the only one its TLS may present (no CA, no
-        host-name check); otherwise https is verified against the system's CAs, as httpx does."""
+        host-name check), over a connection kept open between chats (``CLIENT_IDLE_S``); otherwise https
+        is verified against the system's CAs, as httpx does."""
         self.endpoint, self.device = endpoint, pinned_pem is not None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         verify = pinned_context(pinned_pem) if pinned_pem is not None else True
-        self.http = client or httpx.Client(base_url=endpoint.base_url, headers=headers, verify=verify,
+        limits = httpx.Limits(keepalive_expiry=CLIENT_IDLE_S) if self.device else httpx.Limits()
+        self.http = client or httpx.Client(base_url=endpoint.base_url, headers=headers, verify=verify, limits=limits,
                                            timeout=httpx.Timeout(READ_TIMEOUT_S, connect=CONNECT_TIMEOUT_S))
 
     def list_models(self) -> list[dict]:

@@ -143,13 +143,11 @@ class RemoteEngine:
     def device_endpoints(self) -> list[DeviceEndpoint]:
         """The devices this one has paired with, as remotes (none when the book cannot be read)."""
         try:
-            devices = {d.name: d for d in self.devices.list(SERVER)}
-            order = self.devices.order()
+            devices = self.devices.servers()  # a stat, unless the book changed: this runs several times a request
         except DeviceError as exc:
             log.warning("%s", exc)
             return []
-        return [DeviceEndpoint(d.name, d.base_url, True, d.cert_pem, d.fingerprint)
-                for d in (devices[n] for n in order if n in devices)]
+        return [DeviceEndpoint(d.name, d.base_url, True, d.cert_pem, d.fingerprint) for d in devices]
 
     def device_for(self, model: str) -> str | None:
         """``DEVICE/MODEL`` of the first paired device, in the preferred order (``DeviceBook.order``), whose

@@ -3,9 +3,12 @@
 uvicorn closes a keep-alive connection that sends nothing for ``timeout_keep_alive`` seconds, but a
 connection that sends part of a request line or headers and then waits (or trickles a byte now and
 then: each byte resets that timer) is kept open for ever, so fifty of them pin fifty connections
-(slowloris). ``GuardedH11Protocol`` arms one timer when a connection opens and again after each
-response; if the next request's headers are not all in when it fires (h11 still waits for them), the
-connection is closed. A request whose headers arrived in time is never cut, however long its reply.
+(slowloris). ``GuardedH11Protocol`` arms one timer when a connection opens and, on a kept-alive
+connection, when the first byte of its next request arrives; if that request's headers are not all in
+when it fires (h11 still waits for them), the connection is closed. A connection that sends nothing
+after a reply is uvicorn's to close (``timeout_keep_alive``: no byte resets it then), so a listener
+may keep idle connections longer than this deadline (the shared listener does, for paired devices).
+A request whose headers arrived in time is never cut, however long its reply.
 
 The body has a deadline of its own, armed when the headers are in: a client that sends
 ``Content-Length: 8000000`` and then a byte a second would hold its connection, and a worker waiting
@@ -39,6 +42,11 @@ class GuardedH11Protocol(H11Protocol):
         self._body_deadline: asyncio.TimerHandle | None = None
         self._arm_header_deadline()
 
+    def data_received(self, data: bytes) -> None:
+        if self._header_deadline is None and self.conn.their_state is h11.IDLE:  # a kept-alive one's next request
+            self._arm_header_deadline()
+        super().data_received(data)
+
     def handle_events(self) -> None:
         super().handle_events()
         sending = self.conn.their_state is h11.SEND_BODY  # headers in, body not yet complete
@@ -49,7 +57,11 @@ class GuardedH11Protocol(H11Protocol):
             self._body_deadline = None
 
     def on_response_complete(self) -> None:
-        self._arm_header_deadline()  # first: the base class may start on a pipelined request at once
+        if self._header_deadline is not None:  # idle from here on: the next request's first byte arms it
+            self._header_deadline.cancel()
+            self._header_deadline = None
+        if self.conn.trailing_data[0]:  # part of a pipelined request is already in: its clock runs now
+            self._arm_header_deadline()  # (first: the base class may start on that request at once)
         super().on_response_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -11,7 +11,9 @@ order, each answering in the caller's dialect (see ``errors.py``); the rules the
 3. With an API key set, ``Authorization: Bearer KEY`` or ``x-api-key: KEY`` is compared in constant
    time (``hmac.compare_digest``); the key is never logged. Only the docs and ``/`` are open. On the
    shared listener (``--share``) the key must be a paired device's token instead, and only the
-   pairing routes are open (``policy.device_of``, ``policy.open_paths``).
+   pairing routes are open (``policy.device_of``, ``policy.open_paths``); there, every answer to a
+   request without a paired device's token (a refusal, a pairing step) closes its connection, so
+   only paired devices' connections are kept open between requests (``devices.identity.LINK_IDLE_S``).
 4. Model management (``/api/pull``, ``/api/delete``, ...) answers 403 unless the policy allows it.
 5. A request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400, checked before
    anything else: the two framings could disagree, which is how requests are smuggled past
@@ -79,6 +81,8 @@ class SecurityMiddleware:
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers)
+        if self.policy.device_of is not None and (refusal or scope["path"] in self._open_paths()):
+            send = _closing(send)  # not a paired device's request: its connection is not kept for another
         if refusal:
             return await _send_error(send, scope["path"], *refusal)
         origin = headers.get("origin")
@@ -101,6 +105,9 @@ class SecurityMiddleware:
             send = _with_cors(send, origin)
         await self.app(scope, receive, send)
 
+    def _open_paths(self) -> tuple[str, ...]:
+        return OPEN_PATHS if self.policy.open_paths is None else self.policy.open_paths
+
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> Refusal | None:
         policy, host = self.policy, headers.get("host", "")
         if "transfer-encoding" in headers and "content-length" in headers:
@@ -112,8 +119,7 @@ class SecurityMiddleware:
             return 403, f"cross-origin requests from {origin} are not allowed; add it to the allowed origins", "origin_not_allowed"
         if origin is None and headers.get("sec-fetch-site") == "cross-site":
             return 403, "cross-site browser requests are not allowed", "origin_not_allowed"
-        open_paths = OPEN_PATHS if policy.open_paths is None else policy.open_paths
-        if (scope["method"] == "OPTIONS" and policy.device_of is None) or scope["path"] in open_paths:
+        if (scope["method"] == "OPTIONS" and policy.device_of is None) or scope["path"] in self._open_paths():
             return None
         if not policy.key_matches(offered_key(headers)):
             if policy.device_of is not None:
@@ -201,6 +207,16 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()  # after the body: wait for the disconnect, as the server would
 
     return replay
+
+
+def _closing(send: Send) -> Send:
+    async def closing_send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*_without(list(message.get("headers") or []), b"connection"),
+                                              (b"connection", b"close")]}
+        await send(message)
+
+    return closing_send
 
 
 def _with_cors(send: Send, origin: str) -> Send:

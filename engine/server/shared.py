@@ -41,7 +41,7 @@ class Sharing:
     def __init__(self, settings: Settings, share: Share, engine: Engine, library: Library | None = None,
                  jit: bool = True):
         from ..devices import DeviceBook, Identity
-        from ..devices.identity import default_name
+        from ..devices.identity import LINK_IDLE_S, default_name
         from ..devices.pairing import PairingDesk
         from .app import create_app
         from .security import SecurityPolicy
@@ -59,7 +59,7 @@ class Sharing:
                                 open_paths=PAIRING_PATHS)
         app = create_app(engine, settings, library, policy=policy, jit=jit, pairing=self.desk, shared=True)
         self.server = ServerThread(app, share.host, share.port, ssl_certfile=str(self.identity.cert_path),
-                                   ssl_keyfile=str(self.identity.key_path))
+                                   ssl_keyfile=str(self.identity.key_path), keep_alive_s=LINK_IDLE_S)
         self.announcer = None
 
     @property

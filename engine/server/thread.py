@@ -7,7 +7,8 @@ thread has died (a failure inside uvicorn is reported, never waited on forever).
 uvicorn to exit (``should_exit``), gives open streams a few seconds, and joins the thread. Each
 connection speaks ``h11guard.GuardedH11Protocol``: its request headers must arrive within
 ``header_timeout_s`` (10 s), and its body within ``body_timeout_s`` (60 s) of them, so half-open
-and trickling connections cannot pile up. With ``ssl_certfile``/``ssl_keyfile`` it speaks TLS (the
+and trickling connections cannot pile up; one that sends nothing closes after ``keep_alive_s`` (5 s;
+the shared listener keeps its paired devices' connections longer, ``devices.identity.LINK_IDLE_S``). With ``ssl_certfile``/``ssl_keyfile`` it speaks TLS (the
 shared listener of ``fireside serve --share``) and its ``url`` is ``https://``.
 """
 
@@ -36,12 +37,13 @@ class ServerThread:
 
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8765, *, log_level: str = "warning",
                  access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S,
-                 body_timeout_s: float = BODY_TIMEOUT_S, ssl_certfile: str | None = None, ssl_keyfile: str | None = None):
+                 body_timeout_s: float = BODY_TIMEOUT_S, ssl_certfile: str | None = None, ssl_keyfile: str | None = None,
+                 keep_alive_s: int = KEEP_ALIVE_S):
         self.app, self.host, self.requested_port = app, host, port
         self.scheme = "https" if ssl_certfile else "http"
         self.config = uvicorn.Config(app, log_config=None, log_level=log_level, access_log=access_log,
                                      timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none",
-                                     http=guarded_protocol(header_timeout_s, body_timeout_s), timeout_keep_alive=KEEP_ALIVE_S,
+                                     http=guarded_protocol(header_timeout_s, body_timeout_s), timeout_keep_alive=keep_alive_s,
                                      ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
         self.server = uvicorn.Server(self.config)
         self._thread: threading.Thread | None = None

@@ -116,6 +116,37 @@ def test_half_open_connections_are_closed_at_the_header_deadline(runtime, server
         thread.stop()
 
 
+def test_a_kept_alive_connection_outlasts_the_header_deadline_but_its_next_request_does_not(runtime, server_settings,
+                                                                                           library):
+    """Idle after a reply, a connection is uvicorn's keep-alive to close, so a listener may keep it
+    longer than the header deadline (the shared listener does, for paired devices); the next request's
+    headers still have the deadline from their first byte, trickled or not."""
+    thread = ServerThread(create_app(runtime, server_settings, library), "127.0.0.1", 0, header_timeout_s=1.0,
+                          keep_alive_s=5)
+    thread.start()
+    conn = socket.create_connection(("127.0.0.1", thread.port), timeout=3.0)
+    ask = b"GET /api/version HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    try:
+        conn.sendall(ask)
+        assert status(conn.recv(65536)) == 200
+        time.sleep(1.6)  # idle past the header deadline
+        conn.sendall(ask)
+        assert status(conn.recv(65536)) == 200  # still open: served
+        conn.sendall(b"GET /api/version HTTP/1.1\r\n")  # then a request that never finishes its headers
+        started = time.monotonic()
+        for _ in range(6):  # a byte now and then must not keep it alive
+            time.sleep(0.4)
+            try:
+                conn.sendall(b"X")
+            except OSError:
+                break
+        conn.settimeout(3.0)
+        assert _closed(conn) and time.monotonic() - started < 4.0
+    finally:
+        conn.close()
+        thread.stop()
+
+
 def test_a_body_that_trickles_after_its_headers_is_cut_at_the_deadline(runtime, server_settings, library):
     thread = ServerThread(create_app(runtime, server_settings, library), "127.0.0.1", 0, header_timeout_s=1.0,
                           body_timeout_s=1.5)

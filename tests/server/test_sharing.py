@@ -5,18 +5,24 @@ network namespaces is in ``tests/engine/devices/test_devices_netns.py``."""
 
 from __future__ import annotations
 
+import socket
+import time
+
 import httpx
 import pytest
 
 from fireside.engine.devices import DeviceBook, Identity
 from fireside.engine.devices.book import CLIENT, PairedDevice
-from fireside.engine.devices.pairing import PairingDesk
+from fireside.engine.devices.pairing import PairingDesk, pair
 from fireside.engine.facade import Engine
 from fireside.engine.library import Library
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
 from fireside.engine.server import SecurityPolicy, ServerThread, create_app
+from fireside.engine.server.h11guard import GuardedH11Protocol
+from fireside.engine.server.shared import Share, Sharing
 from fireside.engine.server.sharing import PAIRING_PATHS
 from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
 from tests.helpers.keyrings import DictKeys
 from tests.helpers.waiting import closed_port_url
 
@@ -63,6 +69,69 @@ def test_the_shared_listener_never_relays_to_this_machines_remote_engines(listen
     assert relayed.status_code >= 500 and "cannot be reached" in relayed.text
     refused = httpx.post(f"{shared}/v1/chat/completions", json=CHAT, headers={"Authorization": f"Bearer {TOKEN}"})
     assert refused.status_code == 404 and "on this device" in refused.text
+
+
+def test_a_connection_without_a_paired_devices_token_is_closed_after_its_answer(listeners):
+    """Only paired devices' connections are kept open between requests (for ``LINK_IDLE_S``): a refused
+    one, or a pairing step, is answered and closed, so nobody unpaired holds a connection idle."""
+    shared, _, _ = listeners
+    port = int(shared.rpartition(":")[2])
+    for token, status, closed in ((None, b"401", True), ("wrong", b"401", True), (TOKEN, b"200", False)):
+        with socket.create_connection(("127.0.0.1", port), timeout=3.0) as conn:
+            auth = f"Authorization: Bearer {token}\r\n".encode() if token else b""
+            conn.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + b"\r\n")
+            head = conn.recv(65536)
+            assert head.split(b" ")[1] == status and (b"connection: close" in head.lower()) == closed
+            conn.settimeout(0.5)
+            try:
+                gone = conn.recv(1) == b""
+            except TimeoutError:
+                gone = False
+            assert gone == closed
+
+
+@pytest.fixture
+def paired(tmp_path):
+    """alpha sharing over TLS on loopback as ``fireside serve --share`` does (no mDNS), and beta's remote
+    engine paired with it by the real exchange."""
+    homes = {name: Settings.from_env({"FIRESIDE_HOME": str(tmp_path / name)}) for name in ("alpha", "beta")}
+    for settings in homes.values():
+        settings.ensure_dirs()
+    remotes = {name: RemoteEngine(settings, RemoteRegistry(settings, keys=DictKeys()), DeviceBook(settings, keys=DictKeys()))
+               for name, settings in homes.items()}
+    library = Library(homes["alpha"])
+    alpha = Engine(homes["alpha"], resolver=lambda ref: library.get(ref).path, remotes=remotes["alpha"])
+    sharing = Sharing(homes["alpha"], Share(host="127.0.0.1", port=0, name="alpha", announce=False), alpha, library)
+    sharing.start()
+    code, _ = sharing.desk.open_code()
+    pair(remotes["beta"].devices, Identity.load_or_create(homes["beta"], "beta"), "beta", "alpha", "127.0.0.1",
+         sharing.server.port, code)
+    yield remotes["beta"], sharing
+    remotes["beta"].close()
+    sharing.stop()
+    alpha.close()
+
+
+def test_a_paired_devices_connection_is_kept_between_chats(paired, monkeypatch):
+    """A pause between two chats longer than uvicorn's and httpx's usual 5 s keep-alive: the second chat
+    still goes over the first one's TLS connection, so its first token waits on no new handshake."""
+    beta, sharing = paired
+    opened = []
+    made = GuardedH11Protocol.connection_made
+
+    def counting(protocol, transport):
+        if transport.get_extra_info("sockname")[1] == sharing.server.port:
+            opened.append(transport)
+        made(protocol, transport)
+
+    monkeypatch.setattr(GuardedH11Protocol, "connection_made", counting)
+    request = ChatRequest(messages=[{"role": "user", "content": "Hi"}], sampling=Sampling(max_tokens=3, seed=1))
+    replies = []
+    for pause in (0.0, 6.0):
+        time.sleep(pause)
+        replies.append([c.kind for c in beta.chat("alpha/starter", request)])
+    assert all(kinds[-1] == "done" and "text" in kinds for kinds in replies)
+    assert len(opened) == 1
 
 
 def test_a_pairing_code_opens_on_loopback_only(listeners):
