@@ -97,12 +97,16 @@ def test_a_chat_that_ticks_a_collection_is_answered_from_it_and_a_restart_keeps_
     assert reply.stats["prompt_tokens"] > 40  # the passage went into the prompt
     view = page.transcript.view(reply_id)
     view.sources.toggle.click()
-    assert view.sources.isVisible() and "fees.md" in view.sources.list.text()
+    assert view.sources.isVisible() and "[1] fees.md in harbour · Harbour fees" in view.sources.list.text()
     with qtbot.waitSignal(page.source_shown, timeout=10_000) as opened:
         view.sources.list.linkActivated.emit("source:1")
     assert "forty-two crowns" in opened.args[0].text.toPlainText()  # read from the collection's copy
     opened.args[0].close()
     conv_id = page.conv_id
+    md = tmp_path / "export" / "chat.md"
+    page.export(conv_id, "markdown", md)
+    qtbot.waitUntil(md.exists, timeout=10_000)
+    assert "[1] fees.md in harbour · Harbour fees" in md.read_text()
     assert first.ctx.store.conversation(conv_id).tools["collections"] == [collection_id]
     first.stop()
 
