@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class KnowledgeRow:
     """A collection as the page lists it: the ``Collection`` (counts, name), the folder it watches (or
-    None), how many files there were refused, and the names of its files that failed with their reason."""
+    None), how many files there were refused, and the files that failed or were refused, with the reason."""
 
     collection: Any
     folder: Path | None
@@ -56,6 +56,8 @@ class KnowledgeController:
                 for m in c.members(collection.id, status="failed"):
                     failed[c.uploads.get(m.file_id).filename] = m.error_message or m.error_code or ""
             w = watched.get(collection.id)
+            if w is not None and w.refused:
+                failed.update(c.watcher.refusals(collection.id))
             rows.append(KnowledgeRow(collection, w.folder if w else None, w.refused if w else 0, failed))
         return rows
 
@@ -89,9 +91,6 @@ class KnowledgeController:
 
     def delete(self, collection_id: str, on_done: OnDone) -> None:
         self.tasks.run_in_background(lambda: self.collections().delete(collection_id), on_done)
-
-    def rename(self, collection_id: str, name: str, on_done: OnDone) -> None:
-        self.tasks.run_in_background(lambda: self.collections().update(collection_id, name=name), on_done)
 
     def search(self, collection_ids: list[str], query: str, k: int):
         """The passages of ``collection_ids`` that best answer ``query`` (blocking: the reply's worker calls it);

@@ -162,10 +162,11 @@ class KnowledgePage(QWidget):
         if row is None:
             self.details.setText(self.note or ("" if self.rows else "No collections yet."))
             return
-        lines = ([self.note] if self.note else []) + [f"{name}: {why}" for name, why in row.failed.items()]
+        lines = ([self.note] if self.note else []) + [f"Not indexed: {why}" if why.startswith(Path(name).name)
+                                                        else f"Not indexed: {name}: {why}"
+                                                        for name, why in row.failed.items()]
         if row.refused:
-            lines.append(f"{row.refused} file(s) in the folder were refused (too large, or not what their name "
-                         "says); they are tried again when they change.")
+            lines.append("A refused file in the folder is tried again when it changes.")
         self.details.setText("\n".join(lines))
 
     # --- changing ----------------------------------------------------------------------------------

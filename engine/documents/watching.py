@@ -6,9 +6,15 @@ holds now.
 A rescan is cheap: it walks the folder and compares each file's size and modification time with those it
 recorded (``watched_files`` in the registry), and reads only files that differ. The walk follows symbolic
 links to folders but enters each real folder once (by device and inode), so a link that loops back is
-skipped, not followed forever; hidden files and folders (``.git``, ``.venv``) are left out, and at most
-``MAX_FILES`` files are taken from one folder. A file the uploads refuse (over its reader's cap, binary
-data under a text name) is recorded with its reason and tried again only once it changes.
+skipped, not followed forever; hidden files and folders (``.git``, ``.venv``) and tools' folders
+(``node_modules``, ``__pycache__``) are left out, and at most ``MAX_FILES`` files are taken from one folder.
+A file the uploads refuse (over its reader's cap, told by its size before anything is read; binary data
+under a text name) is recorded with its reason and tried again only once it changes. Each watched file is
+copied into the uploads (``files/``), as any file of a collection is, so its passages can be shown in
+context even after the original moves.
+
+One process scans a collection at a time (the lock below); the app and a ``fireside serve`` started over
+the same data folder would each rescan it, and a file new to both could be taken twice.
 
 Rescans run on the caller's thread (``rescan``) or on one daemon thread every ``interval`` seconds
 (``start``); one lock keeps two from overlapping. Indexing itself is the collections' worker's.
@@ -25,10 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DocumentNotFound, DocumentRejected
+from .limits import MiB
 from .readers import reader_for
+from .uploads import cap_for
 
 log = logging.getLogger(__name__)
 
+SKIPPED = {"node_modules", "__pycache__", "site-packages"}  # folders of tools' files, not of the user's documents
 MAX_FILES = 5000  # a folder past this (a home folder chosen by mistake) is taken in part, and the scan says so
 INTERVAL_S = 30.0
 
@@ -70,7 +79,7 @@ def walk(folder: Path, limit: int = MAX_FILES) -> tuple[dict[str, os.stat_result
             log.info("watching: cannot read %s: %s", here, exc)
             continue
         for entry in entries:
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") or entry.name in SKIPPED:
                 continue
             try:
                 st = entry.stat()  # follows a link; a broken one raises
@@ -119,6 +128,12 @@ class Watcher:
     def folder(self, collection_id: str) -> WatchedFolder | None:
         return next((w for w in self.folders() if w.collection_id == collection_id), None)
 
+    def refusals(self, collection_id: str) -> dict[str, str]:
+        """The folder's files that were refused, by their path in the folder, each with the reason."""
+        with self._reg.lock:
+            return dict(self._reg.db.execute("SELECT path, refused FROM watched_files WHERE collection_id = ? AND "
+                                             "file_id IS NULL ORDER BY path", (collection_id,)).fetchall())
+
     def rescan_all(self) -> dict[str, Scan]:
         """Rescan every watched folder (one that fails is logged and the rest still go)."""
         done = {}
@@ -134,11 +149,12 @@ class Watcher:
     def rescan(self, collection_id: str) -> Scan:
         """Bring the collection in line with its folder: upload new and changed files, take out deleted ones.
         A folder that is gone (an unplugged drive) leaves the collection as it was."""
-        watched = self.folder(collection_id)
-        if watched is None:
-            raise DocumentNotFound(f"collection {collection_id!r} watches no folder", "collection", "collection_id")
         scan = Scan()
-        with self._scanning:
+        with self._scanning:  # (a delete waits for it, so the collection stays while it is scanned)
+            watched = self.folder(collection_id)
+            if watched is None:
+                raise DocumentNotFound(f"collection {collection_id!r} watches no folder", "collection",
+                                       "collection_id")
             if not watched.folder.is_dir():
                 log.info("watching: %s is not there; %s kept as it was", watched.folder, collection_id)
                 return scan
@@ -172,7 +188,11 @@ class Watcher:
 
     def _take(self, collection_id: str, folder: Path, path: str, st: os.stat_result, scan: Scan) -> None:
         file_id, reason = None, None
+        cap = cap_for(Path(path).suffix)
         try:
+            if st.st_size > cap:  # refused by its size alone: not copied only to be thrown away
+                raise DocumentRejected(f"{Path(path).name} is over {cap // MiB} MB; Fireside reads "
+                                       f"{Path(path).suffix} files up to {cap // MiB} MB", "too_large", path)
             with open(folder / path, "rb") as fh:
                 file_id = self.collections.uploads.save(fh, Path(path).name, "assistants").id
             self.collections.add(collection_id, file_id)

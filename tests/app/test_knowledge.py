@@ -36,14 +36,17 @@ def test_a_watched_folder_is_listed_and_follows_its_files_on_rescan(qtbot, app, 
     folder.mkdir()
     (folder / "fees.md").write_text(FEES)
     (folder / "tides.txt").write_text("High tide is at six.\n")
+    (folder / "logo.txt").write_bytes(bytes(range(256)) * 64)  # binary data under a text name
     knowledge = app.window.pages["Knowledge"]
     app.window.show_page("Knowledge")
     _watch(qtbot, knowledge, folder)
     _ready(qtbot, knowledge, "harbour", "2 of 2")
     item = knowledge.tree.topLevelItem(0)
     assert item.text(1) == f"{folder.resolve()} (watched)"
+    assert item.text(3) == "ready · 1 not indexed"
     knowledge.tree.setCurrentItem(item)
     collection_id = knowledge.selected()
+    assert "Not indexed: logo.txt" in knowledge.details.text() and "binary" in knowledge.details.text()
     assert knowledge.rescan_button.isEnabled() and knowledge.delete_button.isEnabled()
 
     (folder / "bell.md").write_text("The bell rings at noon.\n")
@@ -51,7 +54,8 @@ def test_a_watched_folder_is_listed_and_follows_its_files_on_rescan(qtbot, app, 
     os.utime(folder / "fees.md", ns=(1, 1))
     (folder / "tides.txt").unlink()
     knowledge.rescan_button.click()
-    qtbot.waitUntil(lambda: knowledge.details.text() == "Rescanned: 1 new, 1 changed, 1 removed.", timeout=30_000)
+    qtbot.waitUntil(lambda: knowledge.details.text().startswith("Rescanned: 1 new, 1 changed, 1 removed.\n"),
+                    timeout=30_000)
     _ready(qtbot, knowledge, "harbour", "2 of 2")
     found = app.ctx.bridge.embedder.collections().search([collection_id], "pilot fee crowns", k=1)
     assert found[0].filename == "fees.md" and "fifty crowns" in found[0].text

@@ -70,6 +70,10 @@ def test_a_symlink_loop_is_entered_once(collections, tmp_path):
     (folder / "inner" / "back").symlink_to(folder, target_is_directory=True)
     (folder / "self").symlink_to(".", target_is_directory=True)
     (folder / "broken.md").symlink_to(tmp_path / "nowhere.md")
+    (folder / "node_modules" / "pkg").mkdir(parents=True)
+    (folder / "node_modules" / "pkg" / "index.js").write_text("module.exports = 1;\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "HEAD.txt").write_text("ref: main\n")
     made = collections.watcher.watch(folder)
     _settled(collections, made.id)
     assert _files(collections, made.id) == {"note.md"}
@@ -85,6 +89,9 @@ def test_refused_files_are_kept_with_their_reason_and_not_read_again(collections
     _settled(collections, made.id)
     assert _files(collections, made.id) == {"ok.md"}
     assert collections.watcher.folder(made.id).refused == 2
+    reasons = collections.watcher.refusals(made.id)
+    assert "is over 16 MB" in reasons["huge.html"] and "binary" in reasons["fake.txt"].lower()
+    assert not list((collections.root / "files").glob("*/huge.html"))  # refused by its size, never copied
     assert collections.watcher.rescan(made.id).refused == {}  # unchanged: not tried again
 
 
