@@ -23,12 +23,24 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class KnowledgeRow:
     """A collection as the page lists it: the ``Collection`` (counts, name), the folder it watches (or
-    None), how many files there were refused, and the files that failed or were refused, with the reason."""
+    None) and how many files there were refused."""
 
     collection: Any
     folder: Path | None
     refused: int
-    failed: dict[str, str]
+
+
+@dataclass(frozen=True)
+class KnowledgeFile:
+    """A file of a collection as the page lists it: its name (its path in a watched folder), its status
+    (``in_progress``, ``completed``, ``failed``; ``refused`` for a folder's file the uploads refused), the
+    passages it gave, its size and why it failed."""
+
+    name: str
+    status: str
+    chunks: int
+    size: int
+    reason: str = ""
 
 
 class KnowledgeController:
@@ -51,15 +63,23 @@ class KnowledgeController:
         watched = {w.collection_id: w for w in c.watcher.folders()}
         rows = []
         for collection in c.list():
-            failed = {}
-            if collection.counts.get("failed"):
-                for m in c.members(collection.id, status="failed"):
-                    failed[c.uploads.get(m.file_id).filename] = m.error_message or m.error_code or ""
             w = watched.get(collection.id)
-            if w is not None and w.refused:
-                failed.update(c.watcher.refusals(collection.id))
-            rows.append(KnowledgeRow(collection, w.folder if w else None, w.refused if w else 0, failed))
+            rows.append(KnowledgeRow(collection, w.folder if w else None, w.refused if w else 0))
         return rows
+
+    def files(self, collection_id: str, on_done: OnDone) -> None:
+        """``on_done([KnowledgeFile, ...])``: the collection's files, by name."""
+        def work():
+            c = self.collections()
+            paths = c.watcher.paths(collection_id)
+            out = []
+            for m in c.members(collection_id):
+                stored = c.uploads.get(m.file_id)
+                out.append(KnowledgeFile(paths.get(m.file_id, stored.filename), m.status, m.chunks, stored.bytes,
+                                         m.error_message or ""))
+            out += [KnowledgeFile(path, "refused", 0, 0, why) for path, why in c.watcher.refusals(collection_id).items()]
+            return sorted(out, key=lambda f: f.name.lower())
+        self.tasks.run_in_background(work, on_done)
 
     def create_from_files(self, name: str, paths: list[Path], on_done: OnDone) -> None:
         """A new collection of copies of ``paths``: ``on_done((collection, {file name: why refused}))``;

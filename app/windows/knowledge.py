@@ -1,6 +1,7 @@
 """The Knowledge page: the knowledge collections a chat can answer from, each with where its files come from
-(chosen files, or a folder it watches), how many are indexed, and what failed and why; New from files, New
-from a folder (watched: rescanned every 30 seconds while the app runs, and on Rescan), Rescan and Delete.
+(chosen files, or a folder it watches) and how many are indexed, and below them the selected collection's
+files, each with its state (and why it failed or was refused); New from files, New from a folder (watched:
+rescanned every 30 seconds while the app runs, and on Rescan), Rescan and Delete.
 
 The collections are the API server's vector stores too (``bridge.knowledge``). Every call runs on the task
 pool; while a collection is being indexed the page asks again once a second (progress is sampled, not
@@ -22,17 +23,31 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from fireside.engine.fmt import human_bytes
+
 from ..context import AppContext
 from ..feedback import show_error
 
 POLL_MS = 1000
 COLUMNS = ("Collection", "Files from", "Indexed", "State")
+FILE_COLUMNS = ("File", "State", "Passages", "Size")
+STATES = {"in_progress": "indexing…", "completed": "indexed", "failed": "failed", "cancelled": "cancelled",
+          "refused": "refused"}
+
+
+def describe_file(f) -> tuple[str, str, str, str]:
+    """The four cells of a file's row: its name, its state (with the reason it failed), passages, size."""
+    state = STATES.get(f.status, f.status)
+    if f.reason:
+        state += f": {f.reason}"
+    return f.name, state, str(f.chunks) if f.status == "completed" else "", human_bytes(f.size) if f.size else ""
 
 
 def describe_row(row) -> tuple[str, str, str, str]:
@@ -60,10 +75,12 @@ class KnowledgePage(QWidget):
     Signals:
         collections_changed(): a collection was made or deleted (the chat's settings panel lists them again).
         listed(): the list was read and shown (tests wait on it).
+        files_listed(): the selected collection's files were read and shown.
     """
 
     collections_changed = Signal()
     listed = Signal()
+    files_listed = Signal()
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None):
         super().__init__(parent)
@@ -75,6 +92,9 @@ class KnowledgePage(QWidget):
         self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
         self.tree.header().setSectionResizeMode(1, QHeaderView.Stretch)
         self.tree.currentItemChanged.connect(self._on_tree_current_changed)
+        self.files = QTreeWidget(objectName="knowledgeFiles", rootIsDecorated=False, uniformRowHeights=True)
+        self.files.setHeaderLabels(FILE_COLUMNS)
+        self.files.header().setSectionResizeMode(1, QHeaderView.Stretch)
         self.progress = QProgressBar(visible=False, textVisible=True)
         self.details = QLabel("", wordWrap=True, objectName="stats", textInteractionFlags=Qt.TextSelectableByMouse)
         self.from_files = QPushButton("New from files…")
@@ -104,7 +124,11 @@ class KnowledgePage(QWidget):
                              "sources. A watched folder is rescanned every 30 seconds. The API server serves "
                              "the same collections as vector stores.", wordWrap=True))
         lay.addLayout(buttons)
-        lay.addWidget(self.tree, 1)
+        split = QSplitter(Qt.Vertical, childrenCollapsible=False)
+        split.addWidget(self.tree)
+        split.addWidget(self.files)
+        split.setSizes([220, 480])
+        lay.addWidget(split, 1)
         lay.addWidget(self.progress)
         lay.addWidget(self.details)
 
@@ -160,14 +184,26 @@ class KnowledgePage(QWidget):
         self.delete_button.setEnabled(row is not None)
         self.rescan_button.setEnabled(row is not None and row.folder is not None)
         if row is None:
+            self.files.clear()
             self.details.setText(self.note or ("" if self.rows else "No collections yet."))
             return
-        lines = ([self.note] if self.note else []) + [f"Not indexed: {why}" if why.startswith(Path(name).name)
-                                                        else f"Not indexed: {name}: {why}"
-                                                        for name, why in row.failed.items()]
+        lines = [self.note] if self.note else []
         if row.refused:
             lines.append("A refused file in the folder is tried again when it changes.")
         self.details.setText("\n".join(lines))
+        self.ctx.bridge.knowledge.files(row.collection.id, partial(self._on_files_listed, row.collection.id))
+
+    def _on_files_listed(self, collection_id: str, files, error) -> None:
+        if error or collection_id != self.selected():  # deleted meanwhile, or another one chosen since
+            return
+        self.files.clear()
+        for f in files:
+            item = QTreeWidgetItem(list(describe_file(f)))
+            item.setToolTip(1, item.text(1))
+            self.files.addTopLevelItem(item)
+        for column in (0, 2, 3):
+            self.files.resizeColumnToContents(column)
+        self.files_listed.emit()
 
     # --- changing ----------------------------------------------------------------------------------
     def create_from_files(self, paths: list[Path], name: str = "") -> None:

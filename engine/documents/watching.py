@@ -128,6 +128,12 @@ class Watcher:
     def folder(self, collection_id: str) -> WatchedFolder | None:
         return next((w for w in self.folders() if w.collection_id == collection_id), None)
 
+    def paths(self, collection_id: str) -> dict[str, str]:
+        """The folder's files taken into the collection: upload id -> path in the folder."""
+        with self._reg.lock:
+            return dict(self._reg.db.execute("SELECT file_id, path FROM watched_files WHERE collection_id = ? AND "
+                                             "file_id IS NOT NULL", (collection_id,)).fetchall())
+
     def refusals(self, collection_id: str) -> dict[str, str]:
         """The folder's files that were refused, by their path in the folder, each with the reason."""
         with self._reg.lock:

@@ -26,6 +26,12 @@ def _ready(qtbot, knowledge, name: str, indexed: str) -> None:
     qtbot.waitUntil(shown, timeout=30_000)
 
 
+def _files(knowledge) -> dict[str, str]:
+    """The selected collection's files as the page lists them: name -> state."""
+    rows = [knowledge.files.topLevelItem(i) for i in range(knowledge.files.topLevelItemCount())]
+    return {r.text(0): r.text(1) for r in rows}
+
+
 def _watch(qtbot, knowledge, folder):
     with qtbot.waitSignal(knowledge.collections_changed, timeout=30_000):
         knowledge.watch_folder(folder)
@@ -44,9 +50,11 @@ def test_a_watched_folder_is_listed_and_follows_its_files_on_rescan(qtbot, app, 
     item = knowledge.tree.topLevelItem(0)
     assert item.text(1) == f"{folder.resolve()} (watched)"
     assert item.text(3) == "ready · 1 not indexed"
-    knowledge.tree.setCurrentItem(item)
+    with qtbot.waitSignal(knowledge.files_listed, timeout=10_000):
+        knowledge.tree.setCurrentItem(item)
     collection_id = knowledge.selected()
-    assert "Not indexed: logo.txt" in knowledge.details.text() and "binary" in knowledge.details.text()
+    assert _files(knowledge) == {"fees.md": "indexed", "logo.txt": "refused: logo.txt holds binary data, not "
+                                 "text (is it really a .txt file?)", "tides.txt": "indexed"}
     assert knowledge.rescan_button.isEnabled() and knowledge.delete_button.isEnabled()
 
     (folder / "bell.md").write_text("The bell rings at noon.\n")
@@ -57,6 +65,7 @@ def test_a_watched_folder_is_listed_and_follows_its_files_on_rescan(qtbot, app, 
     qtbot.waitUntil(lambda: knowledge.details.text().startswith("Rescanned: 1 new, 1 changed, 1 removed.\n"),
                     timeout=30_000)
     _ready(qtbot, knowledge, "harbour", "2 of 2")
+    qtbot.waitUntil(lambda: set(_files(knowledge)) == {"bell.md", "fees.md", "logo.txt"}, timeout=10_000)
     found = app.ctx.bridge.embedder.collections().search([collection_id], "pilot fee crowns", k=1)
     assert found[0].filename == "fees.md" and "fifty crowns" in found[0].text
 
