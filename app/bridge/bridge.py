@@ -8,7 +8,8 @@ a network call. Long-lived activity has a controller of its own, owned here: ``d
 (``downloading.py``: the hub and its pulls), ``server`` (``serving.py``: the API server), ``devices`` (``devices.py``: sharing on
 the local network, finding and pairing devices),
 ``prompt_cache`` (``prompt_cache.py``: the saved KV states), ``embedder`` (``embedding.py``: the model that
-embeds documents, and the app's knowledge collections) and ``images`` (``attachments.py``: chat
+embeds documents, and the app's knowledge collections), ``knowledge`` (``knowledge.py``: those collections
+listed, made from files or watched folders, rescanned, deleted) and ``images`` (``attachments.py``: chat
 images, checked, saved, and decoded for a reply on its worker). The tools (``tools.py``), the loader
 (``loader.py``) and the task pool (``tasks.py``) sit beside it in this package, and ``__init__`` names
 the engine's pure helpers and constants the windows may use: the one door from the app to the engine.
@@ -39,6 +40,7 @@ from .chatdocs import ChatDocuments
 from .devices import DevicesController
 from .downloading import DownloadsController
 from .embedding import EmbedderController
+from .knowledge import KnowledgeController
 from .prompt_cache import PromptCacheController
 from .serving import ServerController
 from .tasks import OnDone, Tasks
@@ -117,6 +119,8 @@ class EngineBridge(QObject):
         self.images = ChatImages(engine, settings.data_dir / "images" if settings else Path("images"), tasks)
         self.documents = ChatDocuments(engine, settings.data_dir / "documents" if settings else Path("documents"), tasks)
         self.embedder.followers.append(self.documents.use_embedder)  # a chat's documents embed with the choice
+        self.knowledge = KnowledgeController(self.embedder.collections, tasks)
+        self.documents.knowledge = self.knowledge  # a chat's ticked collections ground its replies
         if settings is not None:  # the choice is a file in the config folder: read on the pool
             tasks.run_in_background(lambda: self.documents.use_embedder(self.embedder.chosen()))
         self._cancels: dict[str, threading.Event] = {}
@@ -166,21 +170,23 @@ class EngineBridge(QObject):
             self.loaded_changed.emit()
 
     # --- chatting --------------------------------------------------------------------------------
-    def chat(self, reply_id: int, model_id: str, request: ChatRequest, chat_id: int | None = None) -> threading.Event:
+    def chat(self, reply_id: int, model_id: str, request: ChatRequest, chat_id: int | None = None,
+             collections: list[str] = ()) -> threading.Event:
         """Stream a reply on a worker; returns the event that stops it (the Stop button sets it). A request
-        whose messages carry documents is grounded in them first (``chatdocs.py``, in chat ``chat_id``'s
-        index) and ``reply_sources`` says which passages it was given."""
+        whose messages carry documents, or whose chat ticked knowledge ``collections``, is grounded in them
+        first (``chatdocs.py``, in chat ``chat_id``'s index) and ``reply_sources`` says which passages it was
+        given."""
         cancel = self._track(f"reply:{reply_id}")
-        self.tasks.run_in_background(lambda: self._chat(reply_id, model_id, request, cancel, chat_id))
+        self.tasks.run_in_background(lambda: self._chat(reply_id, model_id, request, cancel, chat_id, collections))
         return cancel
 
     def _chat(self, reply_id: int, model_id: str, request: ChatRequest, cancel: threading.Event,
-              chat_id: int | None = None) -> None:
+              chat_id: int | None = None, collections: list[str] = ()) -> None:
         was_loaded = self.engine.is_loaded(model_id)
         try:
-            if getattr(request, "messages", None) and self.documents.wanted(request.messages):
+            if getattr(request, "messages", None) and (collections or self.documents.wanted(request.messages)):
                 request.messages, sources = self.documents.ground(chat_id, model_id, request.messages,
-                                                                  request.sampling.max_tokens, cancel)
+                                                                  request.sampling.max_tokens, cancel, collections)
                 self.reply_sources.emit(reply_id, sources)
             if getattr(request, "messages", None):  # saved images, decoded (once)
                 request.messages = self.images.resolve(request.messages)

@@ -86,6 +86,7 @@ class ChatDocuments:
     def __init__(self, engine, folder: Path, tasks: Tasks, embedder_model: str | None = None):
         self.engine, self.folder, self.tasks = engine, Path(folder), tasks
         self.embedder_model = embedder_model
+        self.knowledge = None  # the bridge's KnowledgeController: the collections a chat may tick
         self._read: OrderedDict[str, Document] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -202,7 +203,11 @@ class ChatDocuments:
         """A source in its context, on a worker: ``(before, passage, after)``, the passages around it in
         its document (empty where there are none), or an error when its saved file is gone."""
         def work():
-            chunks = chunk_document(self.document(source["name"]))
+            if source.get("file_id") and self.knowledge is not None:  # a passage of a knowledge collection
+                doc = read_document(self.knowledge.path(source["file_id"]))
+            else:
+                doc = self.document(source["name"])
+            chunks = chunk_document(doc)
             i = next((c.ordinal for c in chunks if c.ordinal == source.get("ordinal") and c.text == source["text"]),
                      next((c.ordinal for c in chunks if c.text == source["text"]), None))
             if i is None:
@@ -241,9 +246,12 @@ class ChatDocuments:
         return any(_is_doc(p) for m in messages if isinstance(m.get("content"), list) for p in m["content"])
 
     def ground(self, chat_id: int | None, model_id: str, messages: list[dict[str, Any]], max_tokens: int | None,
-               cancel: threading.Event | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+               cancel: threading.Event | None = None, collections: list[str] = ()
+               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """``messages`` with their documents as text, and the reply's sources ``{"items": [...], "note": str}``
-        (see ``engine/documents/grounding.py``)."""
+        (see ``engine/documents/grounding.py``). ``collections``: the knowledge collections the chat ticked;
+        the passages they hold that best answer the question go in front of it, numbered after the
+        chat's own documents' (each source names its ``collection``)."""
         n_ctx = self._context_size(model_id)
         room = max(64, min(max_tokens or n_ctx // 4, n_ctx // 2))
         plain = [_without_docs(m) for m in messages]
@@ -266,6 +274,10 @@ class ChatDocuments:
                 long.append(name)
         question = _text_of(plain[-1]) if plain and plain[-1].get("role") == "user" else ""
         retrieved, note = self._retrieve(chat_id, long, files, question, budget, len(items), model_id, cancel)
+        if collections and question:
+            budget -= sum(self._tokens(model_id, s["text"]) + 16 for s in retrieved)
+            retrieved += self._from_collections(list(collections), question, budget, len(items) + len(retrieved),
+                                                model_id)
         out = [_as_text(m, whole) for m in messages]
         if out and out[-1].get("role") == "user":
             out[-1] = _as_text(messages[-1], whole, question_with_sources(question, retrieved))
@@ -308,6 +320,24 @@ class ChatDocuments:
             if len(found) == MAX_PASSAGES:
                 break
         return found, result.note
+
+    def _from_collections(self, ids: list[str], question: str, budget: int, first: int, model_id: str) -> list[dict]:
+        """The passages of knowledge collections ``ids`` that best answer ``question``, as numbered sources."""
+        if self.knowledge is None:
+            return []
+        names = self.knowledge.names(ids)
+        found: list[dict] = []
+        for p in self.knowledge.search(ids, question, MAX_PASSAGES):
+            source = {"n": first + len(found) + 1, "file": p.filename, "page": p.page, "page_end": p.page,
+                      "heading": p.heading, "text": p.text, "name": "", "ordinal": None, "mode": "retrieved",
+                      "collection": names.get(p.collection_id, ""), "collection_id": p.collection_id,
+                      "file_id": p.file_id}
+            cost = self._tokens(model_id, p.text) + 16
+            if cost > budget:
+                break
+            budget -= cost
+            found.append(source)
+        return found
 
     def _context_size(self, model_id: str) -> int:
         loaded = {m.model_id: m for m in self.engine.loaded()}

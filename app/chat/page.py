@@ -173,6 +173,7 @@ class ChatPage(QWidget):
         self.settings_panel.set_values("", DEFAULT_SAMPLING)
         self.settings_panel.set_tools({})
         self._list_servers()
+        self.list_collections()
         self.model_bar.set_model(self.ctx.prefs.get("last_model") or (STARTER_ID if starter_path() else None))
         self.conversations.view.clearSelection()
         self.session.new_chat()
@@ -186,6 +187,7 @@ class ChatPage(QWidget):
         self.settings_panel.set_values(conv.system_prompt, conv.sampling)
         self.settings_panel.set_tools(conv.tools)
         self._list_servers()
+        self.list_collections()
         self.model_bar.set_model(conv.model_id or self.ctx.prefs.get("last_model"))
         self.conversations.refresh(select=conv_id)
         self._show_thread()
@@ -417,6 +419,18 @@ class ChatPage(QWidget):
         """Which MCP servers a chat can turn on: ``mcp.json`` is read on a worker, never here."""
         if self.ctx.tools is not None:
             self.ctx.tasks.run_in_background(self.ctx.tools.server_names, self._on_servers_listed)
+
+    @Slot()
+    def list_collections(self) -> None:
+        """Which knowledge collections a chat can tick, read on a worker (the Knowledge page calls this
+        when it makes or deletes one)."""
+        self.ctx.bridge.knowledge.list(self._on_collections_listed)
+
+    def _on_collections_listed(self, rows, error) -> None:
+        if error is not None:
+            show_error(error, "listing the knowledge collections")
+        else:
+            self.settings_panel.set_collections([(r.collection.id, r.collection.name) for r in rows])
 
     def _on_servers_listed(self, names, error) -> None:
         if error is not None:

@@ -306,7 +306,8 @@ class ChatSession(QObject):
             self._follow(self.tool_turn.start(conv, self.active, messages, to_sampling(conv.sampling)))
         else:
             self.bridge.chat(self.active.id, model_id, ChatRequest(messages=messages, sampling=to_sampling(conv.sampling),
-                                                                   cache_tag=tag_for(conv.id)), conv.id)
+                                                                   cache_tag=tag_for(conv.id)), conv.id,
+                             collections=list(conv.tools.get("collections") or []))
         self.reply_started.emit(self.active.id)
 
     def _follow(self, run: ToolRun) -> None:

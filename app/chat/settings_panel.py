@@ -1,8 +1,11 @@
-"""The per-chat panel: system prompt, sampling parameters and tools, saved with the conversation.
+"""The per-chat panel: system prompt, sampling parameters, tools and knowledge, saved with the conversation.
 
-Values are plain dicts in the store (``Sampling`` field names; for tools, the servers that are on and
-the step limit), so a chat keeps its settings across restarts and a new chat starts from the defaults
-(no tools: a chat gets tools only when the user turns a server on).
+Values are plain dicts in the store (``Sampling`` field names; for tools, the servers that are on, the step
+limit and the knowledge collections ticked), so a chat keeps its settings across restarts and a new chat
+starts from the defaults (no tools, no collections: a chat gets them only when the user ticks them). The
+ticked collections live in the chat's ``tools`` dict as ``"collections": [ids]``, as OpenAI's API puts a
+chat's vector stores under its ``file_search`` tool: what a chat may consult besides the model, in one place,
+with no schema change.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class ChatSettingsPanel(QWidget):
         lay.addWidget(QLabel("<b>Sampling</b>"))
         lay.addLayout(form)
         self._tools_section(lay)
+        self._knowledge_section(lay)
         lay.addStretch(1)
         self.setFixedWidth(230)
         self.system_prompt.textChanged.connect(self._on_value_changed)
@@ -108,20 +112,59 @@ class ChatSettingsPanel(QWidget):
             self.server_boxes[name] = box
         self.no_servers.setVisible(not names)
 
+    def _knowledge_section(self, lay: QVBoxLayout) -> None:
+        """A checkbox per knowledge collection (filled in by ``set_collections``)."""
+        lay.addWidget(QLabel("<b>Knowledge</b> (collections)"))
+        self.no_collections = QLabel("No collections yet: make one on the Knowledge page.", wordWrap=True,
+                                     objectName="stats")
+        self.collection_boxes: dict[str, QCheckBox] = {}
+        self.collections_column = QVBoxLayout()
+        self.collections_column.addWidget(self.no_collections)
+        lay.addLayout(self.collections_column)
+        self._collections_on: list[str] = []
+
+    def set_collections(self, collections: list[tuple[str, str]]) -> None:
+        """The knowledge collections (``(id, name)``, read off the GUI thread by the page): one checkbox each."""
+        for box in self.collection_boxes.values():
+            box.setParent(None)
+            box.deleteLater()
+        self.collection_boxes = {}
+        for collection_id, name in collections:
+            box = QCheckBox(name or collection_id, toolTip=f"Answer from the passages of {name!r} that match "
+                            "each question (they are listed as sources under the reply)")
+            box.setObjectName(f"collection:{collection_id}")
+            box.setChecked(collection_id in self._collections_on)
+            box.toggled.connect(self._on_collection_toggled)
+            self.collections_column.addWidget(box)
+            self.collection_boxes[collection_id] = box
+        self.no_collections.setVisible(not collections)
+
+    @Slot(bool)
+    def _on_collection_toggled(self, _on: bool) -> None:
+        if not self._loading:
+            self._collections_on = self.tools()["collections"]
+            self.changed.emit()
+
     def set_tools(self, tools: dict) -> None:
         self._loading = True
         self._tools_on = list(tools.get("servers") or [])
+        self._collections_on = list(tools.get("collections") or [])
         for name, box in self.server_boxes.items():
             box.setChecked(name in self._tools_on)
+        for collection_id, box in self.collection_boxes.items():
+            box.setChecked(collection_id in self._collections_on)
         self.max_steps.setValue(int(tools.get("max_steps") or 8))
         self._loading = False
 
     def tools(self) -> dict:
-        """``{"servers": [names on], "max_steps": n}``; a server on in this chat but no longer configured
-        stays on (its tools come back if it does)."""
+        """``{"servers": [names on], "max_steps": n, "collections": [ids ticked]}``; a server on in this chat
+        but no longer configured stays on (its tools come back if it does); a collection not listed yet
+        (the list is still being read) stays ticked."""
         known = [n for n, box in self.server_boxes.items() if box.isChecked()]
         kept = [n for n in self._tools_on if n not in self.server_boxes]
-        return {"servers": kept + known, "max_steps": self.max_steps.value()}
+        ticked = [i for i, box in self.collection_boxes.items() if box.isChecked()]
+        unlisted = [i for i in self._collections_on if i not in self.collection_boxes]
+        return {"servers": kept + known, "max_steps": self.max_steps.value(), "collections": unlisted + ticked}
 
     @Slot(bool)
     def _on_server_toggled(self, _on: bool) -> None:

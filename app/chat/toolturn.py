@@ -56,18 +56,20 @@ class ToolTurn(QObject):
         self.run = ToolRun(self.tools, first.id, first.model_id or "", messages, sampling,
                            servers=self.servers(conv), max_steps=int(conv.tools.get("max_steps") or DEFAULT_MAX_STEPS),
                            allowed=self.allowed(conv.id), tool_choice=self.tool_choice,
-                           prepare=self._preparer(conv.id, first.model_id or "", sampling), parent=self)
+                           prepare=self._preparer(conv.id, first.model_id or "", sampling,
+                                                  list(conv.tools.get("collections") or [])), parent=self)
         return self.run
 
-    def _preparer(self, chat_id: int, model_id: str, sampling: Sampling):
+    def _preparer(self, chat_id: int, model_id: str, sampling: Sampling, collections: list[str]):
         """What the run does to the chat's messages on its thread before the first round: its documents
-        grounded (the passages go in, as in a reply without tools; their sources are not listed) and its
-        saved images decoded."""
+        and ticked knowledge collections grounded (the passages go in, as in a reply without tools; their
+        sources are not listed) and its saved images decoded."""
         bridge = self.session.bridge
 
         def prepare(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            if bridge.documents.wanted(messages):
-                messages = bridge.documents.ground(chat_id, model_id, messages, sampling.max_tokens)[0]
+            if collections or bridge.documents.wanted(messages):
+                messages = bridge.documents.ground(chat_id, model_id, messages, sampling.max_tokens,
+                                                   collections=collections)[0]
             return bridge.images.resolve(messages)
         return prepare
 

@@ -1,4 +1,4 @@
-"""The main window: a side bar of pages (Chat, Discover, My Models, Server, Settings), a notice bar for
+"""The main window: a side bar of pages (Chat, Discover, My Models, Knowledge, Server, Settings), a notice bar for
 errors and undo offers, and a status bar with the loaded models and their memory, and the server's
 state and address.
 
@@ -34,11 +34,12 @@ from ..chat.page import ChatPage
 from ..context import AppContext
 from ..watch import ConfigWatcher
 from .discover import DiscoverPage
+from .knowledge import KnowledgePage
 from .models import ModelsPage
 from .server import ServerPage
 from .settings import SettingsPage
 
-PAGES = ("Chat", "Discover", "My Models", "Server", "Settings")
+PAGES = ("Chat", "Discover", "My Models", "Knowledge", "Server", "Settings")
 
 
 class NoticeBar(QFrame):
@@ -105,7 +106,7 @@ class MainWindow(QMainWindow):
         feedback.add_sink(self._sink)
         self.pages = {
             "Chat": ChatPage(ctx), "Discover": DiscoverPage(ctx), "My Models": ModelsPage(ctx),
-            "Server": ServerPage(ctx), "Settings": SettingsPage(ctx),
+            "Knowledge": KnowledgePage(ctx), "Server": ServerPage(ctx), "Settings": SettingsPage(ctx),
         }
         self._build()
         self.chat.undo_offered.connect(self._on_chat_undo_offered)
@@ -113,6 +114,7 @@ class MainWindow(QMainWindow):
         ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
         ctx.bridge.unload_failed.connect(self._on_bridge_unload_failed)
         self.pages["Settings"].remotes.remotes_changed.connect(self._on_settings_remotes_changed)
+        self.pages["Knowledge"].collections_changed.connect(self.chat.list_collections)
         self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
         self.pages["Server"].devices.devices_changed.connect(self._on_settings_remotes_changed)
         self._timer = QTimer(self, interval=3000)

@@ -137,7 +137,9 @@ def _collections(settings: Settings, engine, embedder: str | None):
 
     embedder = chosen_embedder(settings) if embedder is None else None if embedder == "none" else embedder
     log.info("documents: %s", f"embedded by {embedder}" if embedder else "keywords alone (no embedder chosen)")
-    return Collections(settings.knowledge_dir, embedder_for(engine, embedder))
+    collections = Collections(settings.knowledge_dir, embedder_for(engine, embedder))
+    collections.watcher.start()  # watched folders (made in the app) are rescanned while the server runs
+    return collections
 
 
 def serve(settings: Settings, host: str, port: int, key: str | None, origins: list[str], hosts: list[str],

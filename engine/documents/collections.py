@@ -93,6 +93,7 @@ class Collections:
         self._queue: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
         self._cancel = threading.Event()
+        self._watcher = None
 
     # --- opening -------------------------------------------------------------------------------------
     @property
@@ -113,6 +114,16 @@ class Collections:
     def uploads(self) -> Uploads:
         self.registry  # noqa: B018 - opens the registry, which makes the uploads
         return self._uploads
+
+    @property
+    def watcher(self):
+        """The folders the collections watch (``watching.py``), made on first use."""
+        from .watching import Watcher
+
+        with self._opening:
+            if self._watcher is None:
+                self._watcher = Watcher(self)
+            return self._watcher
 
     def _index(self, collection_id: str) -> DocumentIndex:
         with self._opening:
@@ -181,8 +192,9 @@ class Collections:
         return self.get(collection_id)
 
     def delete(self, collection_id: str) -> None:
-        """Forget the collection and its index; its files stay uploaded."""
+        """Forget the collection and its index; its files stay uploaded (a watched folder's copies go)."""
         self.get(collection_id)
+        self.watcher.forget_collection(collection_id)
         reg = self.registry
         with reg.lock, reg.db:
             reg.db.execute("DELETE FROM members WHERE collection_id = ?", (collection_id,))
@@ -357,7 +369,9 @@ class Collections:
             return bool(rows.fetchall())
 
     def close(self) -> None:
-        """Stop the worker and close every file; safe to call twice."""
+        """Stop the watcher and the worker and close every file; safe to call twice."""
+        if self._watcher is not None:
+            self._watcher.stop()
         self._cancel.set()
         self._queue.put(None)
         if self._worker is not None:

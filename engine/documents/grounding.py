@@ -3,7 +3,8 @@ as ``[n]``, and the words that name each source (its file, page and heading).
 
 A source is a plain dict, so it can be saved with a reply as JSON and exported as it is:
 ``{"n": 1, "file": "report.pdf", "page": 7, "page_end": 7, "heading": "Results", "text": "...",
-"name": "<saved file>", "ordinal": 12, "mode": "whole" | "retrieved", "rank": 1}``. ``mode`` says how
+"name": "<saved file>", "ordinal": 12, "mode": "whole" | "retrieved", "rank": 1}``; a passage found in
+a knowledge collection adds ``collection`` (its name), ``collection_id`` and ``file_id``. ``mode`` says how
 it reached the model: its whole document fitted the context, or the passage was retrieved for the
 question; ``rank`` orders the sources by how well they match the question.
 
@@ -24,8 +25,9 @@ CITATION = re.compile(r"(?<![\w\]\[])\[(\d{1,3})\](?![\[(])")
 
 
 def source_label(source: dict) -> str:
-    """``report.pdf, page 7 · Results > Method``: where a source lies, in words."""
-    where = [str(source.get("file") or "a document")]
+    """``report.pdf, page 7 · Results > Method``: where a source lies, in words (a passage of a knowledge
+    collection names it: ``report.pdf in Reports, page 7``)."""
+    where = [str(source.get("file") or "a document") + (f" in {source['collection']}" if source.get("collection") else "")]
     page, end = source.get("page"), source.get("page_end")
     if page is not None:
         where.append(f"pages {page}-{end}" if end not in (None, page) else f"page {page}")

@@ -112,7 +112,7 @@ class Script:
         the bridge's signals emitted and background tasks finished, ``EXIT_DRIVER_ROUNDS`` times."""
         ctx, done = self.window.ctx, []
         for n in range(int(os.environ.get("EXIT_DRIVER_ROUNDS", "300"))):
-            self.window.show_page(("Chat", "My Models", "Server", "Discover", "Settings")[n % 5])
+            self.window.show_page(("Chat", "My Models", "Knowledge", "Server", "Discover", "Settings")[n % 6])
             self.page.open_conversation(self.page.conv_id)
             ctx.bridge.loaded_changed.emit()
             ctx.tasks.run_in_background(lambda: None, lambda _r, _e: done.append(1))
