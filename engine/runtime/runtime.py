@@ -40,6 +40,7 @@ from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 from . import healing, images
 from .client import RunnerClient
+from .embedders import embedder_facts, embedding_kwargs
 from .grammar import checked, forced_tool_names, grammar_for, no_call_grammar
 from .kvcache import CacheConfig
 from .parsing import StreamParser, prompt_opens_reasoning
@@ -98,29 +99,6 @@ class _Spawn:
     draft: dict | None = None  # the draft model the runner loads beside it: {"path", "name", "n_gpu_layers"}
     pooling: int = 1  # an embedding load's llama.cpp pooling type: -1 (the GGUF's own) when it names one, else mean
     positions: int | None = None  # an encoder's (BERT's) trained positions: its context cannot go past them
-
-
-def _embedder(info) -> tuple[int, int | None]:
-    """How an embedding load pools, and the positions an encoder was trained on. Pooling is as a dedicated
-    embedder's GGUF says (CLS for bge, the mean for MiniLM and nomic-embed), or the mean for a chat model
-    used as an embedder (it names none, and llama.cpp would then give one vector per token). An encoder
-    (non-causal attention: BERT and its kin) has learned positions, so its context stops at them."""
-    arch, meta = info.architecture, info.metadata
-    encoder = meta.get(f"{arch}.attention.causal") is False
-    return (-1 if f"{arch}.pooling_type" in meta else 1), (info.context_length or None) if encoder else None
-
-
-def _embedding_kwargs(spawn: _Spawn, kwargs: dict) -> dict:
-    """An embedding load's llama.cpp settings: a batch as long as the context, so an input is embedded whole
-    (llama-cpp-python would otherwise cut it at the batch), and for an encoder one micro-batch as long too
-    (llama.cpp evaluates a non-causal input in one)."""
-    n_ctx = int(kwargs.get("n_ctx") or 512)
-    if spawn.positions:
-        n_ctx = min(n_ctx, spawn.positions)
-    out = {"embedding": True, "pooling_type": spawn.pooling, "n_ctx": n_ctx, "n_batch": n_ctx}
-    if spawn.positions:
-        out["n_ubatch"] = n_ctx
-    return out
 
 
 class Runtime:
@@ -210,7 +188,7 @@ class Runtime:
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
                        str(mmproj) if mmproj else None,
                        {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0}
-                       if draft else None, *_embedder(info))
+                       if draft else None, *embedder_facts(info))
         if self._budget is None:
             self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
         try:
@@ -289,7 +267,7 @@ class Runtime:
         client = RunnerClient(model_id, self.settings.cache_dir / "logs", self.max_queue, self.runner_command)
         kwargs = healing.load_kwargs(plan, rungs)
         if embedding:
-            kwargs.update(_embedding_kwargs(spawn, kwargs))
+            kwargs.update(embedding_kwargs(spawn.pooling, spawn.positions, kwargs))
         try:
             for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
                                      draft=spawn.draft,
