@@ -78,6 +78,7 @@ class RemoteInfo:
     parameter_count: int = 0
     chat_template: str = ""
     metadata: dict = field(default_factory=dict)
+    embeds_only: bool = False  # a remote does not say: its models are taken to chat
 
 
 @dataclass
@@ -95,6 +96,7 @@ class RemoteModel:
     quant: str = "remote"
     info: RemoteInfo = field(default_factory=RemoteInfo)
     kind: str = "remote"  # or "device": a paired device's model
+    projector: None = None  # whether it sees images is the remote's to say, per request
 
     @property
     def source(self) -> str:
