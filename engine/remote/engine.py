@@ -188,17 +188,18 @@ class RemoteEngine:
             raise ModelNotFound(f"no paired device named {name!r} serves {model_id!r}")
         return self._client(device), model
 
-    def _found_again(self, model_id: str, exc: RemoteUnreachable) -> tuple[RemoteClient, str]:
+    def _found_again(self, model_id: str, exc: RemoteUnreachable, failed: RemoteClient) -> tuple[RemoteClient, str]:
         """After ``model_id``'s device could not be reached: its client where it is found again by its
         certificate (the book updated), or ``exc`` again, saying why not (a remote engine is not looked for)."""
         if is_remote(model_id):
             raise exc
-        self._relocate(model_id.partition("/")[0], exc)
+        self._relocate(model_id.partition("/")[0], exc, failed.endpoint.base_url)
         return self._route(model_id)
 
-    def _relocate(self, name: str, exc: RemoteUnreachable) -> DeviceEndpoint:
+    def _relocate(self, name: str, exc: RemoteUnreachable, failed_url: str) -> DeviceEndpoint:
         try:
-            moved = self.relocator.find(self.devices.get(name, SERVER))
+            device = self.devices.get(name, SERVER)
+            moved = device if device.base_url != failed_url else self.relocator.find(device)  # else: moved meanwhile
         except DeviceError as why:
             raise RemoteUnreachable(f"{exc}; looked for it on the local network: {why}") from None
         return DeviceEndpoint(moved.name, moved.base_url, True, moved.cert_pem, moved.fingerprint)
@@ -209,7 +210,7 @@ class RemoteEngine:
         try:
             return call(client, model)
         except RemoteUnreachable as exc:
-            return call(*self._found_again(model_id, exc))
+            return call(*self._found_again(model_id, exc, client))
 
     def _stream_once_more(self, model_id: str, start) -> Iterator[Chunk]:
         """The stream ``start(client, model)``, started once more where the device is found again if no
@@ -223,7 +224,7 @@ class RemoteEngine:
         except RemoteUnreachable as exc:
             if sent:
                 raise
-            yield from start(*self._found_again(model_id, exc))
+            yield from start(*self._found_again(model_id, exc, client))
 
     # --- listing ---------------------------------------------------------------------------------
     def statuses(self, fresh: bool = False) -> list[RemoteStatus]:
@@ -259,7 +260,7 @@ class RemoteEngine:
             except RemoteUnreachable as exc:
                 if not isinstance(endpoint, DeviceEndpoint):
                     raise
-                endpoint = self._relocate(endpoint.name, exc)
+                endpoint = self._relocate(endpoint.name, exc, endpoint.base_url)
                 entries = self._client(endpoint).list_models()
             kind = "device" if isinstance(endpoint, DeviceEndpoint) else "remote"
             models = [RemoteModel(_model_id(endpoint, m["id"]), endpoint.name, m["id"], endpoint.base_url,
