@@ -107,8 +107,8 @@ class Relocator:
                    for f in heard if f.name == device.name and f.fingerprint != device.fingerprint]
         for found in (f for f in heard if f.fingerprint == device.fingerprint):
             places = [_address(a, found.port) for a in found.addresses]
-            if device.address in places:
-                return None, []  # it is where the book says: nothing to move
+            if device.address in places:  # it is where the book says: nothing to move
+                return None, [f"it is announced at its recorded address {device.address}, which did not answer"]
             for host, place in zip(found.addresses, places):
                 if self._probe(host, found.port, device):
                     log.info("paired device %s moved from %s to %s (its certificate proves it)",
