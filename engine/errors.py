@@ -13,7 +13,9 @@
     │   ├── TemplateError       the chat template failed to render (or was refused)
     │   ├── QueueFull           too many requests are waiting for one model
     │   ├── RemoteError         a remote engine is unknown, unreachable, or answered with an error
-    │   │   └── RemoteUnsupported  it cannot honour a field the request set (a 400 naming the field)
+    │   │   ├── RemoteUnsupported  it cannot honour a field the request set (a 400 naming the field)
+    │   │   └── RemoteUnreachable  no connection could be made (refused, timed out, no route, a TLS
+    │   │                          handshake refused): nothing of the request was answered
     │   ├── GrammarRejected     a JSON schema or grammar is over a limit or does not compile (a 400)
     │   ├── GrammarDeadEnd      mid-reply, the grammar allowed no next token (that request ends, a 400)
     │   ├── SchemaMismatch      a reply written under a JSON schema ended without matching it
@@ -107,6 +109,12 @@ class QueueFull(RuntimeFailure):
 
 class RemoteError(RuntimeFailure):
     """A remote engine is unknown, unreachable, refused the request, or answered with an error."""
+
+
+class RemoteUnreachable(RemoteError):
+    """No connection to a remote engine or device could be made (refused, timed out, no route, or its TLS
+    refused): no byte of the request was answered, so asking again elsewhere cannot repeat it. A paired
+    device that raises it is looked for on the local network (``devices/relocate.py``)."""
 
 
 class RemoteUnsupported(RemoteError):

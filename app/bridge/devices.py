@@ -6,7 +6,9 @@ a TLS listener for paired devices only and the mDNS announcement, started and st
 pool. The live list of devices on the network is an ``announce.Browser``, whose zeroconf thread emits
 ``discovered`` (queued onto the GUI thread). Pairing (a TLS handshake and the SPAKE2 exchange, then a
 keyring write), reading the device book and asking paired devices for their models all run on
-workers and answer through ``on_done(result, error)``. A one-time code is opened on the running
+workers and answer through ``on_done(result, error)``. Asking again (``list_devices(fresh=True)``, the
+page's Check again) first moves a paired device heard on the network at a new address to it, once
+its pinned certificate proves it (``devices/relocate.py``). A one-time code is opened on the running
 ``PairingDesk`` itself: a lock and six random digits, nothing that waits.
 """
 
@@ -197,6 +199,8 @@ class DevicesController(QObject):
         are asked for their models (``fresh`` skips the engine's short cache; a dead one answers within
         a few seconds)."""
         def work() -> list[DeviceRow]:
+            if fresh and self.browser is not None:
+                self._relocate(self.browser.found())
             statuses = {s.endpoint.name: s for s in self.engine.remote_statuses(fresh=fresh)
                         if getattr(s.endpoint, "fingerprint", "")}  # the devices' statuses, not the remotes'
             rows = []
@@ -209,6 +213,14 @@ class DevicesController(QObject):
             order = {name: i for i, name in enumerate(self.book.order())}
             return sorted(rows, key=lambda r: (r.role != SERVER, order.get(r.name, 0), r.name))
         self.tasks.run_in_background(work, on_done)
+
+    def _relocate(self, heard: list) -> None:
+        """Move paired devices heard at a new address (their certificate checked there first); on a worker."""
+        from fireside.engine.devices.relocate import Relocator
+
+        relocator = getattr(getattr(self.engine, "remotes", None), "relocator", None) or Relocator(self.book)
+        for device, old in relocator.update(heard):
+            log.info("paired device %s found again at %s (was %s)", device.name, device.address, old)
 
     def set_order(self, names: list[str], on_done: OnDone) -> None:
         """Prefer the devices this one uses in this order (for a model several serve), on a worker."""

@@ -4,7 +4,8 @@ On the machine that shares (``fireside serve --share`` running), ``code`` opens 
 code and shows it; on the other, ``pair NAME`` finds NAME on the local network by mDNS (or takes
 ``--address HOST:PORT``), asks for the code, and pairs (``engine/devices/pairing.py``). Its models
 then answer as ``NAME/MODEL`` everywhere (``fireside chat NAME/MODEL``, the local API's ``model``).
-``ls`` shows paired devices both ways and the sharing devices heard on the network; ``rm NAME``
+``ls`` shows paired devices both ways and the sharing devices heard on the network (a device this one
+uses, heard at a new address with its pinned certificate, is moved there: ``devices/relocate.py``); ``rm NAME``
 forgets a device this one uses, ``revoke NAME`` shuts out a device that uses this one, at once;
 ``order NAME...`` says which device answers a model several serve when it is asked for by bare name.
 """
@@ -56,15 +57,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     from ..devices.announce import browse
+    from ..devices.relocate import Relocator
 
-    paired = DeviceBook(Settings.from_env()).list()
+    book = DeviceBook(Settings.from_env())
     heard = browse(args.listen) if args.listen > 0 else []
+    moved = Relocator(book).update(heard) if heard else []
+    paired = book.list()
     if args.json:
         print_json({"paired": [{"name": d.name, "role": d.role, "fingerprint": d.fingerprint,
                                 "address": d.address or None} for d in paired],
                     "sharing": [{"name": f.name, "addresses": list(f.addresses), "port": f.port,
-                                 "fingerprint": f.fingerprint} for f in heard]})
+                                 "fingerprint": f.fingerprint} for f in heard],
+                    "moved": [{"name": d.name, "from": old, "to": d.address} for d, old in moved]})
         return 0
+    for device, old in moved:
+        print(f"{device.name} moved: found at {device.address} (was {old}) by its certificate; the address is updated")
     if paired:
         rows = [[d.name, "this one uses its models" if d.role == SERVER else "uses this one's models",
                  d.address or "-", short(d.fingerprint)] for d in paired]

@@ -116,12 +116,15 @@ class Browser:
             self.zc.close()
 
 
-def browse(timeout: float = 3.0, want: str | None = None) -> list[Found]:
-    """Sharing devices heard within ``timeout`` seconds (sooner once ``want`` is among them)."""
+def browse(timeout: float = 3.0, want: str | None = None, fingerprint: str | None = None) -> list[Found]:
+    """Sharing devices heard within ``timeout`` seconds (sooner once ``want`` is among them, or one that
+    announces ``fingerprint``: a hint to check, since anyone may announce any fingerprint)."""
     arrived = threading.Event()
 
     def on_change(found: list[Found]) -> None:
         if want is not None and any(d.name == want for d in found):
+            arrived.set()
+        if fingerprint is not None and any(d.fingerprint == fingerprint for d in found):
             arrived.set()
 
     browser = Browser(on_change, info_timeout_s=max(timeout, 1.0))

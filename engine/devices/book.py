@@ -112,6 +112,18 @@ class DeviceBook:
         self.keys.delete(f"{role}:{name}")
         return found
 
+    def move(self, name: str, address: str) -> PairedDevice:
+        """Record that the device this one uses, ``name``, now answers at ``address`` (host:port): it was
+        found there again by its pinned certificate (``relocate.py``). Only the address changes."""
+        with self._lock:
+            devices = self._read()
+            found = next((d for d in devices if (d.name, d.role) == (name, SERVER)), None)
+            if found is None:
+                raise DeviceError(f"no paired device named {name!r} to use: `fireside devices ls` lists them")
+            found.address = address
+            self._write(devices)
+        return found
+
     # --- which device first --------------------------------------------------------------------
     def order(self) -> list[str]:
         """The devices this one uses, most preferred first: the order the user set, then the rest by name.

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 
 from ..devices.identity import CLIENT_IDLE_S, pinned_context
-from ..errors import ModelNotFound, RemoteUnsupported
+from ..errors import ModelNotFound, RemoteUnreachable, RemoteUnsupported
 from ..types import (
     IMAGE_PART,
     ChatRequest,
@@ -170,12 +170,15 @@ class RemoteClient:
         return r
 
     def _unreachable(self, exc: httpx.HTTPError) -> RemoteError:
+        """A ``RemoteUnreachable`` when no connection was made (nothing of the request reached the remote,
+        so it may be asked again elsewhere), else a ``RemoteError``."""
         what = "did not answer in time" if isinstance(exc, httpx.TimeoutException) else "cannot be reached"
+        error = RemoteUnreachable if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)) else RemoteError
         if self.device and "CERTIFICATE_VERIFY_FAILED" in str(exc):
-            return RemoteError(f"device {self.endpoint.name!r} at {self.endpoint.base_url} answered with a certificate "
+            return error(f"device {self.endpoint.name!r} at {self.endpoint.base_url} answered with a certificate "
                                f"other than the one pinned when it was paired; refused (something else may be "
                                f"answering in its place; if it made a new certificate, pair again)")
-        return RemoteError(f"{'device' if self.device else 'remote engine'} {self.endpoint.name!r} at {self.endpoint.base_url} {what} "
+        return error(f"{'device' if self.device else 'remote engine'} {self.endpoint.name!r} at {self.endpoint.base_url} {what} "
                            f"({type(exc).__name__}: {exc or 'no detail'}); local models are unaffected")
 
     def _failure(self, r: httpx.Response, model: str) -> Exception:

@@ -10,7 +10,10 @@ Paired devices (``engine/devices``, ``fireside devices pair``) are remotes too, 
 ids (no ``remote/`` prefix: a device name never holds a dot or a slash, and ``remote`` is not one):
 their endpoints come from the device book, over TLS that trusts only the certificate pinned at
 pairing, with the pairing's token as the key. ``owns`` says whether an id is a remote's or a device's;
-``device_for`` picks the preferred device that serves a model named without one.
+``device_for`` picks the preferred device that serves a model named without one. A device that cannot
+be reached at its recorded address (no connection made: nothing of the request was answered) is
+looked for on the local network by its pinned certificate (``devices/relocate.py``, bounded and rate
+limited), and the request is sent once more where it is found.
 
 Model lists are asked of every remote at once, each bounded by a short timeout, and kept for a
 little while (a failure for less), so listing models never waits long on a dead remote, and a dead
@@ -27,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from ..devices.book import SERVER, DeviceBook
-from ..errors import DeviceError, ModelNotFound
+from ..devices.relocate import Relocator
+from ..errors import DeviceError, ModelNotFound, RemoteUnreachable
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel
 from .client import LIST_TIMEOUT_S, RemoteClient
@@ -112,9 +116,11 @@ class RemoteStatus:
 
 
 class RemoteEngine:
-    def __init__(self, settings: Settings, registry: RemoteRegistry | None = None, devices: DeviceBook | None = None):
+    def __init__(self, settings: Settings, registry: RemoteRegistry | None = None, devices: DeviceBook | None = None,
+                 relocator: Relocator | None = None):
         self.registry = registry or RemoteRegistry(settings)
         self.devices = devices or DeviceBook(settings)
+        self.relocator = relocator or Relocator(self.devices)
         self._clients: dict[str, tuple[RemoteEndpoint, RemoteClient]] = {}  # "remote/NAME" or "NAME/" (a device)
         self._statuses: dict[str, RemoteStatus] = {}
         self._lock = threading.Lock()
@@ -184,6 +190,44 @@ class RemoteEngine:
             raise ModelNotFound(f"no paired device named {name!r} serves {model_id!r}")
         return self._client(device), model
 
+    def _found_again(self, model_id: str, exc: RemoteUnreachable, failed: RemoteClient) -> tuple[RemoteClient, str]:
+        """After ``model_id``'s device could not be reached: its client where it is found again by its
+        certificate (the book updated), or ``exc`` again, saying why not (a remote engine is not looked for)."""
+        if is_remote(model_id):
+            raise exc
+        self._relocate(model_id.partition("/")[0], exc, failed.endpoint.base_url)
+        return self._route(model_id)
+
+    def _relocate(self, name: str, exc: RemoteUnreachable, failed_url: str) -> DeviceEndpoint:
+        try:
+            device = self.devices.get(name, SERVER)
+            moved = device if device.base_url != failed_url else self.relocator.find(device)  # else: moved meanwhile
+        except DeviceError as why:
+            raise RemoteUnreachable(f"{exc}; looked for it on the local network: {why}") from None
+        return DeviceEndpoint(moved.name, moved.base_url, True, moved.cert_pem, moved.fingerprint)
+
+    def _once_more(self, model_id: str, call):
+        """``call(client, model)``, and once more where the device is found again if it could not be reached."""
+        client, model = self._route(model_id)
+        try:
+            return call(client, model)
+        except RemoteUnreachable as exc:
+            return call(*self._found_again(model_id, exc, client))
+
+    def _stream_once_more(self, model_id: str, start) -> Iterator[Chunk]:
+        """The stream ``start(client, model)``, started once more where the device is found again if no
+        connection could be made (then nothing was sent to it, and nothing yielded yet)."""
+        client, model = self._route(model_id)
+        sent = False
+        try:
+            for chunk in start(client, model):
+                sent = True
+                yield chunk
+        except RemoteUnreachable as exc:
+            if sent:
+                raise
+            yield from start(*self._found_again(model_id, exc, client))
+
     # --- listing ---------------------------------------------------------------------------------
     def statuses(self, fresh: bool = False) -> list[RemoteStatus]:
         """Every remote with its models or its error; asks those not asked lately, all at once, and
@@ -213,7 +257,13 @@ class RemoteEngine:
 
     def _ask(self, endpoint: RemoteEndpoint) -> None:
         try:
-            entries = self._client(endpoint).list_models()
+            try:
+                entries = self._client(endpoint).list_models()
+            except RemoteUnreachable as exc:
+                if not isinstance(endpoint, DeviceEndpoint):
+                    raise
+                endpoint = self._relocate(endpoint.name, exc, endpoint.base_url)
+                entries = self._client(endpoint).list_models()
             kind = "device" if isinstance(endpoint, DeviceEndpoint) else "remote"
             models = [RemoteModel(_model_id(endpoint, m["id"]), endpoint.name, m["id"], endpoint.base_url,
                                   float(m.get("created") or 0), kind=kind) for m in entries]
@@ -245,27 +295,26 @@ class RemoteEngine:
 
     def check(self, model_id: str) -> LoadedModel:
         """What ``Runtime.load`` returns for a remote model: asks the remote that it serves the model."""
-        client, model = self._route(model_id)
-        name = client.endpoint.name
-        if model not in {m["id"] for m in client.list_models()}:
-            raise ModelNotFound(f"remote engine {name!r} does not list a model {model!r}")
+        _, model = self._route(model_id)
+        client, listed = self._once_more(model_id, lambda c, m: (c, c.list_models()))
+        if model not in {m["id"] for m in listed}:
+            raise ModelNotFound(f"remote engine {client.endpoint.name!r} does not list a model {model!r}")
         return LoadedModel(model_id=model_id, path=client.endpoint.base_url, pid=0, n_ctx=0, n_gpu_layers=0,
                            n_layers=0, verdict="remote", planned_ram_bytes=0, planned_gpu_bytes=0,
                            loaded_at=time.time(), last_used=time.time(),
                            notes=[f"served by {client.endpoint.base_url}"])
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None) -> Iterator[Chunk]:
-        client, model = self._route(model_id)
-        return client.chat(model, request, cancel)
+        self._route(model_id)  # an unknown id fails here, not when the stream is first read
+        return self._stream_once_more(model_id, lambda c, m: c.chat(m, request, cancel))
 
     def complete(self, model_id: str, request: CompletionRequest,
                  cancel: threading.Event | None = None) -> Iterator[Chunk]:
-        client, model = self._route(model_id)
-        return client.complete(model, request, cancel)
+        self._route(model_id)
+        return self._stream_once_more(model_id, lambda c, m: c.complete(m, request, cancel))
 
     def embed(self, model_id: str, inputs: list[str]) -> tuple[list[list[float]], int]:
-        client, model = self._route(model_id)
-        return client.embed(model, inputs)
+        return self._once_more(model_id, lambda c, m: c.embed(m, inputs))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

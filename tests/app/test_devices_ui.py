@@ -162,6 +162,7 @@ def fake_desk(tmp_path):
     _, _, identity = _other_device(tmp_path, "desk")
     fake = start_fake_server(Behaviour(vanish_after=5), ssl_certfile=str(identity.cert_path),
                              ssl_keyfile=str(identity.key_path), graceful_s=0.5)  # (an idle keep-alive: no wait)
+    fake.cert_pem = identity.cert_pem
     fake.pair = lambda settings: DeviceBook(settings).add(PairedDevice(
         "desk", SERVER, identity.fingerprint, cert_pem=identity.cert_pem, address=f"127.0.0.1:{fake.port}"), "a-token")
     yield fake
@@ -221,3 +222,24 @@ def test_move_up_sets_the_preferred_device_for_the_engine_and_the_picker(qtbot, 
         app.ctx.engine.remotes.close()
         for fake in fakes:
             fake.stop()
+
+
+def test_check_again_finds_a_paired_device_at_its_new_address_by_its_certificate(qtbot, fake_desk, app):
+    """desk was paired at a port where nothing answers now and is announced by mDNS at its new port:
+    Check again moves it there (its certificate checked first), and its models are back."""
+    from fireside.engine.devices.announce import Announcer
+    from fireside.engine.devices.identity import fingerprint_of_pem
+
+    DeviceBook(app.ctx.settings).add(PairedDevice("desk", SERVER, fingerprint_of_pem(fake_desk.cert_pem),
+                                                  cert_pem=fake_desk.cert_pem, address="127.0.0.1:9"), "a-token")
+    panel = _panel(app)
+    announcer = Announcer("desk", fake_desk.port, fingerprint_of_pem(fake_desk.cert_pem), ["127.0.0.1"])
+    try:
+        qtbot.waitUntil(lambda: any(f.name == "desk" for f in panel.found), timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: panel.check_button.isEnabled(), timeout=WAIT_MS)
+        panel.check_button.click()
+        qtbot.waitUntil(lambda: any(t.startswith(f"desk — reachable at 127.0.0.1:{fake_desk.port}")
+                                    for t in _texts(panel.paired)), timeout=WAIT_MS)
+    finally:
+        announcer.close()
+    assert DeviceBook(app.ctx.settings).get("desk", SERVER).address == f"127.0.0.1:{fake_desk.port}"
