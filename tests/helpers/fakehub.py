@@ -235,6 +235,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Accept-Ranges", "bytes")
         self.send_header("ETag", f'"{hashlib.sha256(data).hexdigest()}"')
+        # it closes the connection after the bytes (below), so it says so, as a real server does: a client
+        # that took the connection as kept alive could send its next request into the closing socket
+        self.send_header("Connection", "close")
         self.end_headers()
         if self.command == "HEAD":
             return
