@@ -13,20 +13,10 @@ from fireside.engine.documents.registry import Registry
 from fireside.engine.errors import DocumentNotFound, DocumentRejected
 from tests.helpers.waiting import wait_until
 
+from .conftest import settled
 from .files import write_pdf
 
 NOTES = b"# Lamp room\n\nThe lens is polished every Tuesday.\n\n# Garden\n\nTomatoes grow behind the tower.\n"
-
-
-@pytest.fixture
-def collections(tmp_path):
-    c = Collections(tmp_path / "knowledge")
-    yield c
-    c.close()
-
-
-def _settled(c: Collections, collection_id: str) -> None:
-    wait_until(lambda: c.get(collection_id).status == "completed", timeout=30)
 
 
 def test_a_collection_indexes_its_files_and_finds_passages_in_them(collections, tmp_path):
@@ -34,7 +24,7 @@ def test_a_collection_indexes_its_files_and_finds_passages_in_them(collections, 
     pdf = write_pdf(tmp_path / "ledger.pdf", ["Ledger", "The quince trees were pruned in February."])
     ledger = collections.uploads.save(pdf.open("rb"), "ledger.pdf", "assistants")
     made = collections.create("notes", [notes.id, ledger.id])
-    _settled(collections, made.id)
+    settled(collections, made.id)
     [quince] = collections.search([made.id], "when were the quince trees pruned", k=1)
     assert (quince.file_id, quince.filename, quince.page) == (ledger.id, "ledger.pdf", 2)
     [lens] = collections.search([made.id], "lens polished", k=1)
@@ -60,7 +50,7 @@ def test_a_file_left_in_progress_by_a_stop_is_indexed_when_the_collections_open_
     registry.close()
     again = Collections(tmp_path / "knowledge")
     try:
-        _settled(again, "vs_left")
+        settled(again, "vs_left")
         assert again.search(["vs_left"], "tomatoes")[0].file_id == stored.id
     finally:
         again.close()
@@ -84,7 +74,7 @@ def test_search_reads_only_finished_files_and_unknown_ids_say_which(collections)
     with pytest.raises(DocumentNotFound, match="file-nope"):
         collections.add(made.id, "file-nope")
     collections.add(made.id, stored.id)
-    _settled(collections, made.id)
+    settled(collections, made.id)
     collections.remove(made.id, stored.id)
     assert collections.search([made.id], "tomatoes") == []
 

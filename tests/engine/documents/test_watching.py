@@ -13,16 +13,7 @@ from fireside.engine.documents.limits import MAX_HTML_BYTES
 from fireside.engine.errors import DocumentRejected
 from tests.helpers.waiting import wait_until
 
-
-@pytest.fixture
-def collections(tmp_path):
-    c = Collections(tmp_path / "knowledge")
-    yield c
-    c.close()
-
-
-def _settled(c: Collections, collection_id: str) -> None:
-    wait_until(lambda: c.get(collection_id).status == "completed", timeout=30)
+from .conftest import settled
 
 
 def _files(c: Collections, collection_id: str) -> set[str]:
@@ -41,7 +32,7 @@ def test_a_watched_folder_follows_new_changed_and_deleted_files(collections, tmp
     (folder / "photo.png").write_bytes(b"\x89PNG not a document")
     made = collections.watcher.watch(folder)
     assert made.name == "notes" and made.metadata["watched_folder"] == str(folder.resolve())
-    _settled(collections, made.id)
+    settled(collections, made.id)
     assert _files(collections, made.id) == {"lamp.md", "beds.txt"}
     assert _found(collections, made.id, "tomatoes")[0] == "beds.txt"
 
@@ -51,7 +42,7 @@ def test_a_watched_folder_follows_new_changed_and_deleted_files(collections, tmp
     (folder / "garden" / "beds.txt").unlink()  # deleted
     scan = collections.watcher.rescan(made.id)
     assert (scan.added, scan.changed, scan.removed) == (1, 1, 1)
-    _settled(collections, made.id)
+    settled(collections, made.id)
     assert _files(collections, made.id) == {"lamp.md", "bell.md"}
     assert _found(collections, made.id, "bell noon")[0] == "bell.md"
     assert _found(collections, made.id, "vinegar")[0] == "lamp.md"
@@ -75,7 +66,7 @@ def test_a_symlink_loop_is_entered_once(collections, tmp_path):
     (folder / ".git").mkdir()
     (folder / ".git" / "HEAD.txt").write_text("ref: main\n")
     made = collections.watcher.watch(folder)
-    _settled(collections, made.id)
+    settled(collections, made.id)
     assert _files(collections, made.id) == {"note.md"}
 
 
@@ -86,7 +77,7 @@ def test_refused_files_are_kept_with_their_reason_and_not_read_again(collections
     (folder / "huge.html").write_bytes(b"<p>" + b"x" * MAX_HTML_BYTES + b"</p>")
     (folder / "fake.txt").write_bytes(bytes(range(256)) * 64)
     made = collections.watcher.watch(folder)
-    _settled(collections, made.id)
+    settled(collections, made.id)
     assert _files(collections, made.id) == {"ok.md"}
     assert collections.watcher.folder(made.id).refused == 2
     reasons = collections.watcher.refusals(made.id)
@@ -101,14 +92,14 @@ def test_a_watched_collection_survives_a_restart_and_its_delete_takes_its_copies
     (folder / "a.md").write_text("Apples.\n")
     first = Collections(tmp_path / "knowledge")
     made = first.watcher.watch(folder, "Orchard")
-    _settled(first, made.id)
+    settled(first, made.id)
     first.close()
     second = Collections(tmp_path / "knowledge")
     try:
         assert [w.folder for w in second.watcher.folders()] == [folder.resolve()]
         (folder / "b.md").write_text("Bananas.\n")
         assert second.watcher.rescan(made.id).added == 1
-        _settled(second, made.id)
+        settled(second, made.id)
         assert _files(second, made.id) == {"a.md", "b.md"}
         second.delete(made.id)
         assert second.uploads.list() == [] and second.watcher.folders() == []
