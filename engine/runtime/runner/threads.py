@@ -89,8 +89,13 @@ class ThreadController:
         per_token = seconds / tokens
         old = self.est.get((bucket, threads))
         fresh = old is not None and self.clock - old.at < FRESH_S
+        probed = self.probe is not None and threads == self.threads  # PROBE_STEPS - left measured so far
+        if probed and self.probe[1] == PROBE_STEPS:
+            fresh = False  # a probe measures its count afresh: a time from before the machine changed
+            #                (a busy stretch) would outweigh it for dozens of probes if smoothed into
         if fresh:
-            old.per_token += SLOW_ALPHA * (per_token - old.per_token)
+            alpha = 1 / (PROBE_STEPS - self.probe[1] + 1) if probed else SLOW_ALPHA  # a probe: its steps' mean
+            old.per_token += alpha * (per_token - old.per_token)
             old.at = self.clock
         else:
             self.est[(bucket, threads)] = _Estimate(per_token, self.clock)

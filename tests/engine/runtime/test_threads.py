@@ -20,6 +20,9 @@ SMALL = {"quiet": {1: 1 / 123, 2: 1 / 121}, "busy": {1: 1 / 117, 2: 1 / 38.6}}
 LARGE = {"quiet": {1: 0.052, 2: 0.028}, "busy": {1: 0.056, 2: 0.085}}
 # the same machine at a load average of 10 (other builds running): 1 thread 20 tok/s, 2 threads 1.7
 CROWDED = {"quiet": {1: 1 / 123, 2: 1 / 121}, "busy": {1: 1 / 20, 2: 1 / 1.7}}
+# the starter on a 2-core EPYC host on 2026-12-02, where a second thread pays: llama-bench -t 1 43 tok/s,
+# -t 2 70; bench/busy.py's llama-server at 2 threads beside one busy process 17.8
+PAYS = {"quiet": {1: 1 / 43, 2: 1 / 70}, "busy": {1: 1 / 40, 2: 1 / 17.8}}
 FOUR = {"quiet": {1: 0.100, 2: 0.052, 3: 0.036, 4: 0.028}, "busy": {1: 0.104, 2: 0.055, 3: 0.039, 4: 0.090}}
 
 
@@ -59,6 +62,21 @@ def test_a_busy_process_moves_decoding_to_fewer_threads_and_quiet_brings_them_ba
         clock += s
     assert back_at is not None and back_at < PROBE_MAX_S[1] + 0.2
     assert share_on(trace[600:], "quiet", 2, 200) > 0.9
+
+
+def test_a_long_busy_stretch_does_not_keep_decoding_on_one_thread_once_the_machine_is_quiet():
+    """Probes up during the busy stretch lost (2 threads at 17.8 tok/s): once quiet, the next probe's own
+    steps decide, not a smoothed time from the busy stretch (which kept one thread for about 10 s)."""
+    for seed in range(3):
+        ctl = ThreadController(2)
+        trace = run(ctl, PAYS, [("quiet", 300), ("busy", 600), ("quiet", 300)], seed=seed)
+        quiet, clock, settled = trace[900:], 0.0, None
+        for i, (_, t, s) in enumerate(quiet):
+            if settled is None and all(t2 == 2 for _, t2, _ in quiet[i:i + 20]):
+                settled = clock
+            clock += s
+        assert settled is not None and settled < PROBE_MAX_S[1] + 0.5, (seed, settled)
+        assert share_on(trace, "quiet", 2, 250) > 0.9
 
 
 def test_a_small_model_that_gains_nothing_from_a_thread_does_not_take_it():
