@@ -80,7 +80,10 @@ def test_an_embedder_that_fails_leaves_the_passages_findable_by_keywords(tmp_pat
     try:
         store = _indexed(c)  # completed, not failed: the file's text is indexed whatever the embedder does
         result = c._index(store).search("lens polished")
-        assert result.mode == "bm25" and "nomic-embed could not embed" in result.note
+        assert result.mode == "bm25"  # at once, while the embedder is still being tried ...
+        # ... and once it has failed (on its own thread, after the text was indexed), the note says so
+        wait_until(lambda: "nomic-embed could not embed" in c._index(store).search("lens polished").note, timeout=30)
+        assert c._index(store).search("lens polished").mode == "bm25"
         assert c.search([store], "lens polished", k=1)[0].heading == "Lamp room"
     finally:
         c.close()
