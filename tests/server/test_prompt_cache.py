@@ -1,6 +1,7 @@
 """The prompt cache through the API: ``fireside serve`` restarted between two turns of a conversation
-answers the second from the KV state it saved on disk, and each dialect says so with no client change
-(the real ``openai``, ``anthropic`` and ``ollama`` clients): OpenAI's ``cached_tokens``, Anthropic's
+answers the second from the KV state it saved on disk, and each dialect says what it did not evaluate again
+with no client change (the real ``openai``, ``anthropic`` and ``ollama`` clients, one after another on the
+restarted server, sharing the resumed conversation): OpenAI's ``cached_tokens``, Anthropic's
 ``cache_read_input_tokens`` (with ``input_tokens`` the rest) and Ollama's ``prompt_eval_count`` (only
 the tokens evaluated). Then ``fireside cache ls|clear`` show and delete what was saved."""
 
@@ -35,24 +36,21 @@ def test_each_dialect_reports_the_turns_a_restarted_server_resumed_from_disk(tmp
     history = [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": reply}]
     n_first = first.usage.prompt_tokens
 
-    with serve(home, *ARGS) as url:
+    with serve(home, *ARGS) as url:  # restarted: the first turn is on disk only
         oa = openai.OpenAI(base_url=f"{url}/v1", api_key="x")
         second = oa.chat.completions.create(model="starter", max_tokens=12, temperature=0, messages=[
             {"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": "And the herbs?"}])
-    assert second.usage.prompt_tokens_details.cached_tokens >= n_first  # resumed, not re-evaluated
-
-    with serve(home, *ARGS) as url:
+        assert second.usage.prompt_tokens_details.cached_tokens >= n_first  # resumed, not re-evaluated
+        # the other dialects on the same server: their own fields say what was not evaluated again
         an = anthropic.Anthropic(base_url=url, api_key="x")
         msg = an.messages.create(model="starter", max_tokens=12, system=SYSTEM,
                                  messages=[*history, {"role": "user", "content": "Is there a cafe?"}])
-    assert msg.usage.cache_read_input_tokens >= n_first
-    assert 0 < msg.usage.input_tokens < 40  # Anthropic's input_tokens: what was not read from the cache
-
-    with serve(home, *ARGS) as url:
+        assert msg.usage.cache_read_input_tokens >= n_first
+        assert 0 < msg.usage.input_tokens < 40  # Anthropic's input_tokens: what was not read from the cache
         ol = ollama.Client(host=url)
         r = ol.chat(model="starter", options={"temperature": 0, "num_predict": 12}, messages=[
             {"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": "Can I bring a dog?"}])
-    assert 0 < r.prompt_eval_count < 40  # Ollama counts the tokens it evaluated, not the cached prefix
+        assert 0 < r.prompt_eval_count < 40  # Ollama counts the tokens it evaluated, not the cached prefix
 
     listed = fireside("cache", "ls", "--json", env={**_env(home)})
     assert listed.returncode == 0, listed.stderr
