@@ -16,6 +16,14 @@ that is no faster than one fewer by ``MARGIN`` loses to it, so a small model tha
 from more threads does not take them from the rest of the desktop. A user's ``--threads N`` is a
 fixed choice that no measurement moves.
 
+A probe that loses waits before the next, long enough that lost probes cost at most ``OVERHEAD`` of
+the time; beside two busy processes one lost step on two threads took 100-200 ms, so the next probe up
+came 5 s of decoding later, and a machine gone quiet decoded on one thread all that while.
+``MachineLoad`` says sooner: on Linux it reads the cores other processes used (``/proc/stat`` less this
+process's own CPU time) every ``LOOK_S``, and when they drop from at least ``BUSY_CORES`` to under
+``QUIET_CORES`` the controller probes more threads at once (``quiet``). It is only a hint:
+the probe's own steps decide, and elsewhere (no ``/proc/stat``) probing alone finds the quiet machine.
+
 ``StepThreads`` applies it to a live context: one controller for steps that only decode and one for
 steps that evaluate a prompt (``llama_set_n_threads`` sets both counts; llama.cpp uses the batch
 count for any step of more than one token), within the share of the engine's cores the runtime
@@ -40,6 +48,9 @@ PROBE_STEPS = 2  # steps measured on the probed count ...
 CLEARLY_WORSE = 1.3  # ... but one step this much slower than the count it left ends the probe at once
 FRESH_S = 2.0  # a count's time older than this (of measured step time) no longer speaks for it
 SLOW_ALPHA = 0.1  # how much one step moves a count's smoothed time per token
+LOOK_S = 0.25  # how often the runner looks at what other processes use (MachineLoad)
+BUSY_CORES, QUIET_CORES = 0.6, 0.3  # other processes' cores that mean busy, and quiet again (the server
+#                                     and a streaming client take about 0.1 at 60 tokens/s)
 
 
 @dataclass
@@ -78,6 +89,13 @@ class ThreadController:
             self.wait[1] = PROBE_MIN_S
         self.threads = min(self.threads, self.most)
         return self.threads
+
+    def quiet(self) -> None:
+        """Other processes stopped taking cores: probe one more thread from the next step on, however long
+        the wait after the last lost probe was to be."""
+        if self.fixed is None and self.probe is None and self.threads < self.most:
+            self.next_at[1] = self.clock
+            self.wait[1] = PROBE_MIN_S
 
     def observe(self, threads: int, seconds: float, tokens: int) -> int:
         """One step of ``tokens`` tokens took ``seconds`` on ``threads`` threads; returns the count for
@@ -173,6 +191,54 @@ def _bucket(tokens: int) -> int:
     return tokens if tokens <= 8 else 1 << (tokens - 1).bit_length()
 
 
+class MachineLoad:
+    """What other processes take of the machine's cores, from ``/proc/stat`` (Linux) and this process's
+    own CPU time. ``went_quiet`` is polled after each step and true once when they drop from busy to
+    quiet; never true where ``/proc/stat`` cannot be read."""
+
+    def __init__(self, path: str = "/proc/stat", clock=time.monotonic, own=time.process_time):
+        import os
+
+        self.path, self.clock, self.own = path, clock, own
+        self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.busy = False
+        self.next_at = 0.0
+        self.last = self._read()
+
+    def _read(self) -> tuple[float, float, float] | None:
+        """(now, seconds of CPU every process used, seconds this process used), or None."""
+        try:
+            with open(self.path, "rb") as f:
+                fields = f.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 8 or fields[0] != b"cpu":
+            return None
+        user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+        return self.clock(), (user + nice + system + irq + softirq) / self.hz, self.own()
+
+    def others(self) -> float | None:
+        """Cores other processes used since the last call (None: unknown, or too soon to say)."""
+        if self.last is None:
+            return None
+        now = self._read()
+        if now is None or now[0] - self.last[0] < LOOK_S / 2:
+            return None
+        (t0, all0, own0), (t1, all1, own1) = self.last, now
+        self.last = now
+        return max(0.0, (all1 - all0) - (own1 - own0)) / (t1 - t0)
+
+    def went_quiet(self) -> bool:
+        if self.last is None or self.clock() < self.next_at:
+            return False
+        self.next_at = self.clock() + LOOK_S
+        cores = self.others()
+        if cores is None:
+            return False
+        was, self.busy = self.busy, cores >= BUSY_CORES or (self.busy and cores >= QUIET_CORES)
+        return was and not self.busy
+
+
 class StepThreads:
     """The thread counts of one runner's context: times each ``llama_decode`` and sets the counts
     the controllers choose before the next. ``fixed``: the user's ``--threads``; ``most``: the
@@ -186,6 +252,7 @@ class StepThreads:
         self.decode = ThreadController(most, fixed)
         self.prompt = ThreadController(most, fixed)
         self.applied: tuple[int, int] = (0, 0)
+        self.load = MachineLoad() if fixed is None and most > 1 else None
 
     def now(self) -> dict:
         """What a ``done`` event and ``stats`` report: the counts in use and how they are chosen."""
@@ -202,7 +269,13 @@ class StepThreads:
         rc = lc.llama_decode(self.ctx, batch)
         if rc == 0:
             control.observe(threads, time.perf_counter() - started, batch.n_tokens)
+        self._look()
         return rc
+
+    def _look(self) -> None:
+        if self.load is not None and self.load.went_quiet():
+            self.decode.quiet()
+            self.prompt.quiet()
 
     def embed(self, llama: Any, text: str, tokens: int, normalize: bool) -> list[float]:
         """``llama.embed(text)`` on the prompt phase's count, timed as a step of ``tokens``: an embedder
@@ -211,6 +284,7 @@ class StepThreads:
         started = time.perf_counter()
         vector = llama.embed(text, normalize=normalize)
         control.observe(threads, time.perf_counter() - started, max(1, tokens))
+        self._look()
         return vector
 
     def _apply(self, prefill: bool) -> tuple[ThreadController, int]:

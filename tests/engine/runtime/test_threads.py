@@ -10,11 +10,16 @@ shapes, not measured. A seeded noise of a few percent (and rare 3x stalls) sits 
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
-from fireside.engine.runtime.runner.threads import PROBE_MAX_S, ThreadController
+from fireside.engine.runtime.runner.threads import LOOK_S, PROBE_MAX_S, MachineLoad, ThreadController
 
 SMALL = {"quiet": {1: 1 / 123, 2: 1 / 121}, "busy": {1: 1 / 117, 2: 1 / 38.6}}
 LARGE = {"quiet": {1: 0.052, 2: 0.028}, "busy": {1: 0.056, 2: 0.085}}
@@ -136,3 +141,82 @@ def test_steps_of_several_streams_are_measured_apart_from_single_ones():
         per_step = LARGE["quiet"][threads] * (1.6 if tokens == 4 else 1.0) * rng.gauss(1, 0.02)
         ctl.observe(threads, per_step, tokens)
     assert ctl.threads == 2
+
+
+# two busy processes beside the starter: a lost probe's one step on two threads took 100-200 ms here
+HEAVY = {"quiet": {1: 1 / 43, 2: 1 / 70}, "busy": {1: 1 / 28, 2: 1 / 6}}
+
+
+def _just_after_a_lost_probe(ctl: ThreadController) -> None:
+    run(ctl, HEAVY, [("quiet", 300), ("busy", 300)])
+    for _ in range(400):  # on until a probe of two threads has just lost
+        run(ctl, HEAVY, [("busy", 1)])
+        if ctl.probe is None and ctl.next_at[1] - ctl.clock > 2.0:
+            return
+    raise AssertionError("no lost probe left a wait of over 2 s")
+
+
+def test_a_quiet_machine_seen_by_its_load_is_probed_at_once_however_long_the_wait_was():
+    alone = ThreadController(2)
+    _just_after_a_lost_probe(alone)
+    waiting = run(alone, HEAVY, [("quiet", 60)])  # 1.4 s
+    assert {t for _, t, _ in waiting} == {1}  # with no hint, more than a second of quiet on one thread
+    ctl = ThreadController(2)
+    _just_after_a_lost_probe(ctl)
+    ctl.quiet()
+    trace = run(ctl, HEAVY, [("quiet", 60)])
+    assert [t for _, t, _ in trace[1:4]] == [2, 2, 2] and share_on(trace, "quiet", 2, 50) > 0.9
+
+
+def test_a_users_fixed_count_ignores_the_hint():
+    ctl = ThreadController(2, fixed=1)
+    ctl.quiet()
+    assert run(ctl, HEAVY, [("quiet", 20)])[-1][1] == 1
+
+
+class _Stat:
+    """A /proc/stat whose first line the test writes, with its own clocks."""
+
+    def __init__(self, tmp_path):
+        self.path, self.now, self.own, self.busy_s = tmp_path / "stat", 0.0, 0.0, 0.0
+        self.write()
+
+    def write(self):
+        hz = os.sysconf("SC_CLK_TCK")
+        self.path.write_text(f"cpu  {int(self.busy_s * hz)} 0 0 999999 0 0 0 0 0 0\ncpu0 0 0 0 0\n")
+
+    def tick(self, seconds: float, others: float, own: float):
+        self.now += seconds
+        self.own += own * seconds
+        self.busy_s += (others + own) * seconds
+        self.write()
+
+
+def test_machine_load_says_quiet_once_when_other_processes_stop(tmp_path):
+    stat = _Stat(tmp_path)
+    load = MachineLoad(str(stat.path), clock=lambda: stat.now, own=lambda: stat.own)
+    seen = []
+    for others in [0.1] * 4 + [1.0] * 8 + [0.7] * 4 + [0.05] * 8 + [1.0] * 4 + [0.2] * 4:
+        stat.tick(LOOK_S, others, own=1.9)  # the runner's own two threads never count
+        seen.append(load.went_quiet())
+    assert seen.count(True) == 2  # busy (1.0, then 0.7: still busy) -> quiet, and again
+    assert seen.index(True) == 16 and seen[16:].index(True, 1) == 12
+
+
+def test_machine_load_without_proc_stat_never_hints(tmp_path):
+    load = MachineLoad(str(tmp_path / "missing"))
+    assert load.others() is None and not load.went_quiet()
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="reads Linux's /proc/stat")
+def test_machine_load_sees_a_real_busy_process():
+    load = MachineLoad()
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.6)
+        load.others()  # from here on the spinner has started
+        time.sleep(0.6)
+        assert load.others() > 0.5
+    finally:
+        spinner.kill()
+        spinner.wait()
