@@ -50,7 +50,7 @@ def chat(runtime, text, drafts=None, model="starter", **sampling):
 
 def test_the_starter_drafting_for_itself_gives_the_same_text_and_is_taken(runtime):
     drafted = accepted = 0
-    for text in PROMPTS[::3]:
+    for text in PROMPTS[::5]:  # six of the thirty: n-gram drafts take all thirty (test_drafts.py)
         chat(runtime, text, drafts=False, temperature=0, max_tokens=1)  # the prompt, cached
         off, off_usage = chat(runtime, text, drafts=False, temperature=0, max_tokens=MAX_TOKENS)
         on, usage = chat(runtime, text, temperature=0, max_tokens=MAX_TOKENS)
@@ -61,7 +61,7 @@ def test_the_starter_drafting_for_itself_gives_the_same_text_and_is_taken(runtim
 
 
 def test_seeded_sampled_replies_are_the_same_with_a_draft_model(runtime):
-    for seed, text in enumerate(PROMPTS[:4]):
+    for seed, text in enumerate(PROMPTS[:3]):
         kw = {"temperature": 0.8, "seed": seed, "max_tokens": MAX_TOKENS}
         chat(runtime, text, drafts=False, **{**kw, "max_tokens": 1})
         off, _ = chat(runtime, text, drafts=False, **kw)
