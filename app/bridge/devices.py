@@ -14,6 +14,8 @@ its pinned certificate proves it (``devices/relocate.py``). A one-time code is o
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 from dataclasses import dataclass
 
@@ -186,7 +188,11 @@ class DevicesController(QObject):
         self.browser = browser
 
     def _on_browser_changed(self, found: list) -> None:  # on zeroconf's thread: the signal is queued
-        self.discovered.emit([f for f in found if f.fingerprint != self._fingerprint])
+        if not self._browsing:  # stopped: the browser closes on a worker and may still report a change
+            return
+        # the bridge may be deleted (the app closing) between that check and the emit: nothing to tell
+        with contextlib.suppress(RuntimeError):  # "Signal source has been deleted"
+            self.discovered.emit([f for f in found if f.fingerprint != self._fingerprint])
 
     def stop_browsing(self, wait: bool = False) -> None:
         browser, self.browser, self._browsing = self.browser, None, False

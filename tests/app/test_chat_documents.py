@@ -68,7 +68,9 @@ def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_
     assert (first.settings.data_dir / "documents" / "chats" / f"{page.conv_id}.sqlite").exists()
 
     view = page.transcript.view(reply_id)
-    assert view.sources.isVisible() and view.sources.toggle.text() == f"Sources ({len(items)}) · found by keywords"
+    # the starter cites the passage ([1]) or not, by a near tie that the thread count in use can flip
+    assert view.sources.isVisible() and view.sources.toggle.text() in (
+        f"Sources ({len(items)}) · found by keywords", f"Sources ({len(items)}) · 1 cited · found by keywords")
     view.sources.toggle.click()
     assert "harbour.pdf, page 17" in view.sources.list.text() and view.sources.note.isVisible()
     with qtbot.waitSignal(page.source_shown, timeout=10_000) as shown:
