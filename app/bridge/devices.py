@@ -15,7 +15,6 @@ its pinned certificate proves it (``devices/relocate.py``). A one-time code is o
 from __future__ import annotations
 
 import contextlib
-
 import logging
 from dataclasses import dataclass
 

@@ -34,6 +34,7 @@ Runs on the runner's worker thread, except ``share``, which any thread may set.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -107,12 +108,13 @@ class ThreadController:
         per_token = seconds / tokens
         old = self.est.get((bucket, threads))
         fresh = old is not None and self.clock - old.at < FRESH_S
-        probed = self.probe is not None and threads == self.threads  # PROBE_STEPS - left measured so far
-        if probed and self.probe[1] == PROBE_STEPS:
+        # a probe's steps measured before this one (None: not probing this count)
+        measured = PROBE_STEPS - self.probe[1] if self.probe is not None and threads == self.threads else None
+        if measured == 0:
             fresh = False  # a probe measures its count afresh: a time from before the machine changed
             #                (a busy stretch) would outweigh it for dozens of probes if smoothed into
         if fresh:
-            alpha = 1 / (PROBE_STEPS - self.probe[1] + 1) if probed else SLOW_ALPHA  # a probe: its steps' mean
+            alpha = SLOW_ALPHA if measured is None else 1 / (measured + 1)  # a probe: its steps' mean
             old.per_token += alpha * (per_token - old.per_token)
             old.at = self.clock
         else:
@@ -197,8 +199,6 @@ class MachineLoad:
     quiet; never true where ``/proc/stat`` cannot be read."""
 
     def __init__(self, path: str = "/proc/stat", clock=time.monotonic, own=time.process_time):
-        import os
-
         self.path, self.clock, self.own = path, clock, own
         self.hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self.busy = False
@@ -229,9 +229,10 @@ class MachineLoad:
         return max(0.0, (all1 - all0) - (own1 - own0)) / (t1 - t0)
 
     def went_quiet(self) -> bool:
-        if self.last is None or self.clock() < self.next_at:
+        now = self.clock()
+        if self.last is None or now < self.next_at:
             return False
-        self.next_at = self.clock() + LOOK_S
+        self.next_at = now + LOOK_S
         cores = self.others()
         if cores is None:
             return False
