@@ -47,13 +47,17 @@ def _in_range(schema: dict, text: str, finish: str) -> None:
     jsonschema.validate(json.loads(text), schema)  # raises, naming the bound, if the reply broke one
 
 
-@pytest.mark.parametrize("schema,ask", CASES, ids=["digits-year", "p-n"])
-def test_openai_response_format_keeps_the_bounds(base_url, schema, ask):
+def _openai_choice(base_url: str, schema: dict, ask: str):
     client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=300)
     reply = client.chat.completions.create(
         model="starter", messages=[{"role": "user", "content": ask}], temperature=0, max_tokens=MAX_TOKENS,
         response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}})
-    choice = reply.choices[0]
+    return reply.choices[0]
+
+
+@pytest.mark.parametrize("schema,ask", CASES, ids=["digits-year", "p-n"])
+def test_openai_response_format_keeps_the_bounds(base_url, schema, ask):
+    choice = _openai_choice(base_url, schema, ask)
     _in_range(schema, choice.message.content, choice.finish_reason)
 
 
@@ -69,12 +73,9 @@ def test_a_bounded_array_closes_and_the_year_after_it_keeps_its_bounds_too(base_
     """The digits case with maxItems: the array must close, so the year is written, and in range."""
     schema = {**DIGITS_YEAR, "properties": {**DIGITS_YEAR["properties"], "digits": {
         **DIGITS_YEAR["properties"]["digits"], "maxItems": 6}}}
-    client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="unused", max_retries=0, timeout=300)
-    reply = client.chat.completions.create(
-        model="starter", messages=[{"role": "user", "content": CASES[0][1]}], temperature=0, max_tokens=MAX_TOKENS,
-        response_format={"type": "json_schema", "json_schema": {"name": "reply", "schema": schema}})
-    assert reply.choices[0].finish_reason == "stop", reply.choices[0]
-    jsonschema.validate(json.loads(reply.choices[0].message.content), schema)
+    choice = _openai_choice(base_url, schema, CASES[0][1])
+    assert choice.finish_reason == "stop", choice
+    jsonschema.validate(json.loads(choice.message.content), schema)
 
 
 @pytest.mark.parametrize("schema,ask", CASES, ids=["digits-year", "p-n"])

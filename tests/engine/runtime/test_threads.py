@@ -76,7 +76,7 @@ def test_a_long_busy_stretch_does_not_keep_decoding_on_one_thread_once_the_machi
         ctl = ThreadController(2)
         trace = run(ctl, PAYS, [("quiet", 300), ("busy", 600), ("quiet", 300)], seed=seed)
         quiet, clock, settled = trace[900:], 0.0, None
-        for i, (_, t, s) in enumerate(quiet):
+        for i, (_, _, s) in enumerate(quiet):
             if settled is None and all(t2 == 2 for _, t2, _ in quiet[i:i + 20]):
                 settled = clock
             clock += s
