@@ -66,3 +66,11 @@ def vision_pair(tmp_path_factory):
     from tests.helpers.vision_model import build_vision_pair
 
     return build_vision_pair(tmp_path_factory.mktemp("vision-pair"), smollm2_file())
+
+
+@pytest.fixture(scope="session")
+def mrope_pair(tmp_path_factory):
+    """The tiny M-RoPE vision pair (Qwen2-VL-shaped: text model, mmproj), written once per session."""
+    from tests.helpers.vision_model import build_mrope_pair
+
+    return build_mrope_pair(tmp_path_factory.mktemp("mrope-pair"), smollm2_file())

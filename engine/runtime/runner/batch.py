@@ -218,8 +218,10 @@ class BatchEngine:
         if not tokens:
             self._finish_early(req_id, "error", error="ValueError", message="the prompt is empty")
             return
-        if len(tokens) >= self.n_ctx:
-            n = len(tokens)
+        images = msg.pop("images", [])
+        n = len(tokens) + vision.extra_cells(images)  # what the prompt fills of the slot's context
+        if n >= self.n_ctx:
+            vision.free(images)
             self._finish_early(req_id, "error", error="ContextOverflow", prompt_tokens=n, context=self.n_ctx,
                                message=f"the prompt is {n:,} tokens but the context holds {self.n_ctx:,}")
             return
@@ -227,18 +229,19 @@ class BatchEngine:
         try:
             chain = Chain(self.llama, s, msg.get("grammar"))
         except ValueError as exc:
+            vision.free(images)
             self._finish_early(req_id, "error", error="GrammarError", message=str(exc))
             return
-        reply = Reply(self.llama, s, len(tokens), started, self.n_ctx)
+        reply = Reply(self.llama, s, n, started, self.n_ctx)
         prediction, off = msg.get("prediction_tokens"), msg.get("drafts") is False  # off: no drafting at all
         reply.predicted = prediction is not None
         lookup = not off and msg.get("drafts", self.drafting) is not False
-        modelled = not off and self.draft_model is not None and not msg.get("images")
+        modelled = not off and self.draft_model is not None and not images
         drafter = Drafter(tokens, prediction, lookup) if not off and (prediction or lookup or modelled) else None
         if modelled:
             drafter.model = lambda k: self._guess(drafter, k)
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
-                                 tag=msg.get("cache_tag"), images=msg.pop("images", []), drafter=drafter))
+                                 tag=msg.get("cache_tag"), images=images, drafter=drafter))
 
     def _guess(self, drafter: Drafter, k: int) -> list[int]:
         """The draft model's next ``k`` tokens for the slot ``drafter``'s request is in."""
@@ -303,8 +306,8 @@ class BatchEngine:
         keep = vision.whole_images(seq.images, keep)
         lc.llama_memory_seq_rm(self.mem, slot.seq_id, keep, -1)
         slot.tokens = slot.tokens[:keep]
-        seq.reply.cached = keep
-        seq.reply.restored = keep if restored else 0
+        seq.reply.cached = keep + vision.extra_cells(seq.images, keep)  # in tokens, an image's embeddings each
+        seq.reply.restored = seq.reply.cached if restored else 0
 
     def _restore(self, slot: _Slot, seq: _Seq, keep: int) -> int:
         """Load the saved state sharing the longest prefix with the prompt into ``slot`` when that beats
@@ -347,7 +350,8 @@ class BatchEngine:
             outputs.append((seq, self._add(slot.seq_id, seq.next_token, pos, True)))
             # a draft leaves a token of the batch for each slot still to come, stays in the slot's
             # context and within the reply's max tokens (drafts.py)
-            room = min(self.n_batch - self.batch.n_tokens - (len(generating) - n), self.n_ctx - pos - 2,
+            room = min(self.n_batch - self.batch.n_tokens - (len(generating) - n),
+                       self.n_ctx - pos - vision.extra_cells(seq.images) - 2,
                        seq.reply.max_tokens - seq.reply.n_out - 1)
             seq.draft = seq.drafter.propose(room) if seq.drafter else []
             for i, token in enumerate(seq.draft, 1):

@@ -139,7 +139,8 @@ class Runner:
 
     def _tokens(self, prompt: Any, add_bos: bool, msg: dict) -> list[int]:
         """The prompt's tokens; a prompt with images (``runner/vision.py``) leaves its image chunks in
-        ``msg["images"]`` for the batch engine, bar a ``tokenize`` request's (freed: only counted)."""
+        ``msg["images"]`` for the batch engine, bar a ``tokenize`` request's (freed: only counted, so
+        an image stands there for each of its embeddings)."""
         from .tokens import prompt_tokens
 
         if isinstance(prompt, str) or all(isinstance(s, tuple) for s in prompt):
@@ -150,8 +151,9 @@ class Runner:
         if msg["op"] == "generate":
             msg["images"] = images
         else:
-            from .vision import free
+            from .vision import counted, free
 
+            tokens = counted(tokens, images)
             free(images)
         return tokens
 

@@ -5,19 +5,24 @@ their evaluation into a slot's sequence.
 thread turns a prompt whose segments hold ``types.Image`` objects into tokens with ``tokenize``: text
 as ``tokens.py`` does, and each image through ``mtmd_tokenize`` of the media marker alone, so a
 model's own tokens around an image (Gemma's ``<start_of_image>``, SmolVLM's tile tags) come with it.
-An image chunk takes as many places in the slot's token list as it has embeddings, each an *image
-token*: a negative number drawn from the image's digest (the hash of its decoded pixels) and its place
-in the image. A real token is never negative, so the batch engine's prefix matching works unchanged:
-the next turn of a conversation with the same image shares its prefix (the image is not encoded
-again), another image differs at its first place, and the prompt cache on disk keeps the same list.
+An image chunk takes as many places in the slot's token list as it takes positions in the sequence,
+each an *image token*: a negative number drawn from the image's digest (the hash of its decoded pixels)
+and its place in the image. A real token is never negative, so the batch engine's prefix matching works
+unchanged: the next turn of a conversation with the same image shares its prefix (the image is not
+encoded again), another image differs at its first place, and the prompt cache on disk keeps the same
+list. Most projectors give an image one position per embedding; those of models that place image
+embeddings by 2-D positions (M-RoPE: Qwen2-VL and kin) give a grid of ``nx`` by ``ny`` embeddings the
+positions ``max(nx, ny)`` and the text after it the next one, as llama.cpp's mtmd does. So a place in
+the token list is always a position, and a slot's positions, prefix reuse, ``seq_rm`` and saved states
+need no other map; only the KV cells an image fills (``cells``, one per embedding) can outnumber its
+places, and the context checks count those (``extra_cells``).
 
 The batch engine (``batch.py``) calls ``evaluate`` on its worker thread when a slot's prompt reaches an
 image: the chunk is encoded (the vision tower and projector) and its embeddings decoded into the
 slot's sequence at its positions (``mtmd_helper_decode_image_chunk``, which handles non-causal
-attention where the model needs it), in a ``llama_decode`` of its own between two steps of the batch:
-the other slots' streams wait for that one call, as they do in llama-server. Text before and after an
-image goes in the shared batch as usual. Projectors whose models place image embeddings by 2-D
-positions (M-RoPE: Qwen2-VL and kin) are refused at load for now: their positions are not one a token.
+attention and M-RoPE positions where the model needs them), in a ``llama_decode`` of its own between
+two steps of the batch: the other slots' streams wait for that one call, as they do in llama-server.
+Text before and after an image goes in the shared batch as usual.
 
 Threading: ``tokenize`` runs on the tokenizer thread (mtmd's tokenizer reads the vocabulary and the
 image preprocessor, as llama-server's HTTP threads do); ``evaluate`` on the worker thread only.
@@ -37,11 +42,13 @@ IMAGE_TOKEN_SPACE = 2**31 - 2  # image tokens are -1 down to -(2**31 - 1)
 
 @dataclass
 class ImageChunk:
-    """One image of a prompt: mtmd's chunk (owned here), its place and length in the token list."""
+    """One image of a prompt: mtmd's chunk (owned here), its place and length (positions) in the token
+    list, and the KV cells (embeddings) it fills."""
 
     chunk: Any
     start: int
-    n_tokens: int
+    places: int
+    cells: int
     digest: str
     freed: bool = field(default=False, repr=False)
 
@@ -77,9 +84,6 @@ class Projector:
         if not mtmd.mtmd_support_vision(self.ctx):
             self.close()
             raise RuntimeError(f"{path} is not a vision projector (it has no image encoder)")
-        if mtmd.mtmd_decode_use_mrope(self.ctx):
-            self.close()
-            raise RuntimeError(f"{path} needs M-RoPE positions (Qwen2-VL and kin), which Fireside does not place yet")
         self.marker = mtmd.mtmd_default_marker()
 
     def close(self) -> None:
@@ -141,12 +145,11 @@ class Projector:
             ptr = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
             tokens += [ptr[j] for j in range(n.value)]
             return 0
-        n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
-        if mtmd.mtmd_input_chunk_get_n_pos(chunk) != n_tokens:
-            raise ValueError("this projector places images by 2-D positions, which Fireside does not do yet")
+        places = mtmd.mtmd_input_chunk_get_n_pos(chunk)
+        cells = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
         digest = image.digest if tile == 0 else _tile(image.digest, tile)
-        images.append(ImageChunk(mtmd.mtmd_input_chunk_copy(chunk), len(tokens), n_tokens, digest))
-        tokens += image_tokens(digest, n_tokens)
+        images.append(ImageChunk(mtmd.mtmd_input_chunk_copy(chunk), len(tokens), places, cells, digest))
+        tokens += image_tokens(digest, places)
         return 1
 
     # --- worker thread ---------------------------------------------------------------------------
@@ -165,6 +168,9 @@ class Projector:
                                                  None)
         if rc != 0:
             raise RuntimeError(f"llama.cpp failed to decode an image's embeddings ({rc})")
+        if new_n_past.value != image.start + image.places:  # what the next text's positions rest on
+            raise RuntimeError(f"llama.cpp placed an image at {image.start}..{new_n_past.value}, "
+                               f"not {image.start}..{image.start + image.places}")
 
 
 def _tile(digest: str, n: int) -> str:
@@ -186,9 +192,25 @@ def text_end(images: list[ImageChunk], start: int, end: int) -> int:
 def whole_images(images: list[ImageChunk], keep: int) -> int:
     """``keep`` cut back to an image's start if it falls inside one: half an image is no use."""
     for image in images:
-        if image.start < keep < image.start + image.n_tokens:
+        if image.start < keep < image.start + image.places:
             return image.start
     return keep
+
+
+def extra_cells(images: list[ImageChunk], upto: int | None = None) -> int:
+    """The KV cells the images (those wholly before place ``upto``, or all) fill beyond their places in
+    the token list: 0 but for M-RoPE projectors, whose ``nx`` by ``ny`` grid takes ``max(nx, ny)`` places."""
+    return sum(i.cells - i.places for i in images if upto is None or i.start + i.places <= upto)
+
+
+def counted(tokens: list[int], images: list[ImageChunk]) -> list[int]:
+    """``tokens`` with each image's places widened to its cells: a list whose length is what the prompt
+    fills of the context (what a ``tokenize`` request counts)."""
+    out, at = [], 0
+    for image in sorted(images, key=lambda i: i.start):
+        out += tokens[at:image.start] + image_tokens(image.digest, image.cells)
+        at = image.start + image.places
+    return out + tokens[at:]
 
 
 def free(images: list[ImageChunk] | None) -> None:
@@ -211,4 +233,4 @@ def evaluate_due(engine: Any) -> None:
             except RuntimeError as exc:
                 engine._release(slot, None, error=str(exc))
                 break
-            slot.tokens += seq.prompt[image.start:image.start + image.n_tokens]
+            slot.tokens += seq.prompt[image.start:image.start + image.places]
