@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.helpers: t
 from fireside.engine.bench.targets import HttpTarget, RequestResult, free_port, started  # noqa: E402
 from fireside.engine.library.starter import starter_path  # noqa: E402
 from fireside.engine.settings import Settings  # noqa: E402
-from tests.helpers.vision_model import build_vision_pair, data_url, image_bytes  # noqa: E402
+from tests.helpers.vision_model import build_vision_pair, data_url, image_bytes, write_projector  # noqa: E402
 
 QUESTION = "Describe this picture."
 SLOTS = 4
@@ -71,7 +71,19 @@ def pair(args: argparse.Namespace, folder: Path) -> tuple[Path, Path]:
     if os.environ.get("FIRESIDE_TEST_VLM"):
         model, mmproj = os.environ["FIRESIDE_TEST_VLM"].split(":", 1)
         return Path(model), Path(mmproj)
+    if args.pair == "tower":
+        return starter_path(), tower_projector(folder / "pair")
     return build_vision_pair(folder / "pair", starter_path())
+
+
+def tower_projector(folder: Path) -> Path:
+    """A projector the size of LLaVA-1.5's tower cut to 12 layers (CLIP ViT-B/14: 768 wide, 12 heads,
+    224-pixel images in 256 patches), random weights, into the starter's 576-wide embeddings: the pair
+    then costs what a small real one does (an image is 256 tokens, encoded in about as long as the
+    starter takes to read them), where the tiny pair measures only the servers' overheads."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_projector(folder / "mmproj-starter-vit-b14-f32.gguf", n_layers=11, n_embd_text=576,
+                           image_size=224, patch=14, width=768, n_head=12)
 
 
 def start_fireside(home: Path, model: Path, mmproj: Path, threads: int, ctx: int) -> tuple[subprocess.Popen, str, str]:
@@ -143,6 +155,8 @@ def main() -> None:
     p.add_argument("--llama-server", help="llama-server binary (same vendored llama.cpp); without it, Fireside only")
     p.add_argument("--model", help="the text model GGUF (default: the tests' tiny pair)")
     p.add_argument("--mmproj", help="its projector GGUF")
+    p.add_argument("--pair", choices=["tiny", "tower"], default="tiny",
+                   help="without --model: the tests' tiny pair, or the starter with a ViT-B-sized projector")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2))

@@ -120,48 +120,52 @@ def write_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layer
 
 
 def write_projector(path: Path, *, seed: int = 11, n_layers: int = 2, n_embd_text: int = N_EMBD,
-                    file_type: int = 0) -> Path:
-    """A LLaVA-1.5-style ``mmproj``: CLIP ViT (class embedding, pre-norm, ``n_layers`` blocks) then ``mm.0``/``mm.2``."""
+                    file_type: int = 0, image_size: int = IMAGE_SIZE, patch: int = PATCH, width: int = V_EMBD,
+                    n_head: int = 2) -> Path:
+    """A LLaVA-1.5-style ``mmproj``: CLIP ViT (class embedding, pre-norm, ``n_layers`` blocks) then ``mm.0``/``mm.2``.
+    The tests' is tiny; ``bench/vision.py`` writes one of a real tower's size (``image_size``, ``patch``,
+    ``width``, ``n_head``, ``n_layers``), whose weights are scaled down with its width to stay finite."""
     rng = np.random.default_rng(seed)
-    n_pos, n_ff = IMAGE_TOKENS + 1, 2 * V_EMBD
+    n_pos, n_ff = (image_size // patch) ** 2 + 1, 2 * width
+    shrink = min(1.0, (V_EMBD / width) ** 0.5)
 
     def t(*shape: int, scale: float = 0.2) -> np.ndarray:
-        return (rng.standard_normal(shape) * scale).astype(np.float32)
+        return (rng.standard_normal(shape) * scale * shrink).astype(np.float32)
 
     w = GGUFWriter(str(path), arch="clip")
     w.add_name("Tiny Vision projector")
     w.add_bool("clip.has_vision_encoder", True)
     w.add_bool("clip.has_text_encoder", False)
     w.add_string("clip.projector_type", "mlp")
-    w.add_uint32("clip.vision.image_size", IMAGE_SIZE)
-    w.add_uint32("clip.vision.patch_size", PATCH)
-    w.add_uint32("clip.vision.embedding_length", V_EMBD)
+    w.add_uint32("clip.vision.image_size", image_size)
+    w.add_uint32("clip.vision.patch_size", patch)
+    w.add_uint32("clip.vision.embedding_length", width)
     w.add_uint32("clip.vision.feed_forward_length", n_ff)
     w.add_uint32("clip.vision.projection_dim", n_embd_text)
-    w.add_uint32("clip.vision.attention.head_count", 2)
+    w.add_uint32("clip.vision.attention.head_count", n_head)
     w.add_float32("clip.vision.attention.layer_norm_epsilon", 1e-5)
     w.add_uint32("clip.vision.block_count", n_layers + 1)  # llava reads the features of the next-to-last block
     w.add_array("clip.vision.image_mean", [0.5, 0.5, 0.5])
     w.add_array("clip.vision.image_std", [0.5, 0.5, 0.5])
     w.add_bool("clip.use_gelu", True)
     w.add_uint32("general.file_type", file_type)  # what the header says; the weights stay F32
-    w.add_tensor("v.class_embd", t(V_EMBD))
-    w.add_tensor("v.patch_embd.weight", t(V_EMBD, 3, PATCH, PATCH, scale=0.1))
-    w.add_tensor("v.position_embd.weight", t(n_pos, V_EMBD))
-    w.add_tensor("v.pre_ln.weight", np.ones(V_EMBD, dtype=np.float32))
-    w.add_tensor("v.pre_ln.bias", np.zeros(V_EMBD, dtype=np.float32))
+    w.add_tensor("v.class_embd", t(width))
+    w.add_tensor("v.patch_embd.weight", t(width, 3, patch, patch, scale=0.1))
+    w.add_tensor("v.position_embd.weight", t(n_pos, width))
+    w.add_tensor("v.pre_ln.weight", np.ones(width, dtype=np.float32))
+    w.add_tensor("v.pre_ln.bias", np.zeros(width, dtype=np.float32))
     for i in range(n_layers + 1):
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            w.add_tensor(f"v.blk.{i}.{name}.weight", t(V_EMBD, V_EMBD))
-            w.add_tensor(f"v.blk.{i}.{name}.bias", t(V_EMBD, scale=0.02))
+            w.add_tensor(f"v.blk.{i}.{name}.weight", t(width, width))
+            w.add_tensor(f"v.blk.{i}.{name}.bias", t(width, scale=0.02))
         for name in ("ln1", "ln2"):
-            w.add_tensor(f"v.blk.{i}.{name}.weight", np.ones(V_EMBD, dtype=np.float32))
-            w.add_tensor(f"v.blk.{i}.{name}.bias", np.zeros(V_EMBD, dtype=np.float32))
-        w.add_tensor(f"v.blk.{i}.ffn_up.weight", t(n_ff, V_EMBD))
+            w.add_tensor(f"v.blk.{i}.{name}.weight", np.ones(width, dtype=np.float32))
+            w.add_tensor(f"v.blk.{i}.{name}.bias", np.zeros(width, dtype=np.float32))
+        w.add_tensor(f"v.blk.{i}.ffn_up.weight", t(n_ff, width))
         w.add_tensor(f"v.blk.{i}.ffn_up.bias", t(n_ff, scale=0.02))
-        w.add_tensor(f"v.blk.{i}.ffn_down.weight", t(V_EMBD, n_ff))
-        w.add_tensor(f"v.blk.{i}.ffn_down.bias", t(V_EMBD, scale=0.02))
-    w.add_tensor("mm.0.weight", t(n_embd_text, V_EMBD, scale=0.5))
+        w.add_tensor(f"v.blk.{i}.ffn_down.weight", t(width, n_ff))
+        w.add_tensor(f"v.blk.{i}.ffn_down.bias", t(width, scale=0.02))
+    w.add_tensor("mm.0.weight", t(n_embd_text, width, scale=0.5))
     w.add_tensor("mm.0.bias", t(n_embd_text, scale=0.02))
     w.add_tensor("mm.2.weight", t(n_embd_text, n_embd_text, scale=0.5))
     w.add_tensor("mm.2.bias", t(n_embd_text, scale=0.02))

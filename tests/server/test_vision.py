@@ -179,3 +179,45 @@ def test_the_engine_facade_is_the_apps_door_to_images(served):
     chunks = list(engine.chat(model, ChatRequest([{"role": "user", "content": [
         {"type": "text", "text": QUESTION}, image.part()]}], Sampling(temperature=0.0, max_tokens=12))))
     assert "".join(c.text for c in chunks if c.kind == "text") == direct(rt, model, JPEG)
+
+
+def test_an_mrope_pair_gets_the_oracles_reply_and_counts_what_it_bills(mrope_pair, tmp_path):
+    """A library pairs the projector by its header; Ollama's client (repeat penalty off, as the oracle)
+    gets the oracle's reply for a tall image, and Anthropic's ``count_tokens`` counts what OpenAI's
+    ``usage`` bills for the same message: every embedding of the image."""
+    from tests.helpers.vision_model import mrope_image_tokens
+
+    image_2 = image_bytes(13, (40, 120))  # a tall image: a 3x8 grid, 24 embeddings in 8 positions
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
+    settings.ensure_dirs()
+    folder = settings.models_dir / "local" / "Tiny-MRoPE-GGUF"
+    folder.mkdir(parents=True)
+    for path in mrope_pair:
+        os.link(path, folder / path.name)
+    library = Library(settings)
+    [model] = [m for m in library.list() if m.source != "starter"]
+    assert model.projector == folder / mrope_pair[1].name
+    rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=0)
+    thread = ServerThread(create_app(rt, settings, library), "127.0.0.1", 0)
+    thread.start()
+    try:
+        url, image = thread.url, data_url(image_2)
+        seen = ollama.Client(host=url).chat(model=model.id, options={"temperature": 0, "num_predict": 12,
+                                                                     "repeat_penalty": 1.0},
+                                            messages=[{"role": "user", "content": QUESTION, "images": [image_2]}])
+        chat = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0).chat.completions.create(
+            model=model.id, max_tokens=4, temperature=0.0,
+            messages=[{"role": "user", "content": [{"type": "text", "text": QUESTION},
+                                                   {"type": "image_url", "image_url": {"url": image}}]}])
+        counted = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0).messages.count_tokens(
+            model=model.id, messages=[{"role": "user", "content": [
+                {"type": "text", "text": QUESTION},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                             "data": image.split(",", 1)[1]}}]}]).input_tokens
+    finally:
+        thread.stop()
+        rt.close()
+    [want] = oracle_replies(*mrope_pair, [[{"role": "user", "content": [  # Ollama puts images before the text
+        {"type": "image_url", "image_url": {"url": image}}, {"type": "text", "text": QUESTION}]}]])
+    assert seen.message.content == want
+    assert counted == chat.usage.prompt_tokens > mrope_image_tokens(40, 120)[0]
