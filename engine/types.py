@@ -33,6 +33,7 @@ class Sampling:
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
     logprobs: int | None = None  # None: no log-probabilities; k (0-20): each token's, with k alternatives
+    ignore_eos: bool = False  # never end at an end-of-generation token: run to max_tokens (benchmarks' option)
 
 
 @dataclass

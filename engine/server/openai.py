@@ -95,11 +95,12 @@ class Generation(Body):
     stop: Stop | None = None
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     presence_penalty: float | None = Field(None, ge=-2, le=2)
+    ignore_eos: bool | None = None  # llama-server's and vLLM's extension: run to max_tokens (benchmarks send it)
 
     def sampling(self, max_tokens: int | None, logprobs: int | None) -> Sampling:
         return sampling(max_tokens=max_tokens, temperature=self.temperature, top_p=self.top_p, seed=self.seed,
                         stop=self.stop, frequency_penalty=self.frequency_penalty,
-                        presence_penalty=self.presence_penalty, logprobs=logprobs)
+                        presence_penalty=self.presence_penalty, logprobs=logprobs, ignore_eos=self.ignore_eos)
 
     @property
     def include_usage(self) -> bool:

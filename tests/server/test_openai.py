@@ -119,6 +119,20 @@ def test_stop_string_ends_the_reply(client):
     assert "," not in r.choices[0].message.content
 
 
+def test_ignore_eos_runs_the_reply_to_max_tokens(client):
+    """A benchmark's ``ignore_eos`` (llama-server's and vLLM's extension): the starter, which ends a
+    greeting well within 64 tokens, writes all 64; greedy, the text it wrote before its end stays."""
+    ended = client.chat.completions.create(model="starter", messages=HI, max_tokens=64, temperature=0)
+    assert ended.choices[0].finish_reason == "stop" and ended.usage.completion_tokens < 64
+    ran = client.chat.completions.create(model="starter", messages=HI, max_tokens=64, temperature=0,
+                                         extra_body={"ignore_eos": True})
+    assert ran.choices[0].finish_reason == "length" and ran.usage.completion_tokens == 64
+    assert ran.choices[0].message.content.startswith(ended.choices[0].message.content)
+    streamed = client.completions.create(model="starter", prompt="Hi.", max_tokens=40, seed=2, stream=True,
+                                         stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    assert [c.usage.completion_tokens for c in streamed if c.usage] == [40]  # sampled too, and on /v1/completions
+
+
 @pytest.mark.parametrize("fmt", ["float", openai.NOT_GIVEN])  # not given: the SDK asks for base64, decodes it
 def test_embeddings_have_the_right_shape(client, fmt):
     r = client.embeddings.create(model="starter", input=["first text", "second", "third one"], encoding_format=fmt)

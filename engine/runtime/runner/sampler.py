@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import math
 import random
+import weakref
 from collections import deque
 from typing import Any
 
@@ -69,6 +70,7 @@ class Chain:
         # greedy with nothing else in the chain: the top logit, as llama.cpp's greedy sampler picks it
         # (the first of equals), without copying the row into a candidate array first
         self.argmax = own and s.temperature == 0 and not grammar
+        self.banned = eog_tokens(llama) if s.ignore_eos else ()  # masked in the row before any sampler
         if grammar:
             g = lc.llama_sampler_init_grammar(llama._model.vocab, grammar.encode("utf-8"), b"root")
             if not g:
@@ -103,10 +105,13 @@ class Chain:
         """Sample (and accept) the next token from output row ``idx`` of the last decode."""
         import llama_cpp as lc
 
-        if self.penalties is None and not self.argmax and self.mask is None:
+        if self.penalties is None and not self.argmax and self.mask is None and not self.banned:
             return lc.llama_sampler_sample(self.ptr, ctx, idx)
         row = lc.llama_get_logits_ith(ctx, idx)
         saved = self.penalties.apply(row) if self.penalties else []
+        for tok in self.banned:
+            saved.append((tok, row[tok]))
+            row[tok] = -math.inf
         try:
             if self.argmax:
                 token = self._top(ctx, idx)
@@ -115,7 +120,7 @@ class Chain:
             else:
                 token = lc.llama_sampler_sample(self.ptr, ctx, idx)
         finally:
-            for tok, value in saved:
+            for tok, value in reversed(saved):  # a token both penalized and banned gets its first value back
                 row[tok] = value
         if self.penalties:
             self.penalties.accept(token)
@@ -160,6 +165,20 @@ class Chain:
         if self.mask:
             lc.llama_sampler_free(self.mask)
             self.mask = None
+
+
+_EOG: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a loaded model's end-of-generation tokens
+
+
+def eog_tokens(llama: Any) -> tuple[int, ...]:
+    """The tokens that end a generation in ``llama``'s vocabulary (EOS, EOT, ``<|im_end|>``, ...), read
+    once per loaded model (a pass over the vocabulary costs ~10 ms)."""
+    import llama_cpp as lc
+
+    if llama not in _EOG:
+        vocab = llama._model.vocab
+        _EOG[llama] = tuple(t for t in range(llama.n_vocab()) if lc.llama_vocab_is_eog(vocab, t))
+    return _EOG[llama]
 
 
 def _f32(x: float) -> float:
