@@ -79,9 +79,11 @@ def _copy_tokenizer(w: GGUFWriter, keys: dict[str, object]) -> None:
 
 
 def write_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layers: int = 2,
-                     swap_tokens: tuple[int, int] | None = None) -> Path:
+                     swap_tokens: tuple[int, int] | None = None, mrope: bool = False) -> Path:
     """The text model; ``swap_tokens`` (two token ids) gives it a vocabulary that differs from SmolLM2's
-    only in those two tokens' places (a draft model that must be refused)."""
+    only in those two tokens' places (a draft model that must be refused). ``mrope``: Qwen2-VL's text
+    model instead (arch ``qwen2vl``, the one llama.cpp gives M-RoPE, so mtmd places images by grid:
+    llama's shape plus q/k/v biases and M-RoPE's sections)."""
     rng = np.random.default_rng(seed)
     keys = _tokenizer_keys(tokenizer_from)
     if swap_tokens:
@@ -93,25 +95,29 @@ def write_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layer
     def t(*shape: int, scale: float = 0.25) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float16)
 
-    w = GGUFWriter(str(path), arch="llama")
-    w.add_name("Tiny Vision")
+    w = GGUFWriter(str(path), arch="qwen2vl" if mrope else "llama")
+    w.add_name("Tiny M-RoPE Vision" if mrope else "Tiny Vision")
     w.add_context_length(2048)
     w.add_embedding_length(N_EMBD)
     w.add_block_count(n_layers)
     w.add_feed_forward_length(n_ff)
     w.add_head_count(n_head)
     w.add_head_count_kv(n_head)
-    w.add_layer_norm_rms_eps(1e-5)
+    w.add_layer_norm_rms_eps(1e-6 if mrope else 1e-5)
     w.add_rope_dimension_count(N_EMBD // n_head)
+    if mrope:
+        w.add_rope_dimension_sections(MROPE_SECTIONS)  # required: qwen2vl reads it without a default
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     _copy_tokenizer(w, keys)
-    w.add_tensor("token_embd.weight", t(n_vocab, N_EMBD, scale=1.0))
+    w.add_tensor("token_embd.weight", t(n_vocab, N_EMBD, scale=1.0))  # also the output (tied)
     w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
     for i in range(n_layers):
         w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
         for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
             w.add_tensor(f"blk.{i}.{name}.weight", t(N_EMBD, N_EMBD))
+        for name in ("attn_q", "attn_k", "attn_v") if mrope else ():  # optional to llama.cpp; Qwen2 has them
+            w.add_tensor(f"blk.{i}.{name}.bias", t(N_EMBD, scale=0.05).astype(np.float32))
         w.add_tensor(f"blk.{i}.ffn_gate.weight", t(n_ff, N_EMBD))
         w.add_tensor(f"blk.{i}.ffn_up.weight", t(n_ff, N_EMBD))
         w.add_tensor(f"blk.{i}.ffn_down.weight", t(N_EMBD, n_ff))
@@ -197,47 +203,7 @@ MROPE_MERGE = 2  # patches a side merged into a token (llama.cpp counts the grid
 # not read, so the floor is 8 tokens; an image under it is scaled up (a 1x1 one gives 3x3 tokens)
 MROPE_MIN_TOKENS = 8
 MROPE_MAX_TOKENS = 4096
-MROPE_HEADS = 4  # the text model's heads: 16 wide, so M-RoPE's sections below cover its 8 rotated pairs
-MROPE_SECTIONS = [2, 3, 3, 0]  # time, height, width (Qwen2-VL's 16/24/24 of 64 pairs, scaled down)
-
-
-def write_mrope_text_model(path: Path, tokenizer_from: Path, *, seed: int = 7, n_layers: int = 2) -> Path:
-    """The Qwen2-VL text model: llama's shape plus q/k/v biases, arch ``qwen2vl`` (the one llama.cpp
-    gives M-RoPE, so mtmd places images by grid), with ``write_text_model``'s vocabulary and scales."""
-    rng = np.random.default_rng(seed)
-    keys = _tokenizer_keys(tokenizer_from)
-    n_vocab, n_ff = len(keys["tokenizer.ggml.tokens"]), 4 * N_EMBD
-
-    def t(*shape: int, scale: float = 0.25) -> np.ndarray:
-        return (rng.standard_normal(shape) * scale).astype(np.float16)
-
-    w = GGUFWriter(str(path), arch="qwen2vl")
-    w.add_name("Tiny M-RoPE Vision")
-    w.add_context_length(2048)
-    w.add_embedding_length(N_EMBD)
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(n_ff)
-    w.add_head_count(MROPE_HEADS)
-    w.add_head_count_kv(MROPE_HEADS)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_dimension_count(N_EMBD // MROPE_HEADS)
-    w.add_rope_dimension_sections(MROPE_SECTIONS)  # required: qwen2vl reads it without a default
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    _copy_tokenizer(w, keys)
-    w.add_tensor("token_embd.weight", t(n_vocab, N_EMBD, scale=1.0))  # also the output (tied)
-    w.add_tensor("output_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-    for i in range(n_layers):
-        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(N_EMBD, dtype=np.float32))
-        for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
-            w.add_tensor(f"blk.{i}.{name}.weight", t(N_EMBD, N_EMBD))
-        for name in ("attn_q", "attn_k", "attn_v"):  # optional to llama.cpp, but Qwen2 has them
-            w.add_tensor(f"blk.{i}.{name}.bias", t(N_EMBD, scale=0.05).astype(np.float32))
-        w.add_tensor(f"blk.{i}.ffn_gate.weight", t(n_ff, N_EMBD))
-        w.add_tensor(f"blk.{i}.ffn_up.weight", t(n_ff, N_EMBD))
-        w.add_tensor(f"blk.{i}.ffn_down.weight", t(N_EMBD, n_ff))
-    _finish(w)
-    return path
+MROPE_SECTIONS = [2, 3, 3, 0]  # time, height, width: the 8 rotated pairs of a 16-wide head (Qwen2-VL: 16/24/24 of 64)
 
 
 def write_mrope_projector(path: Path, *, seed: int = 11, n_layers: int = 2,
@@ -298,7 +264,7 @@ def build_mrope_pair(folder: Path, tokenizer_from: Path) -> tuple[Path, Path]:
     """Write the Qwen2-VL-style text model and its ``mmproj`` in ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    model = write_mrope_text_model(folder / "tiny-mrope-vision-f16.gguf", tokenizer_from)
+    model = write_text_model(folder / "tiny-mrope-vision-f16.gguf", tokenizer_from, mrope=True)
     proj = write_mrope_projector(folder / "mmproj-tiny-mrope-vision-f32.gguf")
     return model, proj
 

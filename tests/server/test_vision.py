@@ -33,21 +33,28 @@ PNG, JPEG, BMP = image_bytes(1), image_bytes(3, (640, 480), "JPEG"), image_bytes
 
 @pytest.fixture(scope="module")
 def served(vision_pair, tmp_path_factory, smollm2_path):
-    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("vision-server"))})
+    thread, model, rt = serve(tmp_path_factory.mktemp("vision-server"), "Tiny-Vision-GGUF", vision_pair)
+    yield thread.url, model, rt
+    thread.stop()
+    rt.close()
+
+
+def serve(home, folder_name: str, pair) -> tuple[ServerThread, str, Runtime]:
+    """A server on a library of the starter and ``pair`` (in ``local/folder_name``); returns it, the pair's
+    model id and its runtime."""
+    settings = Settings.from_env({"FIRESIDE_HOME": str(home)})
     settings.ensure_dirs()
-    folder = settings.models_dir / "local" / "Tiny-Vision-GGUF"
+    folder = settings.models_dir / "local" / folder_name
     folder.mkdir(parents=True)
-    for path in vision_pair:
+    for path in pair:
         os.link(path, folder / path.name)
     library = Library(settings)
     [model] = [m for m in library.list() if m.source != "starter"]
-    assert model.projector == folder / vision_pair[1].name  # paired by its header
+    assert model.projector == folder / pair[1].name  # paired by its header
     rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=0)
     thread = ServerThread(create_app(rt, settings, library), "127.0.0.1", 0)
     thread.start()
-    yield thread.url, model.id, rt
-    thread.stop()
-    rt.close()
+    return thread, model.id, rt
 
 
 def clients(url: str):
@@ -188,29 +195,18 @@ def test_an_mrope_pair_gets_the_oracles_reply_and_counts_what_it_bills(mrope_pai
     from tests.helpers.vision_model import mrope_image_tokens
 
     image_2 = image_bytes(13, (40, 120))  # a tall image: a 3x8 grid, 24 embeddings in 8 positions
-    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
-    settings.ensure_dirs()
-    folder = settings.models_dir / "local" / "Tiny-MRoPE-GGUF"
-    folder.mkdir(parents=True)
-    for path in mrope_pair:
-        os.link(path, folder / path.name)
-    library = Library(settings)
-    [model] = [m for m in library.list() if m.source != "starter"]
-    assert model.projector == folder / mrope_pair[1].name
-    rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=0)
-    thread = ServerThread(create_app(rt, settings, library), "127.0.0.1", 0)
-    thread.start()
+    thread, model, rt = serve(tmp_path, "Tiny-MRoPE-GGUF", mrope_pair)
     try:
         url, image = thread.url, data_url(image_2)
-        seen = ollama.Client(host=url).chat(model=model.id, options={"temperature": 0, "num_predict": 12,
+        seen = ollama.Client(host=url).chat(model=model, options={"temperature": 0, "num_predict": 12,
                                                                      "repeat_penalty": 1.0},
                                             messages=[{"role": "user", "content": QUESTION, "images": [image_2]}])
         chat = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0).chat.completions.create(
-            model=model.id, max_tokens=4, temperature=0.0,
+            model=model, max_tokens=4, temperature=0.0,
             messages=[{"role": "user", "content": [{"type": "text", "text": QUESTION},
                                                    {"type": "image_url", "image_url": {"url": image}}]}])
         counted = anthropic.Anthropic(base_url=url, api_key="x", max_retries=0).messages.count_tokens(
-            model=model.id, messages=[{"role": "user", "content": [
+            model=model, messages=[{"role": "user", "content": [
                 {"type": "text", "text": QUESTION},
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                              "data": image.split(",", 1)[1]}}]}]).input_tokens
