@@ -160,7 +160,18 @@ def write_projector(path: Path, *, seed: int = 11, n_layers: int = 2, n_embd_tex
     w.add_tensor("v.position_embd.weight", t(n_pos, width))
     w.add_tensor("v.pre_ln.weight", np.ones(width, dtype=np.float32))
     w.add_tensor("v.pre_ln.bias", np.zeros(width, dtype=np.float32))
-    for i in range(n_layers + 1):
+    _vit_blocks(w, t, n_layers + 1, width, n_ff)
+    w.add_tensor("mm.0.weight", t(n_embd_text, width, scale=0.5))
+    w.add_tensor("mm.0.bias", t(n_embd_text, scale=0.02))
+    w.add_tensor("mm.2.weight", t(n_embd_text, n_embd_text, scale=0.5))
+    w.add_tensor("mm.2.bias", t(n_embd_text, scale=0.02))
+    _finish(w)
+    return path
+
+
+def _vit_blocks(w: GGUFWriter, t, n_blocks: int, width: int, n_ff: int) -> None:
+    """A vision tower's pre-norm blocks (attention with biases, LayerNorms, a GELU MLP), weights from ``t``."""
+    for i in range(n_blocks):
         for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
             w.add_tensor(f"v.blk.{i}.{name}.weight", t(width, width))
             w.add_tensor(f"v.blk.{i}.{name}.bias", t(width, scale=0.02))
@@ -171,12 +182,6 @@ def write_projector(path: Path, *, seed: int = 11, n_layers: int = 2, n_embd_tex
         w.add_tensor(f"v.blk.{i}.ffn_up.bias", t(n_ff, scale=0.02))
         w.add_tensor(f"v.blk.{i}.ffn_down.weight", t(width, n_ff))
         w.add_tensor(f"v.blk.{i}.ffn_down.bias", t(width, scale=0.02))
-    w.add_tensor("mm.0.weight", t(n_embd_text, width, scale=0.5))
-    w.add_tensor("mm.0.bias", t(n_embd_text, scale=0.02))
-    w.add_tensor("mm.2.weight", t(n_embd_text, n_embd_text, scale=0.5))
-    w.add_tensor("mm.2.bias", t(n_embd_text, scale=0.02))
-    _finish(w)
-    return path
 
 
 def _finish(w: GGUFWriter) -> None:
@@ -237,18 +242,7 @@ def write_mrope_projector(path: Path, *, seed: int = 11, n_layers: int = 2,
     # no class or position embedding and no patch bias: the graph asserts there are none
     w.add_tensor("v.patch_embd.weight", t(V_EMBD, 3, MROPE_PATCH, MROPE_PATCH, scale=0.1))
     w.add_tensor("v.patch_embd.weight.1", t(V_EMBD, 3, MROPE_PATCH, MROPE_PATCH, scale=0.1))
-    for i in range(n_layers):
-        for name in ("attn_q", "attn_k", "attn_v", "attn_out"):
-            w.add_tensor(f"v.blk.{i}.{name}.weight", t(V_EMBD, V_EMBD))
-            w.add_tensor(f"v.blk.{i}.{name}.bias", t(V_EMBD, scale=0.02))
-        for name in ("ln1", "ln2"):
-            w.add_tensor(f"v.blk.{i}.{name}.weight", np.ones(V_EMBD, dtype=np.float32))
-            w.add_tensor(f"v.blk.{i}.{name}.bias", np.zeros(V_EMBD, dtype=np.float32))
-        # up is n_ff wide; were it V_EMBD wide, llama.cpp would take up and down for an old swapped export
-        w.add_tensor(f"v.blk.{i}.ffn_up.weight", t(n_ff, V_EMBD))
-        w.add_tensor(f"v.blk.{i}.ffn_up.bias", t(n_ff, scale=0.02))
-        w.add_tensor(f"v.blk.{i}.ffn_down.weight", t(V_EMBD, n_ff))
-        w.add_tensor(f"v.blk.{i}.ffn_down.bias", t(V_EMBD, scale=0.02))
+    _vit_blocks(w, t, n_layers, V_EMBD, n_ff)  # n_ff wider than V_EMBD: else llama.cpp swaps up and down
     w.add_tensor("v.post_ln.weight", np.ones(V_EMBD, dtype=np.float32))  # Qwen2-VL's merger.ln_q
     w.add_tensor("v.post_ln.bias", np.zeros(V_EMBD, dtype=np.float32))
     # scaled so an image token's embedding (~2.6 a component) outweighs a word's (~1) and sways the reply
