@@ -127,6 +127,7 @@ class _Seq:
     next_token: int | None = None  # sampled, not yet in the cache
     tag: str | None = None  # what the prompt cache files this request's state under (a conversation)
     images: list = field(default_factory=list)  # its image chunks (vision.py), by their place in ``prompt``
+    extra_cells: int = 0  # KV cells its images fill beyond their places in ``prompt`` (M-RoPE's; vision.py)
     drafter: Drafter | None = None  # guesses at the next tokens (drafts.py); None: no drafting
     draft: list[int] = field(default_factory=list)  # this step's draft, after next_token in the batch
 
@@ -241,7 +242,8 @@ class BatchEngine:
         if modelled:
             drafter.model = lambda k: self._guess(drafter, k)
         self.waiting.append(_Seq(req_id, cancel, tokens, chain, reply, getattr(s, "logprobs", None),
-                                 tag=msg.get("cache_tag"), images=images, drafter=drafter))
+                                 tag=msg.get("cache_tag"), images=images, extra_cells=n - len(tokens),
+                                 drafter=drafter))
 
     def _guess(self, drafter: Drafter, k: int) -> list[int]:
         """The draft model's next ``k`` tokens for the slot ``drafter``'s request is in."""
@@ -351,7 +353,7 @@ class BatchEngine:
             # a draft leaves a token of the batch for each slot still to come, stays in the slot's
             # context and within the reply's max tokens (drafts.py)
             room = min(self.n_batch - self.batch.n_tokens - (len(generating) - n),
-                       self.n_ctx - pos - vision.extra_cells(seq.images) - 2,
+                       self.n_ctx - pos - seq.extra_cells - 2,
                        seq.reply.max_tokens - seq.reply.n_out - 1)
             seq.draft = seq.drafter.propose(room) if seq.drafter else []
             for i, token in enumerate(seq.draft, 1):

@@ -207,7 +207,7 @@ def counted(tokens: list[int], images: list[ImageChunk]) -> list[int]:
     """``tokens`` with each image's places widened to its cells: a list whose length is what the prompt
     fills of the context (what a ``tokenize`` request counts)."""
     out, at = [], 0
-    for image in sorted(images, key=lambda i: i.start):
+    for image in images:  # in prompt order, as tokenize made them
         out += tokens[at:image.start] + image_tokens(image.digest, image.cells)
         at = image.start + image.places
     return out + tokens[at:]
