@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -86,6 +86,7 @@ class KnowledgePage(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.rows: list = []
+        self.files_of: str | None = None  # the collection whose files the lower list shows
         self.note = ""  # what the last action did (a rescan's counts), shown above the selected row's problems
         self.tree = QTreeWidget(objectName="knowledgeList", rootIsDecorated=False, uniformRowHeights=True)
         self.tree.setHeaderLabels(COLUMNS)
@@ -144,14 +145,15 @@ class KnowledgePage(QWidget):
             return
         selected = self.selected()
         self.rows = rows
-        self.tree.clear()
-        for row in rows:
-            item = QTreeWidgetItem(list(describe_row(row)))
-            item.setData(0, Qt.UserRole, row.collection.id)
-            item.setToolTip(1, str(row.folder) if row.folder else "")
-            self.tree.addTopLevelItem(item)
-            if row.collection.id == selected:
-                self.tree.setCurrentItem(item)
+        with QSignalBlocker(self.tree):  # a rebuild is not a change of selection: told once, below
+            self.tree.clear()
+            for row in rows:
+                item = QTreeWidgetItem(list(describe_row(row)))
+                item.setData(0, Qt.UserRole, row.collection.id)
+                item.setToolTip(1, str(row.folder) if row.folder else "")
+                self.tree.addTopLevelItem(item)
+                if row.collection.id == selected:
+                    self.tree.setCurrentItem(item)
         for column in (0, 2, 3):
             self.tree.resizeColumnToContents(column)
         self._show_progress(rows)
@@ -183,8 +185,10 @@ class KnowledgePage(QWidget):
         row = self._row(current.data(0, Qt.UserRole) if current else None)
         self.delete_button.setEnabled(row is not None)
         self.rescan_button.setEnabled(row is not None and row.folder is not None)
+        if row is None or row.collection.id != self.files_of:
+            self.files.clear()  # the same collection's files stay shown until its new list comes
+        self.files_of = row.collection.id if row else None
         if row is None:
-            self.files.clear()
             self.details.setText(self.note or ("" if self.rows else "No collections yet."))
             return
         lines = [self.note] if self.note else []

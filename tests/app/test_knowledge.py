@@ -56,6 +56,9 @@ def test_a_watched_folder_is_listed_and_follows_its_files_on_rescan(qtbot, app, 
     assert _files(knowledge) == {"fees.md": "indexed", "logo.txt": "refused: logo.txt holds binary data, not "
                                  "text (is it really a .txt file?)", "tides.txt": "indexed"}
     assert knowledge.rescan_button.isEnabled() and knowledge.delete_button.isEnabled()
+    with qtbot.waitSignal(knowledge.listed, timeout=10_000):  # the poll's refresh keeps the files shown
+        knowledge.refresh()
+    assert knowledge.selected() == collection_id and len(_files(knowledge)) == 3
 
     (folder / "bell.md").write_text("The bell rings at noon.\n")
     (folder / "fees.md").write_text(FEES.replace("forty-two", "fifty"))
