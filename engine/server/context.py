@@ -7,18 +7,20 @@
 runtime open a file by naming it. ``remote/NAME/MODEL`` ids go to the engine's remote engines, and
 their models are listed after the library's.
 
-A name the library answered is remembered for ``RESOLVED_S``, so a client sending requests for one
-model costs one folder scan per two seconds rather than one per request, and ``model_for`` answers
-those on the event loop, with no hop to a worker thread on the way to the runner (a hop and a scan
-were 1-6 ms of each request when four arrived together). An unknown name is always looked up again,
-so a model that has just arrived answers at once; a model deleted by hand from the folder keeps
-resolving for up to ``RESOLVED_S``; whatever then uses it finds it gone and answers 404, as for an
-unknown name (``entry``; the runtime's load, ``ModelNotFound``). The server's own delete and pull forget
-every remembered name.
+A name the library answered is remembered for ``RESOLVED_S``, while the model's file is the one the
+library saw (one ``os.stat``: its size and modification time), so a client costs one folder scan a
+minute rather than one per request, and ``model_for`` answers those on the event loop, with no hop to
+a worker thread on the way to the runner (a hop and a scan were 1-6 ms of each request when four
+arrived together, and of every turn of a chat paced slower than the 2 s names were first kept for).
+An unknown name is always looked up again, so a model that has just arrived answers at once; a model
+whose file is deleted or replaced by hand is looked up again on its next request, and one that is gone
+answers 404, as for an unknown name (``entry``; the runtime's load, ``ModelNotFound``). The server's
+own delete and pull forget every remembered name.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -26,6 +28,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from starlette.concurrency import run_in_threadpool
@@ -38,7 +41,7 @@ from ..settings import Settings
 from .security import SecurityPolicy
 
 Puller = Callable[..., Any]  # (name, on_progress=, cancel=) -> LibraryModel
-RESOLVED_S = 2.0  # how long a name the library answered is taken as answered
+RESOLVED_S = 60.0  # how long a name the library answered is taken as answered (while its file stays)
 RESOLVED_MAX = 256  # names remembered at most (clients choose them)
 RESPONSES_MAX_BYTES = 64 * 1024 * 1024  # what the kept /v1/responses conversations may hold in all
 
@@ -99,6 +102,15 @@ def held_bytes(value: Any) -> int:
     return total
 
 
+def _stamp(path: Path | None) -> tuple | None:
+    """What tells a model's file from another (or from none): its size and modification time."""
+    try:
+        st = os.stat(path) if path is not None else None
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns) if st else None
+
+
 @dataclass
 class ServerContext:
     engine: Engine
@@ -112,8 +124,10 @@ class ServerContext:
     pairing: Any = None  # the PairingDesk of a server that shares (``--share``), else None
     shared: bool = False  # the shared listener: this machine's own models only, to paired devices
     collections: Any = None  # the knowledge ``Collections`` behind /v1/files and /v1/vector_stores
-    # name -> (library id, when the library said so); plain dict operations, safe from any thread
-    _resolved: dict[str, tuple[str, float]] = field(default_factory=dict, init=False, repr=False)
+    # name -> (library id, its file, the file's stamp, when the library said so); plain dict operations,
+    # safe from any thread
+    _resolved: dict[str, tuple[str, Path | None, tuple | None, float]] = field(default_factory=dict, init=False,
+                                                                               repr=False)
 
     def resolve(self, name: str) -> str:
         """The library id the runtime knows ``name`` by; ``ModelNotFound`` for unknown or path-like names."""
@@ -126,20 +140,24 @@ class ServerContext:
         model_id = self._remembered(name)
         if model_id is None:
             try:
-                model_id = self.library.get(name).id
+                model = self.library.get(name)
             except ModelNotFound:  # not on this machine: on a paired device, the first in the preferred order
                 routed = None if self.shared else self.engine.device_for(name)
                 if routed is None:
                     raise
                 return routed
+            model_id, path = model.id, getattr(model, "path", None)
             if len(self._resolved) >= RESOLVED_MAX:
                 self._resolved.clear()
-            self._resolved[name] = (model_id, time.monotonic())
+            self._resolved[name] = (model_id, path, _stamp(path), time.monotonic())
         return model_id
 
     def _remembered(self, name: str) -> str | None:
         hit = self._resolved.get(name)
-        return hit[0] if hit and time.monotonic() - hit[1] < RESOLVED_S else None
+        if hit is None or time.monotonic() - hit[3] >= RESOLVED_S:
+            return None
+        model_id, path, stamp, _ = hit
+        return model_id if path is None or _stamp(path) == stamp else None
 
     def forget_names(self) -> None:
         """The library changed here (a delete, a pull): look every name up afresh."""

@@ -37,6 +37,7 @@ from typing import Any
 
 from ...fsutil import atomic_write
 from ..kvcache import HEADER, MAGIC, CacheConfig, evict, open_index, remove_all, remove_stale_temp_files
+from .threads import yield_cpu
 
 _HASHED = 1 << 20  # bytes hashed at each end of the model file: its header, and its last tensors
 # llama() options that change what a KV state means or how it was computed; the rest (threads, batch
@@ -215,6 +216,7 @@ class PromptCache:
 
     # --- writer thread -------------------------------------------------------------------------
     def _write_loop(self) -> None:
+        yield_cpu()  # a write comes when a reply ends, as the next request is being read and decoded
         while True:
             item = self._queue.get()
             if item is None:

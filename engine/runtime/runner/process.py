@@ -31,6 +31,7 @@ from typing import Any
 
 from ..protocol import FramedPipe, PipeClosed
 from .batch import BatchEngine, Gather, sequences, slot_context
+from .threads import yield_cpu
 
 TOKENIZED = ("generate", "tokenize", "embed")  # the requests the tokenizer thread sees first
 _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s*([\d.]+) MiB")
@@ -113,7 +114,7 @@ class Runner:
         Reads only the model's vocabulary (see ``tokens.py``); requests come here only once loaded."""
         from .tokens import prompt_tokens
 
-        _yield_cpu()
+        yield_cpu()  # on a machine with no core to spare the decode threads come first
         while (msg := self.prompts.get()) is not None:
             req_id, op = msg["id"], msg["op"]
             try:
@@ -436,16 +437,6 @@ def _test_crash_wanted(kwargs: dict, extra_bufts: bool) -> bool:
     on = {"always": True, "extra_bufts": extra_bufts, "flash_attn": bool(kwargs.get("flash_attn")),
           "gpu": int(kwargs.get("n_gpu_layers") or 0) > 0, "batch": int(kwargs.get("n_batch") or 512) > 64}
     return any(on.get(w) for w in wanted)
-
-
-def _yield_cpu() -> None:
-    """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value), so on a
-    machine with no core to spare the decode threads come first and a long prompt's tokenizing waits."""
-    if sys.platform.startswith("linux"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
-        except OSError:
-            pass
 
 
 def _rss() -> int:

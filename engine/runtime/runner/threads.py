@@ -35,6 +35,8 @@ Runs on the runner's worker thread, except ``share``, which any thread may set.
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -303,3 +305,14 @@ class StepThreads:
             lc.llama_set_n_threads(self.ctx, *wanted)
             self.applied = wanted
         return control, threads
+
+
+def yield_cpu() -> None:
+    """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value): for the
+    runner's helper threads (the tokenizer, the prompt cache's writer), whose work can wait while the
+    decode threads and the server, in another process, take the cores."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:
+            pass
