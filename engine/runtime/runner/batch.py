@@ -468,7 +468,7 @@ class BatchEngine:
 
     def _save(self, slot: _Slot, tag: str | None) -> None:
         """Hand the prompt cache a copy of the slot's state; its writer thread does the rest."""
-        if self.cache is None or not self.cache.wants(len(slot.tokens)):
+        if self.cache is None or not self.cache.wants(slot.tokens):
             return
         state = kvstate.snapshot(self.ctx, slot.seq_id)
         if state is not None:

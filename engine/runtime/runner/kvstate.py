@@ -4,12 +4,16 @@ slot's KV state looked up and restored before a prompt is evaluated, and saved a
 The runner (``batch.py``) takes a snapshot of a slot when a reply ends (a memcpy on the worker
 thread) and hands it to ``PromptCache.save``; a writer thread of its own writes the file (temp file,
 fsync, rename), updates the index, drops entries the new one covers (the same conversation a turn
-earlier) and evicts the least recently used beyond the size cap. It writes only while the runner has
-nothing to decode (``decoding``): on a 2-core machine, writing a 2 MiB state (about 3 ms of CPU) during
-a batched step took that time from every stream being decoded (measured: 4 streams at 0.97x of
-llama-server's speed with the cache on, 0.99x with it off). A snapshot waits in memory meanwhile; while
-two wait, no more are taken (a reply's state then stays only in its slot), so a busy runner spends
-nothing on the cache. A write that fails (a full disk, a
+earlier) and evicts the least recently used beyond the size cap. It writes only once the runner has
+had nothing to decode for ``WRITE_QUIET_S`` (``decoding``): on a 2-core machine, writing a 2 MiB state
+(about 3 ms of CPU) during a batched step took that time from every stream being decoded (measured: 4
+streams at 0.97x of llama-server's speed with the cache on, 0.99x with it off), and a write started as
+a reply ended ran while the conversation's next turn was being read, rendered and tokenized (a next
+turn's first token 5 ms later, bench/vision.py: an agent's or a script's next request comes within
+milliseconds). Snapshots wait in memory meanwhile, ``PENDING`` at most: a conversation's newer state
+takes the place of its older one (it holds the older turn too), and with that many other
+conversations' waiting no snapshot is taken (a reply's state then stays only in its slot), so a busy
+runner spends nothing on the cache. A write that fails (a full disk, a
 read-only folder) turns saving off for the runner's life with one logged notice; a reply never fails
 or waits for it.
 
@@ -23,7 +27,6 @@ import ctypes
 import hashlib
 import json
 import os
-import queue
 import sqlite3
 import struct
 import sys
@@ -31,6 +34,7 @@ import threading
 import time
 import zlib
 from array import array
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +43,8 @@ from ...fsutil import atomic_write
 from ..kvcache import HEADER, MAGIC, CacheConfig, evict, open_index, remove_all, remove_stale_temp_files
 from .threads import yield_cpu
 
+WRITE_QUIET_S = 0.3  # the runner decodes nothing this long before the writer writes
+PENDING = 2  # snapshots waiting to be written, at most
 _HASHED = 1 << 20  # bytes hashed at each end of the model file: its header, and its last tensors
 # llama() options that change what a KV state means or how it was computed; the rest (threads, batch
 # size, mmap, slot count: each slot has a stream of its own) leave a saved state valid
@@ -100,9 +106,9 @@ class PromptCache:
         self.identity, self.model = ident, model
         self.saving = True
         self.notice = ""  # why saving is off, once it is
-        self._queue: queue.Queue = queue.Queue(maxsize=2)  # snapshots waiting; more are dropped, not waited for
-        self._idle = threading.Event()  # set while the runner decodes nothing: the writer may write
-        self._idle.set()
+        self._pending: deque[tuple] = deque()  # snapshots waiting: (tokens, state, tag, taken at)
+        self._busy, self._quiet_since, self._closing = False, time.monotonic(), False
+        self._cond = threading.Condition()  # guards the four above; the writer waits on it
         try:
             self._openopen_index()
         except (OSError, sqlite3.Error) as exc:
@@ -187,41 +193,46 @@ class PromptCache:
         with contextlib.suppress(OSError, sqlite3.Error), open_index(self.folder) as db:
             db.execute("UPDATE entries SET last_used = ? WHERE id = ?", (time.time(), entry_id))
 
-    def wants(self, n_tokens: int) -> bool:
-        """Whether a state of ``n_tokens`` would be saved now (so a snapshot is worth taking)."""
-        return self.saving and n_tokens >= self.min_tokens and not self._queue.full()
+    def wants(self, tokens: list[int]) -> bool:
+        """Whether a state of ``tokens`` would be saved now (so a snapshot is worth taking)."""
+        if not self.saving or len(tokens) < self.min_tokens:
+            return False
+        with self._cond:
+            return len(self._pending) < PENDING or any(_extends(tokens, p[0]) for p in self._pending)
 
     def save(self, tokens: list[int], state: Any, tag: str | None = None) -> bool:
-        """Queue a snapshot (``state``: a buffer ``llama_state_seq_get_data`` filled) to be written.
-        Never blocks: with the writer busy the snapshot is dropped. Returns whether it was queued."""
-        if not self.wants(len(tokens)):
+        """Queue a snapshot (``state``: a buffer ``llama_state_seq_get_data`` filled) to be written, in
+        place of a waiting one it extends. Never blocks; returns whether it was queued."""
+        if not self.wants(tokens):
             return False
-        try:
-            self._queue.put_nowait((list(tokens), state, tag, time.time()))
-        except queue.Full:
-            return False
+        with self._cond:
+            kept = [p for p in self._pending if not _extends(tokens, p[0])]
+            if len(kept) >= PENDING:
+                return False
+            self._pending = deque([*kept, (list(tokens), state, tag, time.time())])
+            self._cond.notify()
         return True
 
     def decoding(self, busy: bool) -> None:
-        """The runner says whether it is decoding: queued writes wait while it is."""
-        if busy == self._idle.is_set():
-            (self._idle.clear if busy else self._idle.set)()
+        """The runner says whether it is decoding: waiting writes wait until it has been quiet a while."""
+        if busy != self._busy:
+            with self._cond:
+                self._busy = busy
+                if not busy:
+                    self._quiet_since = time.monotonic()
+                    self._cond.notify()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Let queued writes finish (up to ``timeout``), then stop the writer."""
-        self._idle.set()
-        with contextlib.suppress(queue.Full):
-            self._queue.put(None, timeout=timeout)
+        """Let waiting writes finish (up to ``timeout``), then stop the writer."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify()
         self._writer.join(timeout)
 
     # --- writer thread -------------------------------------------------------------------------
     def _write_loop(self) -> None:
-        yield_cpu()  # a write comes when a reply ends, as the next request is being read and decoded
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            self._idle.wait()
+        yield_cpu()  # the decode threads and the server, in another process, come first
+        while (item := self._next()) is not None:
             if not self.saving:
                 continue
             try:
@@ -230,6 +241,20 @@ class PromptCache:
                 self._stop_saving(f"the prompt cache could not be written ({exc})")
             except Exception as exc:  # a bug here must not take the runner down with it
                 self._stop_saving(f"the prompt cache failed ({type(exc).__name__}: {exc})")
+
+    def _next(self) -> tuple | None:
+        """The oldest waiting snapshot once the runner has been quiet ``WRITE_QUIET_S`` (at once when
+        closing); None when closed with nothing left."""
+        with self._cond:
+            while True:
+                if self._closing:
+                    return self._pending.popleft() if self._pending else None
+                wait = None
+                if self._pending and not self._busy:
+                    wait = self._quiet_since + WRITE_QUIET_S - time.monotonic()
+                    if wait <= 0:
+                        return self._pending.popleft()
+                self._cond.wait(wait)
 
     def _write(self, tokens: list[int], state: Any, tag: str | None, taken_at: float) -> None:
         raw = _token_bytes(tokens)
@@ -268,6 +293,11 @@ class PromptCache:
         if self.saving:
             self.saving, self.notice = False, f"{why}; prompt cache saving is off until the model is loaded again"
             print(f"fireside: {self.notice}", file=sys.stderr, flush=True)  # the runner's log
+
+
+def _extends(tokens: list[int], older: list[int]) -> bool:
+    """Whether ``tokens`` continue ``older`` (the same conversation, a turn or more on)."""
+    return len(older) <= len(tokens) and tokens[:len(older)] == older
 
 
 def snapshot(ctx: Any, seq_id: int) -> Any:

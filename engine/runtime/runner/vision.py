@@ -24,13 +24,19 @@ attention and M-RoPE positions where the model needs them), in a ``llama_decode`
 two steps of the batch: the other slots' streams wait for that one call, as they do in llama-server.
 Text before and after an image goes in the shared batch as usual.
 
-Threading: ``tokenize`` runs on the tokenizer thread (mtmd's tokenizer reads the vocabulary and the
-image preprocessor, as llama-server's HTTP threads do); ``evaluate`` on the worker thread only.
+A chat sends its images again with every turn: the tokenizer keeps the chunks of the last
+``RECENT_IMAGES`` images it read, by digest, and copies them for an image it has seen instead of
+preprocessing it again (resizing and normalizing, in ``mtmd_tokenize``).
+
+Threading: ``tokenize`` (and its recent chunks) runs on the tokenizer thread (mtmd's tokenizer reads the
+vocabulary and the image preprocessor, as llama-server's HTTP threads do); ``evaluate`` on the worker
+thread only.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +44,7 @@ from ...types import Image
 from .tokens import tokenize as tokenize_text
 
 IMAGE_TOKEN_SPACE = 2**31 - 2  # image tokens are -1 down to -(2**31 - 1)
+RECENT_IMAGES = 4  # images whose mtmd chunks the tokenizer keeps (a chat sends its images again every turn)
 
 
 @dataclass
@@ -85,10 +92,16 @@ class Projector:
             self.close()
             raise RuntimeError(f"{path} is not a vision projector (it has no image encoder)")
         self.marker = mtmd.mtmd_default_marker()
+        # (digest, add_bos) -> mtmd's chunks for the image, as tokenized: the next turn of a conversation
+        # copies them instead of preprocessing the image again (2.5 ms for a 320x240 one into a 224-pixel
+        # tower; a large photo into a tiling projector, tens of ms, for each image of the chat, each turn)
+        self._recent: OrderedDict[tuple[str, bool], Any] = OrderedDict()
 
     def close(self) -> None:
         import llama_cpp.mtmd_cpp as mtmd
 
+        while self._recent:
+            mtmd.mtmd_input_chunks_free(self._recent.popitem()[1])
         if self.ctx:
             mtmd.mtmd_free(self.ctx)
             self.ctx = None
@@ -114,6 +127,24 @@ class Projector:
     def _image(self, llama: Any, image: Image, tokens: list[int], images: list[ImageChunk], add_bos: bool) -> None:
         import llama_cpp.mtmd_cpp as mtmd
 
+        key = (image.digest, add_bos)
+        chunks = self._recent.get(key)
+        if chunks is None:
+            chunks = self._chunks(image, add_bos)
+            self._recent[key] = chunks
+            if len(self._recent) > RECENT_IMAGES:
+                mtmd.mtmd_input_chunks_free(self._recent.popitem(last=False)[1])
+        else:
+            self._recent.move_to_end(key)
+        tiles = 0  # a model that cuts an image in tiles has one chunk a tile
+        for i in range(mtmd.mtmd_input_chunks_size(chunks)):
+            tiles += self._chunk(mtmd.mtmd_input_chunks_get(chunks, i), image, tiles, tokens, images)
+
+    def _chunks(self, image: Image, add_bos: bool) -> Any:
+        """mtmd's chunks for the image alone (the marker, with the model's own tokens around it); owned
+        by the caller."""
+        import llama_cpp.mtmd_cpp as mtmd
+
         pixels = (ctypes.c_uint8 * len(image.pixels)).from_buffer_copy(image.pixels)
         bitmap = mtmd.mtmd_bitmap_init(image.width, image.height, pixels)
         if not bitmap:
@@ -128,12 +159,12 @@ class Projector:
             rc = mtmd.mtmd_tokenize(self.ctx, chunks, ctypes.byref(text), array, 1)
             if rc != 0:
                 raise ValueError(f"llama.cpp could not read a {image.width}x{image.height} image (mtmd_tokenize {rc})")
-            tiles = 0  # a model that cuts an image in tiles has one chunk a tile
-            for i in range(mtmd.mtmd_input_chunks_size(chunks)):
-                tiles += self._chunk(mtmd.mtmd_input_chunks_get(chunks, i), image, tiles, tokens, images)
-        finally:
+        except BaseException:
             mtmd.mtmd_input_chunks_free(chunks)
+            raise
+        finally:
             mtmd.mtmd_bitmap_free(bitmap)
+        return chunks
 
     @staticmethod
     def _chunk(chunk: Any, image: Image, tile: int, tokens: list[int], images: list[ImageChunk]) -> int:

@@ -307,6 +307,29 @@ def test_a_longer_turn_replaces_the_shorter_and_another_identity_is_never_offere
         b.close()
 
 
+def test_a_state_waits_for_a_quiet_runner_and_a_newer_turn_takes_its_place(tmp_path):
+    """A reply's state is written once the runner has decoded nothing for WRITE_QUIET_S, not as the reply
+    ends (the conversation's next request is being read then); while it waits, the same conversation's
+    next turn takes its place, and with PENDING other conversations waiting a new one is not taken."""
+    cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
+    try:
+        cache.decoding(True)
+        assert cache.save([1, 2, 3], bytearray(100))
+        assert cache.save([1, 2, 3, 4, 5], bytearray(120))  # the same conversation a turn later
+        assert cache.save([9, 9], bytearray(100))
+        assert not cache.wants([6, 6]) and not cache.save([6, 6], bytearray(100))  # PENDING are waiting
+        time.sleep(kvstate.WRITE_QUIET_S + 0.2)
+        assert kvcache.entries(tmp_path) == []  # nothing while the runner decodes
+        cache.decoding(False)
+        quiet_at = time.monotonic()
+        wait_until(lambda: len(kvcache.entries(tmp_path)) == 2, 10)
+        assert time.monotonic() - quiet_at >= kvstate.WRITE_QUIET_S
+        assert sorted(e.n_tokens for e in kvcache.entries(tmp_path)) == [2, 5]  # the newer turn, and the other
+        assert cache.lookup([1, 2, 3, 4, 5, 6])[1] == 5
+    finally:
+        cache.close()
+
+
 def test_a_truncated_file_is_refused_and_deleted(tmp_path):
     cache = kvstate.PromptCache(kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1), "model-a")
     try:

@@ -1,8 +1,9 @@
 """Images in chats, on the tiny vision pair (``tests/helpers/vision_model.py``) through the real runtime:
 the runner's greedy replies match llama-cpp-python's own ``MTMDChatHandler`` on the same pair and
 images, a conversation's image is not evaluated again on its next turn (nor after a restart, from the
-prompt cache on disk), images and text streams share the runner, and an image a model cannot hold or
-see is refused with a clear error."""
+prompt cache on disk), an image sent again gets the same reply whether the runner kept its chunks or
+not, images and text streams share the runner, and an image a model cannot hold or see is refused with a
+clear error."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ import threading
 
 import pytest
 
-from fireside.engine.errors import ContextOverflow, NoVision
+from fireside.engine.errors import ContextOverflow, ImageRejected, NoVision
 from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.images import decode_image
+from fireside.engine.runtime.runner.vision import RECENT_IMAGES
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
@@ -70,6 +72,22 @@ def test_same_image_same_reply_and_next_turn_reuses_the_image(runtime):
     _, usage2 = ask(runtime, "tiny-vision", turn2)
     # the first turn's prompt, image included, came from the slot's cache
     assert usage2.cached_tokens >= usage1.prompt_tokens - 1
+
+
+def test_an_image_seen_again_gets_its_reply_whether_its_chunks_were_kept_or_evicted(runtime):
+    seen = [image_bytes(40 + i) for i in range(RECENT_IMAGES + 2)]  # the first ones' chunks are dropped
+    first = [ask(runtime, "tiny-vision", with_image(b, "Name it."))[0] for b in seen]
+    assert len(set(first)) > 1
+    again = [ask(runtime, "tiny-vision", with_image(b, "Name it."))[0] for b in (seen[0], seen[-1])]
+    assert again == [first[0], first[-1]]  # tokenized afresh, and copied from the kept chunks
+
+
+def test_a_file_sent_again_is_checked_against_the_type_it_claims_each_time():
+    jpeg = image_bytes(7, (64, 48), "JPEG")
+    image = decode_image(jpeg, "image/jpeg")
+    assert decode_image(jpeg, "image/jpeg") is image  # remembered: the next turn does not decode it again
+    with pytest.raises(ImageRejected, match="the data says image/png, but the bytes are image/jpeg"):
+        decode_image(jpeg, "image/png")
 
 
 def test_two_image_requests_and_a_text_stream_all_complete(runtime):
