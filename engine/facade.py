@@ -26,6 +26,7 @@ from .models.planner import LoadOptions
 from .remote import RemoteEndpoint, RemoteEngine, RemoteModel
 from .remote.engine import RemoteStatus
 from .runtime import images
+from .runtime.arrivals import Arrivals, Ticket
 from .runtime.healing import Workarounds
 from .runtime.protocol import Segments
 from .runtime.runtime import ProgressFn, Runtime
@@ -138,21 +139,30 @@ class Engine:
         return None if self.is_remote(model_id) else self.runtime.ttl(model_id, ttl_s)
 
     # --- requests --------------------------------------------------------------------------------
+    @property
+    def arrivals(self) -> Arrivals:
+        """The server's tickets for the requests it is preparing (``runtime/arrivals.py``)."""
+        return self.runtime.arrivals
+
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
-             ttl_s: float | None = None) -> Iterator[Chunk]:
+             ttl_s: float | None = None, arrival: Ticket | None = None) -> Iterator[Chunk]:
         """Stream a chat reply (runs on the caller's thread). See ``Runtime.chat``. A generator either way,
         so a remote's errors (an unknown remote, a dead one) arrive when the stream is read, as local ones do."""
         if self.is_remote(model_id):
+            if arrival is not None:
+                arrival.hand_in()  # it goes to no runner here
             yield from self.remotes.chat(model_id, request, cancel)
         else:
-            yield from self.runtime.chat(model_id, request, cancel, ttl_s)
+            yield from self.runtime.chat(model_id, request, cancel, ttl_s, arrival)
 
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
-                 ttl_s: float | None = None) -> Iterator[Chunk]:
+                 ttl_s: float | None = None, arrival: Ticket | None = None) -> Iterator[Chunk]:
         if self.is_remote(model_id):
+            if arrival is not None:
+                arrival.hand_in()  # it goes to no runner here
             yield from self.remotes.complete(model_id, request, cancel)
         else:
-            yield from self.runtime.complete(model_id, request, cancel, ttl_s)
+            yield from self.runtime.complete(model_id, request, cancel, ttl_s, arrival)
 
     def embed(self, model_id: str, inputs: list[str], truncate: bool = False) -> tuple[list[list[float]], int]:
         if self.is_remote(model_id):  # OpenAI's embeddings route has no truncation: the remote decides

@@ -39,6 +39,7 @@ from ..models.projector import read_projector
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 from . import healing, images
+from .arrivals import Arrivals, Ticket
 from .client import RunnerClient
 from .embedders import embedder_facts, embedding_kwargs
 from .grammar import checked, forced_tool_names, grammar_for, no_call_grammar
@@ -115,6 +116,7 @@ class Runtime:
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
         self.projectors = projectors or images.LibraryProjectors(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
+        self.arrivals = Arrivals()  # requests a server is preparing for the runners (arrivals.py)
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
         self._lock = threading.RLock()
@@ -345,11 +347,14 @@ class Runtime:
     def _key(model_id: str, embedding: bool) -> str:
         return f"{model_id}#embedding" if embedding else model_id
 
-    def _slot(self, model_id: str, embedding: bool = False, ttl_s: float | None = None) -> _Slot:
+    def _slot(self, model_id: str, embedding: bool = False, ttl_s: float | None = None,
+              arrival: Ticket | None = None) -> _Slot:
         key = self._key(model_id, embedding)
         with self._lock:
             slot = self._slots.get(key)
         if slot is None or not slot.client.alive:
+            if arrival is not None:
+                arrival.hand_in()  # a load takes seconds: no runner waits for this request meanwhile
             self.load(model_id, embedding=embedding, ttl_s=ttl_s)
             with self._lock:
                 slot = self._slots[key]
@@ -390,10 +395,11 @@ class Runtime:
         return finder() if finder else []
 
     def chat(self, model_id: str, request: ChatRequest, cancel: threading.Event | None = None,
-             ttl_s: float | None = None) -> Iterator[Chunk]:
-        """Stream a chat reply. Loads the model first if needed. Runs on the caller's thread."""
+             ttl_s: float | None = None, arrival: Ticket | None = None) -> Iterator[Chunk]:
+        """Stream a chat reply. Loads the model first if needed. Runs on the caller's thread. ``arrival``:
+        the server's ticket for the request (``arrivals.py``), handed in as it goes to the runner."""
         grammar = checked(grammar_for(request))  # refused here, before a load and away from the runner
-        slot = self._slot(model_id, ttl_s=ttl_s)
+        slot = self._slot(model_id, ttl_s=ttl_s, arrival=arrival)
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
@@ -404,7 +410,8 @@ class Runtime:
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if holds_json else None), []
         drafting = {k: v for k, v in (("prediction", request.prediction), ("drafts", request.drafts)) if v is not None}
-        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag, drafting):
+        for event in self._generate(slot, prompt, request.sampling, grammar, cancel, request.cache_tag, drafting,
+                                    arrival):
             if event.kind == "text":
                 written.append(event.text)
                 reasoning_tokens += event.tokens if parser.thinking else 0
@@ -423,17 +430,20 @@ class Runtime:
                           usage=usage)
 
     def complete(self, model_id: str, request: CompletionRequest, cancel: threading.Event | None = None,
-                 ttl_s: float | None = None) -> Iterator[Chunk]:
+                 ttl_s: float | None = None, arrival: Ticket | None = None) -> Iterator[Chunk]:
         """Stream a raw completion of ``request.prompt`` (no chat template)."""
         grammar = checked(request.grammar)
-        slot = self._slot(model_id, ttl_s=ttl_s)
+        slot = self._slot(model_id, ttl_s=ttl_s, arrival=arrival)
         drafting = {"drafts": request.drafts} if request.drafts is not None else None
-        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel, None, drafting)
+        yield from self._generate(slot, request.prompt, request.sampling, grammar, cancel, None, drafting, arrival)
 
     def _generate(self, slot: _Slot, prompt: str | Segments, sampling, grammar: str | None,
                   cancel: threading.Event | None, cache_tag: str | None = None,
-                  drafting: dict | None = None) -> Iterator[Chunk]:
+                  drafting: dict | None = None, arrival: Ticket | None = None) -> Iterator[Chunk]:
         slot.bounded(prompt)
+        extra = dict(drafting or {})
+        if arrival is not None:  # how many other requests the server is still preparing (runner/batch.py's Gather)
+            extra["others"] = arrival.hand_in()
         with self._lock:
             slot.busy += 1
             if slot.busy == 1 and self._budget is not None:  # its share goes out before its request
@@ -441,7 +451,7 @@ class Runtime:
         try:
             for msg in slot.client.submit("generate", cancel=cancel or threading.Event(), prompt=prompt,
                                           sampling=sampling, grammar=grammar, add_bos=slot.add_bos,
-                                          cache_tag=cache_tag, **(drafting or {})):
+                                          cache_tag=cache_tag, **extra):
                 if msg["type"] == "text":
                     yield Chunk("text", msg["text"], logprobs=msg.get("logprobs"), tokens=msg.get("tokens", 0))
                 elif msg["type"] == "done":

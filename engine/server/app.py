@@ -22,6 +22,7 @@ from ..settings import Settings
 from . import anthropic, files, ollama, openai, responses, sharing, vector_stores
 from .context import LibraryLike, Puller, ServerContext
 from .errors import install as install_errors
+from .handler import ArrivalsMiddleware
 from .security import SecurityMiddleware, SecurityPolicy, check_bind
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
         return {"name": "Fireside", "version": engine_version, "status": "running"}
 
     app.add_middleware(SecurityMiddleware, policy=policy)
+    app.add_middleware(ArrivalsMiddleware, engine=engine)  # outermost: counted before the body is read
     return app
 
 

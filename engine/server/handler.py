@@ -18,10 +18,32 @@ from typing import Any, Protocol
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
+from ..runtime.arrivals import GENERATION_PATHS
 from ..types import ChatRequest, Chunk, CompletionRequest
 from .context import ServerContext, context
 from .imagelinks import fetch_links
 from .streaming import Encoder, collect, stream
+
+TICKET = "fireside.ticket"  # the scope key of a generation request's ticket among the arrivals
+
+
+class ArrivalsMiddleware:
+    """ASGI middleware, outermost: a generation request takes a ticket among the engine's arrivals
+    (``runtime/arrivals.py``) as soon as its headers are read, so a runner knows it is coming; the
+    runtime hands it in as it sends the request on, and the response's end does for one that never
+    got there."""
+
+    def __init__(self, app: Callable, engine: Any):
+        self.app, self.engine = app, engine
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in GENERATION_PATHS:
+            return await self.app(scope, receive, send)
+        ticket = self.engine.arrivals.enter()
+        try:
+            await self.app({**scope, TICKET: ticket}, receive, send)
+        finally:
+            ticket.hand_in()
 
 
 class ReplyEncoder(Encoder, Protocol):
@@ -48,7 +70,7 @@ async def answer(request: Request, model: str, req: ChatRequest | CompletionRequ
 
     def source(cancel: threading.Event) -> Iterator[Chunk]:
         try:
-            chunks = run(model_id, req, cancel=cancel, ttl_s=ttl_s)
+            chunks = run(model_id, req, cancel=cancel, ttl_s=ttl_s, arrival=request.scope.get(TICKET))
             yield from chunks if call_limit is None else at_most_calls(chunks, call_limit)
         finally:
             if unload:

@@ -46,6 +46,23 @@ def test_validation_errors_are_400_in_openai_shape(base_url, body, param):
     assert error["type"] == "invalid_request_error" and param in (error["param"] or "") and error["message"]
 
 
+def test_every_request_gives_its_arrival_ticket_back_however_it_ends(base_url, runtime):
+    """A ticket left out would have every later burst's first request wait for a request that never
+    comes (runtime/arrivals.py)."""
+    oai = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
+    oai.chat.completions.create(model="starter", max_tokens=2, messages=[{"role": "user", "content": "Hi"}])
+    for _ in oai.chat.completions.create(model="starter", max_tokens=2, stream=True,
+                                         messages=[{"role": "user", "content": "Hi"}]):
+        pass
+    assert httpx.post(f"{base_url}/v1/chat/completions", json={"model": "starter"}, timeout=30).status_code == 400
+    assert httpx.post(f"{base_url}/api/chat", json={"model": "nobody", "messages": []}, timeout=30).status_code == 404
+    with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=LONG, timeout=30) as r:
+        next(r.iter_lines())  # hang up mid-stream
+    httpx.post(f"{base_url}/v1/messages", timeout=30, json={"model": "starter", "max_tokens": 2,
+                                                         "messages": [{"role": "user", "content": "Hi"}]})
+    wait_until(lambda: runtime.arrivals.pending() == 0, 10)
+
+
 def test_twenty_concurrent_streams_all_complete(base_url, runtime):
     # Twenty streams over four prompts: each must complete, and each must carry its own prompt's tokens
     # whatever slot it lands in and whatever shares its batch. Its first step shows which prompt it

@@ -93,17 +93,22 @@ class Gather:
         self.until = self.end = 0.0
         self.lone = 0  # bursts in a row that had no company
 
-    def arrived(self, at: float, idle: bool) -> None:
-        """A ``generate`` request came at ``at``; ``idle``: nothing was being decoded (a burst starts)."""
+    def arrived(self, at: float, idle: bool, others: int | None = None) -> None:
+        """A ``generate`` request came at ``at``; ``idle``: nothing was being decoded (a burst starts);
+        ``others``: the requests the server was still preparing when it sent this one (arrivals.py;
+        None: unknown, as for a request that did not come through the server)."""
         if idle:
             if self.burst_at > float("-inf"):  # the burst before this one: had it company?
                 self.lone = 0 if self.company_at >= self.burst_at else self.lone + 1
             self.burst_at, self.first_step_end = at, float("inf")
-            gathering = at - self.company_at < GATHER_MEMORY_S and self.lone < GATHER_LONE_BURSTS
+            if others is None:
+                gathering = at - self.company_at < GATHER_MEMORY_S and self.lone < GATHER_LONE_BURSTS
+            else:  # the server knows: wait only for the requests it has on their way
+                gathering = others > 0
             self.end = at + GATHER_MAX_S if gathering else 0.0
         elif at - self.burst_at < GATHER_MAX_S or at < self.first_step_end:
             self.company_at = at
-        self.until = at + GATHER_QUIET_S
+        self.until = at if others == 0 else at + GATHER_QUIET_S  # none on their way: the burst is whole
 
     def stepped(self, now: float) -> None:
         """A step ended at ``now`` (the first of a burst marks where company stops counting)."""

@@ -177,7 +177,7 @@ class Runner:
             except queue.Empty:
                 msg = False  # nothing new: run the next step
             if msg and msg.get("op") == "generate":
-                gather.arrived(msg["at"], idle=not busy)
+                gather.arrived(msg["at"], idle=not busy, others=msg.get("others"))
             if msg is None:  # shutdown: the reader has set every cancel event
                 if self.batch is not None:
                     self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash

@@ -14,9 +14,9 @@ from tests.helpers.waiting import wait_until
 def _fill(folder) -> None:
     cache = kvstate.PromptCache(kvcache.CacheConfig(str(folder), 1 << 30, min_tokens=1), "id-1", "model-a.gguf")
     try:
-        for tag, first in (("chat-1", 1), ("chat-2", 2)):
+        for n, (tag, first) in enumerate((("chat-1", 1), ("chat-2", 2)), 1):
             assert cache.save([first] * 1234, bytearray(300_000), tag)
-            wait_until(cache._queue.empty, 30)
+            wait_until(lambda n=n: len(kvcache.entries(folder)) == n, 30)
     finally:
         cache.close()
 

@@ -1,4 +1,5 @@
-"""When a runner waits for requests sent together, and when it never does (``Gather`` in batch.py)."""
+"""When a runner waits for requests sent together, and when it never does (``Gather`` in batch.py): by
+the quiet-period rule, and by what the server says is on its way (``runtime/arrivals.py``)."""
 
 from __future__ import annotations
 
@@ -84,3 +85,26 @@ def test_gathering_stops_after_bursts_in_a_row_without_company():
     g.arrived(t + 0.001, idle=False)  # company again
     g.arrived(t + 10.0, idle=True)
     assert g.wait(t + 10.0) == pytest.approx(GATHER_QUIET_S)
+
+
+def test_a_request_the_server_says_comes_alone_never_waits_even_after_a_burst():
+    """A person's or a script's next message after a batch job: the server had nothing else on its way."""
+    g = Gather()
+    g.arrived(0.0, idle=True)
+    g.arrived(0.001, idle=False)  # company: the burst memory is on
+    g.arrived(10.0, idle=True, others=0)
+    assert g.wait(10.0) == 0.0
+
+
+def test_requests_the_server_has_on_their_way_are_waited_for_until_the_last_comes():
+    g = Gather()  # no burst before: the quiet-period rule alone would not wait
+    g.arrived(0.0, idle=True, others=2)
+    assert g.wait(0.0) == pytest.approx(GATHER_QUIET_S)
+    g.arrived(0.004, idle=False, others=1)
+    assert g.wait(0.004) == pytest.approx(GATHER_QUIET_S)
+    g.arrived(0.006, idle=False, others=0)  # the last of them: the burst is whole
+    assert g.wait(0.006) == 0.0
+    g.arrived(1.0, idle=True, others=3)  # ones that never come are waited for GATHER_MAX_S at most
+    for k in range(1, 10):
+        g.arrived(1.0 + k * GATHER_QUIET_S / 2, idle=False, others=3)
+    assert g.wait(1.0 + GATHER_MAX_S) == 0.0
