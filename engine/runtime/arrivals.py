@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import threading
 
-GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-                              "/api/chat", "/api/generate"})
-
 
 class Arrivals:
     """The generation requests a server has begun reading and not yet handed to a runner."""

@@ -18,13 +18,14 @@ from typing import Any, Protocol
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..runtime.arrivals import GENERATION_PATHS
 from ..types import ChatRequest, Chunk, CompletionRequest
 from .context import ServerContext, context
 from .imagelinks import fetch_links
 from .streaming import Encoder, collect, stream
 
 TICKET = "fireside.ticket"  # the scope key of a generation request's ticket among the arrivals
+GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+                              "/api/chat", "/api/generate"})  # the routes that reach a runner
 
 
 class ArrivalsMiddleware:

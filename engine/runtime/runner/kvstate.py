@@ -195,23 +195,27 @@ class PromptCache:
 
     def wants(self, tokens: list[int]) -> bool:
         """Whether a state of ``tokens`` would be saved now (so a snapshot is worth taking)."""
-        if not self.saving or len(tokens) < self.min_tokens:
-            return False
         with self._cond:
-            return len(self._pending) < PENDING or any(_extends(tokens, p[0]) for p in self._pending)
+            return self._kept(tokens) is not None
 
     def save(self, tokens: list[int], state: Any, tag: str | None = None) -> bool:
         """Queue a snapshot (``state``: a buffer ``llama_state_seq_get_data`` filled) to be written, in
         place of a waiting one it extends. Never blocks; returns whether it was queued."""
-        if not self.wants(tokens):
-            return False
         with self._cond:
-            kept = [p for p in self._pending if not _extends(tokens, p[0])]
-            if len(kept) >= PENDING:
+            kept = self._kept(tokens)
+            if kept is None:
                 return False
             self._pending = deque([*kept, (list(tokens), state, tag, time.time())])
             self._cond.notify()
         return True
+
+    def _kept(self, tokens: list[int]) -> list[tuple] | None:
+        """The waiting snapshots a state of ``tokens`` would leave (not those it extends), or None when
+        it would not be saved. Called under ``_cond``."""
+        if not self.saving or len(tokens) < self.min_tokens:
+            return None
+        kept = [p for p in self._pending if not _extends(tokens, p[0])]
+        return kept if len(kept) < PENDING else None
 
     def decoding(self, busy: bool) -> None:
         """The runner says whether it is decoding: waiting writes wait until it has been quiet a while."""
