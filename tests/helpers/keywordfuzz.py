@@ -128,7 +128,12 @@ def values(draw, schema: dict) -> Any:
         props = schema.get("properties")
         if props is None:
             return draw(st.dictionaries(st.sampled_from("abcde"), values(schema["additionalProperties"]), max_size=5))
-        return {k: draw(values(v)) for k, v in props.items() if draw(st.integers(0, 4))}
+        # keys in the order the grammar writes them (llama.cpp's converter: the required ones first, then
+        # the rest, each in the schema's order): a JSON object's key order carries no meaning, so a
+        # grammar holds the model to one order, and a valid value is admitted in that one
+        required = set(schema.get("required", []))
+        ordered = [k for k in props if k in required] + [k for k in props if k not in required]
+        return {k: draw(values(props[k])) for k in ordered if draw(st.integers(0, 4))}
     return None
 
 
