@@ -189,7 +189,8 @@ class Runtime:
         warnings: list[str] = []
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
                        str(mmproj) if mmproj else None,
-                       {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0}
+                       {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0,
+                        "kv_type": plan.draft_kv}
                        if draft else None, *embedder_facts(info))
         if self._budget is None:
             self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
