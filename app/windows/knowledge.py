@@ -97,6 +97,8 @@ class KnowledgePage(QWidget):
         self.files.setHeaderLabels(FILE_COLUMNS)
         self.files.header().setSectionResizeMode(1, QHeaderView.Stretch)
         self.progress = QProgressBar(visible=False, textVisible=True)
+        self.embedding = QProgressBar(visible=False, textVisible=True, objectName="knowledgeEmbedding")
+        self._indexing = self._embedding = False
         self.details = QLabel("", wordWrap=True, objectName="stats", textInteractionFlags=Qt.TextSelectableByMouse)
         self.from_files = QPushButton("New from files…")
         self.from_folder = QPushButton("New from folder (watched)…")
@@ -131,12 +133,32 @@ class KnowledgePage(QWidget):
         split.setSizes([220, 480])
         lay.addWidget(split, 1)
         lay.addWidget(self.progress)
+        lay.addWidget(self.embedding)
         lay.addWidget(self.details)
 
     # --- listing ---------------------------------------------------------------------------------
     @Slot()
     def refresh(self) -> None:
         self.ctx.bridge.knowledge.list(self._on_listed)
+        self.ctx.bridge.embedder.progress(self._on_embedding_read)
+
+    def _on_embedding_read(self, embedding, error) -> None:
+        """A change of embedder re-embeds every collection in the background: shown here as it goes."""
+        running = error is None and embedding is not None and not embedding.error and embedding.done < embedding.total
+        self._embedding = running
+        self.embedding.setVisible(running)
+        if running:
+            self.embedding.setRange(0, max(embedding.total, 1))
+            self.embedding.setValue(embedding.done)
+            self.embedding.setFormat(f"Embedding with {embedding.embedder}: %v of %m passages (searches use "
+                                     "keywords until it is done)")
+        self._poll_while_busy()
+
+    def _poll_while_busy(self) -> None:
+        if self._indexing or self._embedding:
+            self.poll.start()
+        else:
+            self.poll.stop()
 
     def _on_listed(self, rows, error) -> None:
         if error:
@@ -169,9 +191,8 @@ class KnowledgePage(QWidget):
             self.progress.setRange(0, max(total, 1))
             self.progress.setValue(done)
             self.progress.setFormat(f"Indexing: %v of %m files ({', '.join(r.collection.name for r in busy)})")
-            self.poll.start()
-        else:
-            self.poll.stop()
+        self._indexing = bool(busy)
+        self._poll_while_busy()
 
     def selected(self) -> str | None:
         item = self.tree.currentItem()

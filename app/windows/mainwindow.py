@@ -115,6 +115,7 @@ class MainWindow(QMainWindow):
         ctx.bridge.unload_failed.connect(self._on_bridge_unload_failed)
         self.pages["Settings"].remotes.remotes_changed.connect(self._on_settings_remotes_changed)
         self.pages["Knowledge"].collections_changed.connect(self.chat.list_collections)
+        self.pages["Settings"].documents.chosen.connect(self._on_documents_embedder_chosen)
         self.pages["Server"].state_changed.connect(self._on_bridge_loaded_changed)
         self.pages["Server"].devices.devices_changed.connect(self._on_settings_remotes_changed)
         self._timer = QTimer(self, interval=3000)
@@ -204,6 +205,10 @@ class MainWindow(QMainWindow):
         self.ctx.prefs.data["models_dirs"] = list(folders)  # what another window saved; ours is stale
         self.pages["Settings"].show_folders()
         self._on_watcher_library_changed()
+
+    @Slot(object)
+    def _on_documents_embedder_chosen(self, _model_id) -> None:
+        self.pages["Knowledge"].refresh()  # its re-embedding shows there as it goes
 
     @Slot(str, object)
     def _on_chat_undo_offered(self, text: str, undo) -> None:
