@@ -40,6 +40,7 @@ from .server import ServerPage
 from .settings import SettingsPage
 
 PAGES = ("Chat", "Discover", "My Models", "Knowledge", "Server", "Settings")
+RESUME_SHARING_MS = 1500  # after the first window is up: starting the TLS listener then costs it nothing
 
 
 class NoticeBar(QFrame):
@@ -127,6 +128,34 @@ class MainWindow(QMainWindow):
         self.watcher.library_changed.connect(self._on_watcher_library_changed)
         self.watcher.folders_changed.connect(self._on_watcher_folders_changed)
         self.watcher.start()
+        self._resumed = False
+        self._resuming = False
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        if not self._resumed:
+            self._resumed = True
+            QTimer.singleShot(RESUME_SHARING_MS, self._on_resume_sharing_timeout)
+
+    @Slot()
+    def _on_resume_sharing_timeout(self) -> None:
+        """Sharing was on when the app last quit: share again, and say so once it listens."""
+        devices = self.pages["Server"].devices
+        if devices.resume_sharing():
+            self._resuming = True
+            self.ctx.bridge.devices.sharing_started.connect(self._on_devices_sharing_resumed)
+
+    @Slot(object)
+    def _on_devices_sharing_resumed(self, device) -> None:
+        self.ctx.bridge.devices.sharing_started.disconnect(self._on_devices_sharing_resumed)
+        if not self._resuming:
+            return
+        self._resuming = False
+        self.notice.show_message(f"Sharing this computer's models with your paired devices on {device.url}, as "
+                                 "when Fireside last quit.", "info", "Stop sharing", self._stop_sharing)
+
+    def _stop_sharing(self) -> None:
+        self.pages["Server"].devices.share.setChecked(False)
 
     @property
     def chat(self) -> ChatPage:
