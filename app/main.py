@@ -174,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     fireside = Fireside()
     window = fireside.start()
     window.close_requested.connect(lambda: _on_close(fireside, app))
+    window.quit_requested.connect(app.quit)  # File → Quit, Ctrl+Q: through aboutToQuit's shutdown
     app.aboutToQuit.connect(fireside.stop)
     window.show()
     _quit_on_signals(app)

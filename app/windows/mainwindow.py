@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QSize, QTimer, Signal, Slot
+from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -93,9 +94,11 @@ class MainWindow(QMainWindow):
 
     Signals:
         close_requested(): the user closed the window (main decides: quit, or stay in the tray).
+        quit_requested(): the user chose Quit (the File menu, or Ctrl+Q): main quits, server or not.
     """
 
     close_requested = Signal()
+    quit_requested = Signal()
 
     def __init__(self, ctx: AppContext):
         super().__init__()
@@ -187,6 +190,23 @@ class MainWindow(QMainWindow):
         self.server_label = QLabel()
         self.statusBar().addWidget(self.models_label, 1)
         self.statusBar().addPermanentWidget(self.server_label)
+        self._menus()
+
+    def _menus(self) -> None:
+        """File → Quit (Ctrl+Q, the platform's Quit keys): the app's own way out, tray or not."""
+        file_menu = self.menuBar().addMenu("&File")
+        self.quit_action = QAction("&Quit Fireside", self, shortcutContext=Qt.ApplicationShortcut,
+                                   menuRole=QAction.QuitRole)
+        keys = [QKeySequence("Ctrl+Q")]  # the platform's Quit keys too; some platforms name none (Windows)
+        keys += [k for k in QKeySequence.keyBindings(QKeySequence.Quit) if k not in keys]
+        self.quit_action.setShortcuts(keys)
+        self.quit_action.setToolTip("Stop the server and sharing, unload the models and quit")
+        self.quit_action.triggered.connect(self._on_quit_triggered)
+        file_menu.addAction(self.quit_action)
+
+    @Slot()
+    def _on_quit_triggered(self) -> None:
+        self.quit_requested.emit()
 
     def show_page(self, name: str) -> None:
         self.sidebar.setCurrentRow(PAGES.index(name))
