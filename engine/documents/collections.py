@@ -90,6 +90,7 @@ class Passage:
     text: str
     heading: str = ""
     page: int | None = None
+    found_by: str = "bm25"  # how its collection was searched: "bm25" (keywords alone) or "fused" (and by meaning)
 
 
 class Collections:
@@ -322,7 +323,7 @@ class Collections:
                 file_id = Path(hit.path).parent.name
                 if file_id in ready:
                     found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score * scale), hit.text,
-                                         hit.heading, hit.page))
+                                         hit.heading, hit.page, result.mode))
             self._touch(collection_id)
         return sorted(found, key=lambda p: -p.score)[:k]
 
