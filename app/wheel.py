@@ -12,9 +12,13 @@ the first notch would focus them and the second would change them.
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QComboBox
+from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QComboBox, QScrollBar
 
-GUARDED = (QComboBox, QAbstractSpinBox, QAbstractSlider)
+GUARDED = (QComboBox, QAbstractSpinBox, QAbstractSlider)  # sliders and dials; a scroll bar is one, and scrolls
+
+
+def _guarded(obj) -> bool:
+    return isinstance(obj, GUARDED) and not isinstance(obj, QScrollBar)
 
 
 class WheelGuard(QObject):
@@ -22,10 +26,10 @@ class WheelGuard(QObject):
 
     def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt's name
         kind = event.type()
-        if kind == QEvent.Wheel and isinstance(obj, GUARDED) and not obj.hasFocus():
+        if kind == QEvent.Wheel and _guarded(obj) and not obj.hasFocus():
             event.ignore()  # not taken: the scroll area behind it gets it
             return True
-        if kind == QEvent.Polish and isinstance(obj, GUARDED) and obj.focusPolicy() == Qt.WheelFocus:
+        if kind == QEvent.Polish and _guarded(obj) and obj.focusPolicy() == Qt.WheelFocus:
             obj.setFocusPolicy(Qt.StrongFocus)
         return False
 
