@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QPointF, QSize, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import QAction, QColor, QKeySequence
 from PySide6.QtWidgets import (
     QFrame,
+    QGraphicsDropShadowEffect,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -24,7 +25,6 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QPushButton,
     QStackedWidget,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -45,7 +45,9 @@ RESUME_SHARING_MS = 1500  # after the first window is up: starting the TLS liste
 
 
 class NoticeBar(QFrame):
-    """One line at the top of the window: the last error, or an offer to undo.
+    """The last error, or an offer to undo, floating over the top of the pages: it takes no room in their
+    layout, so nothing on a page moves when it appears or goes (a banner in the layout pushed every page
+    down about 34 px, moving buttons under the pointer). ``anchor`` is the widget it floats over.
 
     Signals:
         action_clicked(): the user pressed the notice's action (Undo).
@@ -67,7 +69,20 @@ class NoticeBar(QFrame):
         self.action.clicked.connect(self._on_action_clicked)
         self.close_button.clicked.connect(self.hide)
         self._callback: Callable[[], None] | None = None
+        self.anchor: QWidget | None = None
+        self.setAttribute(Qt.WA_StyledBackground, True)
+        self.setGraphicsEffect(QGraphicsDropShadowEffect(blurRadius=16, offset=QPointF(0, 2), color=QColor(0, 0, 0, 90)))
         self.hide()
+
+    def place(self) -> None:
+        """Float centred over the top of ``anchor``, as wide as the text needs (at most 760 px)."""
+        if self.anchor is None:
+            return
+        area = self.anchor.geometry()
+        width = min(760, max(320, area.width() - 48))
+        height = max(self.sizeHint().height(), self.heightForWidth(width) if self.hasHeightForWidth() else 0)
+        self.setGeometry(area.x() + (area.width() - width) // 2, area.y() + 8, width, height)
+        self.raise_()
 
     def show_message(self, text: str, kind: str = "error", action: str = "",
                      callback: Callable[[], None] | None = None) -> None:
@@ -79,6 +94,7 @@ class NoticeBar(QFrame):
         self.action.setVisible(bool(action))
         self._callback = callback
         self.show()
+        self.place()
 
     @Slot()
     def _on_action_clicked(self) -> None:
@@ -174,18 +190,15 @@ class MainWindow(QMainWindow):
             self.stack.addWidget(self.pages[name])
         self.sidebar.currentRowChanged.connect(self.stack.setCurrentIndex)
         self.sidebar.setCurrentRow(0)
-        right = QVBoxLayout()
-        right.setContentsMargins(0, 0, 0, 0)
-        right.setSpacing(0)
-        right.addWidget(self.notice)
-        right.addWidget(self.stack, 1)
         central = QWidget()
         lay = QHBoxLayout(central)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addWidget(self.sidebar)
-        lay.addLayout(right, 1)
+        lay.addWidget(self.stack, 1)
         self.setCentralWidget(central)
+        self.notice.setParent(central)  # floating over the pages, outside their layout
+        self.notice.anchor = self.stack
         self.models_label = QLabel()
         self.server_label = QLabel()
         self.statusBar().addWidget(self.models_label, 1)
@@ -262,6 +275,11 @@ class MainWindow(QMainWindow):
     @Slot(str, object)
     def _on_chat_undo_offered(self, text: str, undo) -> None:
         self.notice.show_message(text, "info", "Undo", undo)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        if self.notice.isVisible():
+            QTimer.singleShot(0, self.notice.place)  # once the layout has given the pages their new size
 
     def closeEvent(self, event) -> None:
         self.close_requested.emit()

@@ -68,17 +68,28 @@ def disk_text(own: int, linked: int) -> str:
 
 
 class ModelsTableModel(QAbstractTableModel):
-    """The library as rows; ``last_used`` maps model ids to epoch seconds."""
+    """The library as rows; ``last_used`` maps model ids to epoch seconds, ``loaded`` the ids loaded now."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.rows: list = []
         self.last_used: dict[str, float] = {}
+        self.loaded: set[str] = set()
 
     def set_rows(self, rows: list, last_used: dict[str, float]) -> None:
         self.beginResetModel()
         self.rows, self.last_used = list(rows), dict(last_used)
         self.endResetModel()
+
+    def set_loaded(self, loaded: dict[str, float]) -> None:
+        """The models loaded now and when each last answered: "Last used" says "loaded now" for them,
+        whoever loaded them (the chat, the API server, the command line's runtime)."""
+        self.loaded = set(loaded)
+        for model_id, used in loaded.items():
+            self.last_used[model_id] = max(used or 0.0, self.last_used.get(model_id) or 0.0)
+        if self.rows:
+            column = len(COLUMNS) - 1
+            self.dataChanged.emit(self.index(0, column), self.index(len(self.rows) - 1, column), [Qt.DisplayRole])
 
     def rowCount(self, parent: Index = _ROOT) -> int:
         return 0 if parent.isValid() else len(self.rows)
@@ -106,7 +117,7 @@ class ModelsTableModel(QAbstractTableModel):
             (m.id, m.id.lower()), (m.info.architecture, m.info.architecture),
             (human_count(m.info.parameter_count) if m.info.parameter_count else "?", m.info.parameter_count), (m.quant, m.quant),
             (human_bytes(m.size), m.size), (f"{m.info.context_length:,}", m.info.context_length),
-            (m.source, m.source), (_ago(used), used or 0.0),
+            (m.source, m.source), ("loaded now" if m.id in self.loaded else _ago(used), used or 0.0),
         )
         shown, key = values[index.column()]
         return shown if role == Qt.DisplayRole else key
@@ -138,7 +149,16 @@ class ModelsPage(QWidget):
         lay.addLayout(self._toolbar())
         lay.addWidget(self.table, 1)
         lay.addWidget(self.summary)
+        ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
         self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        self._on_bridge_loaded_changed()  # a model loaded by the API server or the runtime meanwhile
+
+    @Slot()
+    def _on_bridge_loaded_changed(self) -> None:
+        self.table_model.set_loaded({m.model_id: m.last_used for m in self.ctx.engine.loaded() if not m.embedding})
 
     def _toolbar(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -168,6 +188,7 @@ class ModelsPage(QWidget):
             return
         models, (own, linked) = listed
         self.table_model.set_rows(models, self.ctx.prefs.get("last_used") or {})
+        self._on_bridge_loaded_changed()
         self.summary.setText(f"{len(models)} model{'' if len(models) == 1 else 's'} · {disk_text(own, linked)} · "
                              f"folders: {', '.join(str(p) for p in self.ctx.settings.models_dirs)}")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -39,6 +39,8 @@ from ..context import AppContext
 from ..feedback import show_error
 from .devices import DevicesPanel
 from .snippets import SNIPPETS, snippet
+
+COPIED_MS = 1500
 
 
 class RequestLog(QObject, logging.Handler):
@@ -102,9 +104,13 @@ class ServerPage(QWidget):
             self.snippet_views[name] = view
             self.tabs.addTab(view, name)
         lay.addWidget(self.tabs, 1)
-        copy = QPushButton("Copy snippet")
-        copy.clicked.connect(self._on_copy_snippet_clicked)
-        lay.addWidget(copy)
+        self.copy_button = QPushButton("Copy snippet")
+        self.copy_button.clicked.connect(self._on_copy_snippet_clicked)
+        self._copied = QTimer(self, singleShot=True, interval=COPIED_MS)
+        self._copied.timeout.connect(self._on_tabs_current_changed)
+        self.tabs.currentChanged.connect(self._on_tabs_current_changed)
+        lay.addWidget(self.copy_button)
+        self._on_tabs_current_changed()
         self._show_state()
         self.server.read_key()
 
@@ -293,8 +299,18 @@ class ServerPage(QWidget):
         self.log.appendPlainText(line)
 
     @Slot()
+    def _on_tabs_current_changed(self, *_args) -> None:
+        """The copy button copies what the tab shows: a snippet, or the request log; Your devices has none."""
+        view = self.tabs.currentWidget()
+        self.copy_button.setVisible(isinstance(view, QPlainTextEdit))
+        self.copy_button.setText("Copy log" if view is self.log else
+                                 f"Copy the {self.tabs.tabText(self.tabs.currentIndex())} snippet")
+
+    @Slot()
     def _on_copy_snippet_clicked(self) -> None:
         view = self.tabs.currentWidget()
         if isinstance(view, QPlainTextEdit):
             QGuiApplication.clipboard().setText(view.toPlainText())
+            self.copy_button.setText("Copied ✓" if view.toPlainText() else "Nothing to copy yet")
+            self._copied.start()  # the label comes back after a moment
 

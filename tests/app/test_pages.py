@@ -173,13 +173,14 @@ def _click(widget, text: str) -> None:
 
 @pytest.mark.model
 def test_a_chat_from_the_first_run_button_shows_in_my_models_last_used(qtbot, app):
-    """The starter is already loaded (by the API server, or an earlier chat): the chat the first-run
-    button starts still uses it, and My Models' "Last used" says so instead of "never"."""
+    """The starter is already loaded (by the API server, or an earlier chat): the empty chat says so
+    instead of offering the first-run button (issue 45), a chat uses it, and My Models' "Last used" says
+    so instead of "never"."""
     from tests.helpers.driving import send
 
     page = app.window.chat
-    assert page.stack.currentWidget() is page.empty and page.start_button.isVisible()
-    page.start_button.click()
+    assert page.stack.currentWidget() is page.empty and not page.start_button.isVisible()
+    assert "starter is loaded" in page.ready.text()
     _, state = send(qtbot, page, "Hi", max_tokens=4)
     assert state == "complete"
     models = app.window.pages["My Models"]
@@ -192,7 +193,8 @@ def test_a_chat_from_the_first_run_button_shows_in_my_models_last_used(qtbot, ap
         index = models.table_model.index(row, COLUMNS.index("Last used")) if row is not None else None
         return models.table_model.data(index) if index is not None else None
     qtbot.waitUntil(lambda: last_used() not in (None, "never"), timeout=15_000)  # the refresh has landed
-    assert last_used().endswith("min ago")
+    assert last_used() == "loaded now"
+    assert models.table_model.last_used["starter"] > 0  # kept for after it is unloaded ("N min ago")
 
 
 @pytest.mark.model
