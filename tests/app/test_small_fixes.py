@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
-from PySide6.QtWidgets import QStyle
+from PySide6.QtWidgets import QPushButton, QStyle
 
 from fireside.engine.library import Library
 from fireside.engine.models import hardware
@@ -97,3 +97,17 @@ def test_a_library_of_one_says_one_model(qtbot, make_app, shared_runtime, tmp_pa
     models = app.window.pages["My Models"]
     qtbot.waitUntil(lambda: " · " in models.summary.text(), timeout=20_000)
     assert models.summary.text().startswith("1 model · "), models.summary.text()
+
+
+def test_import_from_other_apps_names_them_and_says_when_there_is_nothing(qtbot, make_app, shared_runtime, tmp_path,
+                                                                         monkeypatch):
+    """Issue 45: the menu listed raw ids (lmstudio, hf-cache) and an import that found nothing said nothing."""
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))  # no LM Studio here
+    app = make_app(shared_runtime)
+    models = app.window.pages["My Models"]
+    menu = next(w.menu() for w in models.findChildren(QPushButton) if w.text() == "Import from other apps")
+    names = [a.text() for a in menu.actions()]
+    assert "LM Studio" in names and "Hugging Face cache" in names and "lmstudio" not in names, names
+    next(a for a in menu.actions() if a.text() == "LM Studio").trigger()
+    qtbot.waitUntil(lambda: "Nothing to import from LM Studio" in models.summary.text(), timeout=20_000)
+    assert str(tmp_path / "empty-home" / ".lmstudio" / "models") in models.summary.text()
