@@ -111,3 +111,15 @@ def test_import_from_other_apps_names_them_and_says_when_there_is_nothing(qtbot,
     next(a for a in menu.actions() if a.text() == "LM Studio").trigger()
     qtbot.waitUntil(lambda: "Nothing to import from LM Studio" in models.summary.text(), timeout=20_000)
     assert str(tmp_path / "empty-home" / ".lmstudio" / "models") in models.summary.text()
+
+
+def test_the_gpu_layers_slider_is_greyed_on_a_cpu_only_build_even_by_hand(qtbot, make_app, shared_runtime):
+    """Issue 45: the GPU layers slider could be moved on a build with no GPU at all."""
+    app = make_app(shared_runtime)
+    dialog = open_load_dialog(qtbot, app)
+    if any(d.kind != "cpu" for d in dialog.hw.devices):
+        pytest.skip("this llama.cpp build sees a GPU")
+    dialog.auto.setChecked(False)  # by hand: the other settings open up, the slider stays shut
+    assert dialog.context.isEnabled() and not dialog.layers.isEnabled()
+    assert "No GPU" in dialog.layers_label.text()
+    dialog.reject()
