@@ -230,7 +230,7 @@ class MainWindow(QMainWindow):
         if loaded:
             parts = [f"{m.model_id} · {human_bytes(m.rss_bytes or m.planned_ram_bytes)} RAM"
                      + (f" · {human_bytes(m.planned_gpu_bytes)} VRAM" if m.planned_gpu_bytes else "")
-                     + (f" · {m.threads_label()}" if m.threads_label() else "") for m in loaded]
+                     + (f" · {m.threads_share_label()}" if m.threads_share_label() else "") for m in loaded]
             self.models_label.setText("Loaded: " + "  |  ".join(parts))
         else:
             self.models_label.setText("No model loaded")

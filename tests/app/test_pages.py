@@ -203,4 +203,17 @@ def test_the_status_bar_shows_the_threads_a_loaded_model_uses(qtbot, app):
     label = app.window.models_label
     qtbot.waitUntil(lambda: "starter" in label.text(), timeout=10_000)
     loaded = app.ctx.engine.loaded()[0]
-    assert loaded.threads_label() and loaded.threads_label() in label.text()  # "2 threads", "1 of 2 threads"
+    assert loaded.threads_share_label() and loaded.threads_share_label() in label.text()  # "2 threads"
+
+
+def test_the_status_bar_threads_stay_put_while_the_runner_adapts():
+    """Issue 45: the status bar flipped between "2 threads" and "1 of 2 threads" as the runner adapted."""
+    from dataclasses import replace
+
+    from fireside.engine.types import LoadedModel
+
+    base = LoadedModel("m", "m.gguf", 1, 2048, 0, 30, "cpu_only", 0, 0)
+    busy, alone = replace(base, threads=1, thread_share=2), replace(base, threads=2, thread_share=2)
+    assert busy.threads_label() != alone.threads_label()  # `fireside ps` says what it uses right now
+    assert busy.threads_share_label() == alone.threads_share_label() == "2 threads"
+    assert replace(base, threads=2, threads_fixed=True).threads_share_label() == "2 threads (fixed)"
