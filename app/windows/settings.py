@@ -68,6 +68,7 @@ class SettingsPage(QWidget):
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
         self.documents.refresh()  # a model pulled or deleted since: the embedders listed follow
+        self.prompt_cache.refresh()  # replies since have saved states (it read "0 B in 0 saved states")
 
     # --- sections --------------------------------------------------------------------------------
     def _appearance(self) -> QGroupBox:
