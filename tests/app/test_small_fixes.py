@@ -123,3 +123,28 @@ def test_the_gpu_layers_slider_is_greyed_on_a_cpu_only_build_even_by_hand(qtbot,
     assert dialog.context.isEnabled() and not dialog.layers.isEnabled()
     assert "No GPU" in dialog.layers_label.text()
     dialog.reject()
+
+
+def test_an_unticked_box_stands_out_in_the_dark_theme(qtbot):
+    """Issue 45: in the dark theme an unticked checkbox was a dark square on a dark window."""
+    from PySide6.QtWidgets import QCheckBox, QStyleOptionButton
+
+    from fireside.app.theme import apply_theme
+
+    apply_theme("dark")
+    try:
+        box = QCheckBox("Require the key on this computer too")
+        qtbot.addWidget(box)
+        box.resize(box.sizeHint())
+        box.show()
+        qtbot.waitExposed(box)
+        option = QStyleOptionButton()
+        box.initStyleOption(option)
+        square = box.style().subElementRect(QStyle.SE_CheckBoxIndicator, option, box)
+        image = box.grab().toImage()
+        window = box.palette().window().color().lightness()
+        edge = max(image.pixelColor(x, y).lightness() for x in range(square.left(), square.right() + 1)
+                   for y in range(square.top(), square.bottom() + 1))
+        assert edge - window > 80, f"the box's lightest pixel {edge} against the window's {window}"
+    finally:
+        apply_theme("light")
