@@ -148,7 +148,9 @@ class MainWindow(QMainWindow):
         self.watcher.folders_changed.connect(self._on_watcher_folders_changed)
         self.watcher.start()
         self._resumed = False
-        self._resuming = False
+        self._resuming = False  # sharing left on at the last quit is starting again: say so once it listens
+        ctx.bridge.devices.sharing_started.connect(self._on_devices_sharing_started)
+        ctx.bridge.devices.sharing_stopped.connect(self._on_devices_sharing_stopped)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
@@ -159,14 +161,14 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_resume_sharing_timeout(self) -> None:
         """Sharing was on when the app last quit: share again, and say so once it listens."""
-        devices = self.pages["Server"].devices
-        if devices.resume_sharing():
-            self._resuming = True
-            self.ctx.bridge.devices.sharing_started.connect(self._on_devices_sharing_resumed)
+        self._resuming = self.pages["Server"].devices.resume_sharing()
+
+    @Slot()
+    def _on_devices_sharing_stopped(self) -> None:
+        self._resuming = False  # it failed to start (the failure is shown), or was stopped: nothing to say
 
     @Slot(object)
-    def _on_devices_sharing_resumed(self, device) -> None:
-        self.ctx.bridge.devices.sharing_started.disconnect(self._on_devices_sharing_resumed)
+    def _on_devices_sharing_started(self, device) -> None:
         if not self._resuming:
             return
         self._resuming = False
