@@ -25,10 +25,27 @@ GROUPS = [models, chat, library, server, bench, remote, devices, mcp, cache]
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fireside", description="Run and serve local language models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine is doing")
+    parser.add_argument("-V", "--version", action="version", version=version_text(),
+                        help="print Fireside's version (and llama.cpp's binding's) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)
     return parser
+
+
+def version_text() -> str:
+    """``fireside 0.1.0 (llama-cpp-python 0.3.36, Python 3.11.9)``: from the installed packages' metadata,
+    nothing imported."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"fireside {of('fireside')} (llama-cpp-python {of('llama_cpp_python')}, "
+            f"Python {'.'.join(map(str, sys.version_info[:3]))})")
 
 
 def log_level(verbose: bool) -> int | None:
