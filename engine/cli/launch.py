@@ -171,11 +171,14 @@ def _start_server(model: str, n_ctx: int, home: Path, key: str | None) -> tuple[
                                  "--ctx", str(n_ctx), "--load", model, "--keep-alive", "-1"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT_S
-    while not _answers(url, key):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            _stop(proc)
-            raise LaunchRefused(f"the server did not start:\n{log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.2)
+    try:
+        while not _answers(url, key):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise LaunchRefused(f"the server did not start:\n{log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+    except BaseException:  # a refused key, Ctrl-C: the server started in its own session stops here too
+        _stop(proc)
+        raise
     return proc, url
 
 
