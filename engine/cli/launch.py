@@ -36,6 +36,7 @@ from .models import describe_plan
 
 START_TIMEOUT_S = 300  # loading a large model from a slow disk
 LOAD_TIMEOUT_S = 600
+SLOTS = 2
 
 
 class LaunchRefused(FiresideError):
@@ -165,10 +166,11 @@ def _start_server(model: str, n_ctx: int, home: Path, key: str | None) -> tuple[
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log = home / "serve.log"
-    print(f"fireside: starting a server with {model} at {n_ctx:,} tokens of context (log: {log})", file=sys.stderr)
-    with log.open("wb") as out:
+    print(f"fireside: starting a server at {url} with {model} at {n_ctx:,} tokens of context (log: {log})",
+          file=sys.stderr)
+    with log.open("wb") as out:  # two slots: the agent's turn and its background requests (titles, summaries)
         proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "serve", "--port", str(port),
-                                 "--ctx", str(n_ctx), "--load", model, "--keep-alive", "-1"],
+                                 "--ctx", str(n_ctx), "--parallel", str(SLOTS), "--load", model, "--keep-alive", "-1"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:

@@ -1,16 +1,18 @@
 """The real coding agents from npm (Claude Code, Codex CLI, opencode) against ``fireside serve`` with the
 starter at a 32k context, all inside a network namespace that has only loopback: each answers a
 non-interactive turn (exit 0, a reply on stdout), a wrong key stops each within seconds with the key's
-message, and ``fireside launch`` runs one on the server it finds. Skipped, with the reason, where the
+message, and ``fireside launch`` starts a server, runs one on it and stops the server after. Skipped, with the reason, where the
 agents are not installed (see ``tests/helpers/agents.py``) or namespaces cannot be made."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
 
+import httpx
 import pytest
 
 from fireside.engine.agents import AGENTS, configure
@@ -65,15 +67,22 @@ def test_a_wrong_key_stops_the_agent_at_once_with_the_keys_message(served, name,
     assert took < 60, f"{name} took {took:.0f} s to give up on a wrong key"  # Claude Code retried for minutes
 
 
-def test_launch_runs_the_agent_on_the_server_it_finds(served, tmp_path):
+def test_launch_starts_a_server_runs_the_agent_and_stops_the_server(served, tmp_path):
+    """No server answers where launch looks (FIRESIDE_PORT): it starts one with the starter at the
+    context asked for (asking for the key ``fireside serve`` keeps in the keyring, as the user's
+    ``--api-key`` gives it), runs Claude Code on it, and stops it when Claude Code exits."""
     ns, device = served
     claude = agents.program("claude")
     if claude is None:
         pytest.skip(agents.why_missing("claude", AGENTS["claude"].package))
-    env = {**device.env, **agents.private_env(tmp_path), "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {**device.env, **agents.private_env(tmp_path), "FIRESIDE_PORT": str(PORT + 1),
+           "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}"}
     argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "fireside.engine", "launch", "claude", "--model",
-            "starter", "--url", URL, "--api-key", KEY, "--", *agents.small("claude", tmp_path)]
+            "starter", "--ctx", str(CTX), "--api-key", KEY, "--", *agents.small("claude", tmp_path)]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 0 and done.stdout.strip(), done.stdout[-2000:] + done.stderr[-2000:]
-    assert f"Claude Code on starter ({CTX:,} tokens of context)" in done.stderr
+    started = re.search(r"starting a server at (http://\S+) with starter", done.stderr)
+    assert started and f"Claude Code on starter ({CTX:,} tokens of context)" in done.stderr, done.stderr
+    with pytest.raises(httpx.ConnectError):  # the server it started is gone with the agent
+        netns.in_netns(ns, httpx.get, f"{started.group(1)}/v1/models", timeout=5)
