@@ -52,7 +52,7 @@ def run_agent(ns: str, name: str, home, key: str) -> tuple[subprocess.CompletedP
     return done, time.monotonic() - start
 
 
-@pytest.mark.parametrize("name", sorted(AGENTS))
+@pytest.mark.parametrize("name", ["codex", "opencode"])  # Claude Code answers through launch, below
 def test_the_agent_answers_a_turn(served, name, tmp_path):
     done, _ = run_agent(served[0], name, tmp_path, KEY)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
