@@ -108,9 +108,9 @@ def test_a_slow_prompt_starts_the_stream_and_pings(base_url, monkeypatch):
 
     from fireside.engine.server import streaming
 
-    monkeypatch.setattr(streaming, "EARLY_S", 0.05, raising=False)
-    monkeypatch.setattr(streaming, "PING_S", 0.05, raising=False)
-    long = f"{time.time_ns()} " + "Tell me about the sea and the ships on it. " * 60  # not in any cache
+    monkeypatch.setattr(streaming, "EARLY_S", 0.02, raising=False)
+    monkeypatch.setattr(streaming, "PING_S", 0.02, raising=False)
+    long = f"{time.time_ns()} " + "Tell me about the sea and the ships on it. " * 20  # ~220 tokens, not in any cache
     body = {"model": "starter", "max_tokens": 2, "stream": True, "messages": [{"role": "user", "content": long}]}
     events = []
     with httpx.stream("POST", f"{base_url}/v1/messages", json=body, timeout=120) as r:
