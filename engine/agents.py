@@ -86,7 +86,10 @@ def _claude(home: Path, url: str, key: str, model: str, n_ctx: int) -> dict[str,
     (config / ".claude.json").write_text(json.dumps(state), encoding="utf-8")
     env = {"CLAUDE_CONFIG_DIR": str(config), "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": key,
            "ANTHROPIC_MODEL": model, "CLAUDE_CODE_SUBAGENT_MODEL": model,
-           "API_TIMEOUT_MS": "3600000",  # a long prompt on a CPU takes minutes; the stream pings meanwhile
+           # a long prompt on a CPU takes minutes before the first token: the stream pings meanwhile, and
+           # its watchdogs (which may count only content, not pings) wait an hour, not five minutes
+           "API_TIMEOUT_MS": "3600000", "CLAUDE_STREAM_IDLE_TIMEOUT_MS": "3600000",
+           "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": "3600000",
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1"}
     # its background requests ask for a small model by name ("haiku"): the same model here
     env.update({f"ANTHROPIC_DEFAULT_{tier}_MODEL": model for tier in ("OPUS", "SONNET", "HAIKU")})
