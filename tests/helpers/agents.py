@@ -63,7 +63,8 @@ def small(name: str, home: Path) -> list[str]:
         instructions = home / "instructions.md"
         instructions.write_text("You are terse.", encoding="utf-8")
         flags = [f"model_instructions_file={json.dumps(str(instructions))}", "include_environment_context=false",
-                 "include_apps_instructions=false", *(f"features.{f}=false" for f in CODEX_OFF)]
+                 "include_apps_instructions=false", "skills.bundled.enabled=false",
+                 *(f"features.{f}=false" for f in CODEX_OFF)]  # its web_search tool stays: the server drops it
         return ["exec", "--skip-git-repo-check", *(a for f in flags for a in ("-c", f)), PROMPT]
     config = home / "opencode.json"
     trimmed = json.loads(config.read_text(encoding="utf-8"))
