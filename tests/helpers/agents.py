@@ -49,7 +49,7 @@ def program(name: str) -> Path | None:
 def why_missing(name: str, package: str) -> str | None:
     if program(name) is None:
         return (f"{package} is not installed in {AGENTS_DIR} (`npm install --prefix {AGENTS_DIR} {package}`, "
-                f"as .ci/run does; FIRESIDE_AGENTS_DIR points elsewhere)")
+                f"as .ci/run does; FIRESIDE_AGENTS_DIR names another folder)")
     return None
 
 
