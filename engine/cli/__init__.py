@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 from ..deps import check_floors
 from ..errors import FiresideError
-from . import bench, cache, chat, devices, library, mcp, models, remote, server
+from . import bench, cache, chat, devices, launch, library, mcp, models, remote, server
 
-GROUPS = [models, chat, library, server, bench, remote, devices, mcp, cache]
+GROUPS = [models, chat, library, server, launch, bench, remote, devices, mcp, cache]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,7 +78,10 @@ def quiet_logs(level: int | None):
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv, passed_on = launch.split_agent_args(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    if passed_on is not None:
+        args.agent_args = passed_on
     with quiet_logs(log_level(args.verbose)):
         return _run(parser, args)
 

@@ -99,6 +99,7 @@ def test_server_starts_answers_logs_and_stops(qtbot, idle_app):
     page.start_server()
     qtbot.waitUntil(page.running, timeout=15_000)
     assert page.url() in page.snippet_views["curl"].toPlainText()
+    assert f"fireside launch claude --model starter --url {page.url()}" in page.snippet_views["Claude Code"].toPlainText()
     assert "Server running" in page.status_text()
     r = httpx.get(f"{page.url()}/v1/models", timeout=10)
     assert r.status_code == 200 and any(m["id"] == "starter" for m in r.json()["data"])
