@@ -39,7 +39,7 @@ def describe_options(o: LoadOptions | None) -> str:
     if o is None or o == LoadOptions():
         return "Auto settings"
     parts = [f"context {o.context:,}" if o.context else "", f"{o.n_gpu_layers} GPU layers" if o.n_gpu_layers else "",
-             f"KV cache {o.kv_type}" if o.kv_type != "f16" else "",
+             f"KV cache {o.kv_type}" if o.kv_type != "auto" else "",
              {True: "flash attention on", False: "flash attention off"}.get(o.flash_attn, ""),
              f"{o.parallel} slot{'s' * (o.parallel != 1)}" if o.parallel else "",
              "prompt lookup drafts" if o.drafts else "", f"draft model {o.draft}" if o.draft else ""]

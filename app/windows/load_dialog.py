@@ -62,7 +62,7 @@ class LoadDialog(QDialog):
         self.layers_label = QLabel()
         self.context = QSpinBox(minimum=256, maximum=1 << 20, singleStep=1024, suffix=" tokens")
         self.kv = QComboBox()
-        self.kv.addItems(["f16", "q8_0", "q4_0"])
+        self.kv.addItems(["auto", "f16", "q8_0", "q4_0"])  # auto: q8_0 on the CPU, exact replies (planner.kv_for)
         self.flash = QComboBox()
         self.flash.addItems(list(FLASH))
         self.parallel = QSpinBox(minimum=1, maximum=MAX_SLOTS, toolTip=(

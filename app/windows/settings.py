@@ -133,8 +133,8 @@ class SettingsPage(QWidget):
         self.default_context = QSpinBox(minimum=0, maximum=1 << 20, singleStep=1024, specialValueText="Auto")
         self.default_context.setValue(saved.get("context") or 0)
         self.default_kv = QComboBox()
-        self.default_kv.addItems(["f16", "q8_0", "q4_0"])
-        self.default_kv.setCurrentText(saved.get("kv_type", "f16"))
+        self.default_kv.addItems(["auto", "f16", "q8_0", "q4_0"])  # auto: q8_0 on the CPU, exact replies
+        self.default_kv.setCurrentText(saved.get("kv_type", "auto"))
         self.default_context.valueChanged.connect(self._on_defaults_changed)
         self.default_kv.currentTextChanged.connect(self._on_defaults_changed)
         form = QFormLayout(box)

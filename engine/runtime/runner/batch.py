@@ -24,14 +24,14 @@ logits; its rows are sampled in order while each sample equals the drafted token
 draft leaves the slot's cache (``llama_memory_seq_rm``) before the next step.
 
 Seeds: each request has its own seeded sampler chain, and each slot its own KV stream whose cells
-stay in position order, so with flash attention (the default) a seeded request gives the same text
-alone or beside other requests (tests/engine/runtime/test_batching.py checks it). What still breaks it is
-llama.cpp's numerics changing under the same request: flash attention off (attention then sums
-over every cell of the stream and its rounding depends on how many there are), a prompt evaluated
-in different chunks (all of it cold, or only its tail after a cached prefix), another thread count
-or backend (GPU kernels pick different reductions by batch size), and, measured on this CPU build,
-the batch itself: a first token's log-probability moved by up to 0.025 between a request alone and
-twenty concurrent ones, enough to flip a near tie in greedy text (tests/server/test_scheduling.py).
+stay in position order. With flash attention on a quantized KV cache (the planner's default on the
+CPU, ``kv_for``) llama.cpp computes each token's row the same way whatever shares its step, however the
+prompt was chunked and on any thread count, so a greedy or seeded reply is the same alone, batched,
+drafted, cached or restored (tests/server/test_same_reply.py). What still changes it: an f16 cache
+(prompt chunks of 64+ tokens take a tiled attention kernel, a lone stream's token at 512+ cells has
+its cache split between the threads), flash attention off (attention then sums over every cell of
+the stream and its rounding depends on how many there are), or a GPU backend (its kernels pick
+different reductions by batch size).
 
 Runs entirely on the runner's worker thread, the only thread that touches the ``Llama``.
 """
