@@ -14,9 +14,14 @@ default repeat penalty) measures one stream's decode tokens/s, alternating which
   ``--busy-s``; the rate from 2 s after it stopped to the end of the reply, against the same tokens
   of the same reply on a quiet machine.
 
-Prints medians over ``--rounds`` and ends with the line
+Beside busy-1, llama-server with each fixed thread count (``-t 1`` up to the cores) is measured in the
+same busy rounds: the best of them is what a user who tuned ``-t`` for that load would get.
+
+Prints medians over ``--rounds``, the line
 ``ratios: quiet A.AAx, busy-1 B.BBx, busy-2 C.CCx, two-models D.DDx, recover E.EEx`` (Fireside over
-llama-server; recover over quiet). Goals (issue 28): quiet >= 1.0, busy-1 >= 2.5, busy-2 >= 2,
+llama-server; recover over quiet), and ends with
+``ratios: busy-1 B.BBx, of best fixed -t F.FFx, quiet A.AAx`` (issue 41: Fireside busy over the best
+fixed ``-t``, goal >= 0.85, with exact replies, which it keeps whatever its thread count). Goals (issue 28): quiet >= 1.0, busy-1 >= 2.5, busy-2 >= 2,
 two-models >= 1.5, recover >= 0.97. Run it on an otherwise quiet machine (not under ``nice``: the
 busy processes must compete on equal terms). About 2-3 minutes with the defaults.
 
@@ -52,11 +57,12 @@ class LlamaServerTarget(HttpTarget):
         return {**super().body(prompt, max_tokens, seed), "repeat_penalty": 1.1, "repeat_last_n": 64}
 
 
-def start_llama_server(binary: str, model: Path, ctx: int, no_repack: bool) -> tuple[subprocess.Popen, str]:
-    """llama-server at its default threads (no ``-t``), one slot."""
+def start_llama_server(binary: str, model: Path, ctx: int, no_repack: bool,
+                       threads: int | None = None) -> tuple[subprocess.Popen, str]:
+    """llama-server at its default threads (no ``-t``) or at ``threads``, one slot."""
     port = free_port()
     cmd = [binary, "-m", str(model), "-c", str(ctx), "-np", "1", "--host", "127.0.0.1", "--port", str(port),
-           "--no-webui", *(["--no-repack"] if no_repack else [])]
+           "--no-webui", *(["--no-repack"] if no_repack else []), *(["-t", str(threads)] if threads else [])]
     return started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
 
 
@@ -126,8 +132,11 @@ def recover(target: HttpTarget, tokens: int, busy_s: float) -> float:
     return ((n - 1 - first) / (times[n - 1] - times[first])) / ((n - 1 - first) / (calm[n - 1] - calm[first]))
 
 
-def measure(fs: list[HttpTarget], ls: list[HttpTarget], args: argparse.Namespace) -> dict[str, list[tuple]]:
+def measure(fs: list[HttpTarget], ls: list[HttpTarget], args: argparse.Namespace,
+            fixed: dict[int, HttpTarget]) -> tuple[dict[str, list[tuple]], dict[int, list[float]]]:
+    """The medians' rows per case, and llama-server's busy-1 rate at each fixed thread count."""
     results: dict[str, list[tuple]] = {k: [] for k in ("quiet", "busy-1", "busy-2", "two-models")}
+    by_threads: dict[int, list[float]] = {n: [] for n in fixed}
     for rnd in range(args.rounds):
         order = [(fs, "fireside"), (ls, "llama-server")]
         if rnd % 2:
@@ -138,12 +147,15 @@ def measure(fs: list[HttpTarget], ls: list[HttpTarget], args: argparse.Namespace
                 for targets, who in order:
                     if targets:
                         got[who] = one(targets[0], args.tokens)
+                if name == "busy-1":
+                    for n, target in fixed.items():
+                        by_threads[n].append(one(target, args.tokens))
             results[name].append((got.get("fireside", 0.0), got.get("llama-server", 0.0)))
         got = {who: pair(targets, args.tokens) for targets, who in order if targets}
         results["two-models"].append((got.get("fireside", 0.0), got.get("llama-server", 0.0)))
         print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1][0]:.1f}/{v[-1][1]:.1f}" for k, v in results.items()),
               flush=True)
-    return results
+    return results, by_threads
 
 
 def main() -> None:
@@ -171,24 +183,28 @@ def main() -> None:
             proc, url = start_fireside(home, models, args.ctx)
             procs.append(proc)
             fs = [HttpTarget(url, m, endpoint="chat") for m in models]
-            ls = []
+            ls, fixed = [], {}
             if not args.fireside_only:
-                for _ in models:
-                    proc, url = start_llama_server(args.llama_server, starter_path(), args.ctx, args.no_repack)
+                for threads in [None, None, *range(1, (os.cpu_count() or 1) + 1)]:
+                    proc, url = start_llama_server(args.llama_server, starter_path(), args.ctx, args.no_repack, threads)
                     procs.append(proc)
-                    ls.append(LlamaServerTarget(url, "starter", endpoint="chat"))
-            for t in fs + ls:
+                    target = LlamaServerTarget(url, "starter", endpoint="chat")
+                    if threads is None:
+                        ls.append(target)
+                    else:
+                        fixed[threads] = target
+            for t in [*fs, *ls, *fixed.values()]:
                 one(t, 16)  # warm up
-            results = measure(fs, ls, args)
+            results, by_threads = measure(fs, ls, args, fixed)
             back = [recover(fs[0], args.recover_tokens, args.busy_s) for _ in range(args.rounds)]
         finally:
             for p in procs:
                 p.terminate()
                 p.wait(timeout=30)
-    report(results, back)
+    report(results, back, by_threads)
 
 
-def report(results: dict[str, list[tuple]], back: list[float]) -> None:
+def report(results: dict[str, list[tuple]], back: list[float], by_threads: dict[int, list[float]]) -> None:
     ratios = []
     print(f"{'':12} {'fireside tok/s':>15} {'llama-server':>13} {'ratio':>7}")
     for name, rows in results.items():
@@ -200,6 +216,13 @@ def report(results: dict[str, list[tuple]], back: list[float]) -> None:
     print(f"recover: {', '.join(f'{b:.2f}' for b in back)} of quiet speed from 2 s after the machine went quiet")
     ratios.append(f"recover {statistics.median(back):.2f}x")
     print("ratios: " + ", ".join(ratios))
+    if by_threads:
+        fixed = {n: statistics.median(v) for n, v in by_threads.items()}
+        best = max(fixed, key=fixed.get)
+        print("llama-server busy-1 at a fixed -t: " + ", ".join(f"-t {n} {r:.1f}" for n, r in fixed.items())
+              + f" tok/s (best -t {best})")
+        mine = statistics.median(r[0] for r in results["busy-1"])
+        print(f"ratios: {ratios[1]}, of best fixed -t {mine / fixed[best]:.2f}x, {ratios[0]}")
 
 
 if __name__ == "__main__":
