@@ -3,10 +3,13 @@
 API serves them as OpenAI's vector stores; the app can list the same ones as its collections.
 
 A file added to a collection is ``in_progress`` until a background worker (one daemon thread, never the
-caller's) has read, chunked and indexed it, then ``completed``, or ``failed`` with a code (``invalid_file``,
-``unsupported_file``, ``server_error``) and a message that says what is wrong. Files still ``in_progress``
-when the process stopped are indexed again when the collections are next opened. Search reads only
-``completed`` files. With no ``Embedder`` the indexes find passages by BM25 alone.
+caller's) has read, chunked and indexed it and made its passages' vectors, then ``completed``, or
+``failed`` with a code (``invalid_file``, ``unsupported_file``, ``server_error``) and a message that says
+what is wrong. Every queued file's text is indexed before vectors are made (in batches, a file at a
+time, each file ``completed`` as its vectors are done, so ``file_counts`` shows the progress), and search
+reads a file as soon as its text is indexed: by keywords until its vectors come. Files still
+``in_progress`` when the process stopped are indexed again when the collections are next opened. With no
+``Embedder`` the indexes find passages by BM25 alone, and a file is ``completed`` once its text is in.
 
 A passage's ``score`` is its reciprocal-rank-fusion score scaled into 0..1, so that a passage ranked first
 by every ranking scores 1: it orders passages, it is not a probability.
@@ -279,7 +282,8 @@ class Collections:
         """The ``k`` passages of the collections' completed files that best answer ``query``, best first."""
         found: list[Passage] = []
         for collection_id in dict.fromkeys(collection_ids):
-            ready = {m.file_id for m in self.members(collection_id, status="completed")}
+            ready = {m.file_id for m in self.members(collection_id)
+                     if m.status == "completed" or (m.status == "in_progress" and m.chunks)}  # vectors on their way
             if not ready:
                 continue
             names = {f: self.uploads.get(f).filename for f in ready}
@@ -320,12 +324,25 @@ class Collections:
                 log.exception("indexing %s into %s failed", item[1] or "passages", item[0])
 
     def _embed(self, collection_id: str) -> None:
-        """Vectors for the collection's passages that lack them (a new embedder, or an embedding cut short)."""
+        """Vectors for the collection's passages that lack them: the files whose text is indexed first, each
+        ``completed`` once its vectors are made, then any other passage (a new embedder, an embedding cut short)."""
         try:
-            self.get(collection_id)
+            waiting = [m for m in self.members(collection_id, status="in_progress") if m.chunks]
         except DocumentNotFound:
             return  # deleted while it waited
-        embedded = self._index(collection_id).embed_missing(cancel=self._cancel)
+        index = self._index(collection_id)
+        embedded = 0
+        for member in waiting:
+            if self._cancel.is_set():
+                return
+            try:
+                path = self.uploads.get(member.file_id).path
+            except DocumentNotFound:
+                continue  # removed while it waited
+            embedded += index.embed_missing(cancel=self._cancel, path=path)
+            if not self._cancel.is_set():  # an embedder that failed leaves the file to keywords, and completed
+                self._finish(collection_id, member.file_id, "completed", chunks=member.chunks, usage=member.usage_bytes)
+        embedded += index.embed_missing(cancel=self._cancel)
         if embedded:
             log.info("embedded %d passages of %s", embedded, collection_id)
 
@@ -339,7 +356,7 @@ class Collections:
             return
         index = self._index(collection_id)
         try:
-            done = index.add_file(stored.path, cancel=self._cancel)
+            done = index.add_file(stored.path, cancel=self._cancel, embed=False)  # vectors: _embed, after the text
             if done.chunks == 0:
                 raise DocumentRejected(f"{stored.filename} holds no text to search (a scanned PDF, or an empty "
                                        "document?)", "empty", stored.filename)
@@ -352,12 +369,25 @@ class Collections:
             log.exception("indexing %s failed", stored.filename)
             self._finish(collection_id, file_id, "failed", "server_error", f"indexing failed: {type(e).__name__}: {e}")
             return
-        if not self._finish(collection_id, file_id, "completed", chunks=done.chunks, usage=stored.bytes):
-            with self.registry.lock:
-                now = self.registry.db.execute("SELECT status FROM members WHERE collection_id = ? AND file_id = ?",
-                                               (collection_id, file_id)).fetchone()
-            if now is None or now[0] == "cancelled":  # removed or cancelled while it was read
-                index.remove_file(stored.path)
+        if self.embedder is not None:  # searchable by keywords now, completed when its vectors are made
+            if self._text_indexed(collection_id, file_id, done.chunks, stored.bytes):
+                self._enqueue(collection_id, None)
+                return
+        elif self._finish(collection_id, file_id, "completed", chunks=done.chunks, usage=stored.bytes):
+            return
+        with self.registry.lock:
+            now = self.registry.db.execute("SELECT status FROM members WHERE collection_id = ? AND file_id = ?",
+                                           (collection_id, file_id)).fetchone()
+        if now is None or now[0] == "cancelled":  # removed or cancelled while it was read
+            index.remove_file(stored.path)
+
+    def _text_indexed(self, collection_id: str, file_id: str, chunks: int, usage: int) -> bool:
+        """Note that the file's text is in (its chunk count), still ``in_progress``; False if it is no longer."""
+        reg = self.registry
+        with reg.lock, reg.db:
+            return bool(reg.db.execute("UPDATE members SET chunks = ?, usage_bytes = ? WHERE collection_id = ? AND "
+                                       "file_id = ? AND status = 'in_progress' RETURNING file_id",
+                                       (chunks, usage, collection_id, file_id)).fetchall())
 
     def _finish(self, collection_id: str, file_id: str, status: str, code: str | None = None,
                 message: str | None = None, chunks: int = 0, usage: int = 0) -> bool:

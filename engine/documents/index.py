@@ -110,9 +110,10 @@ class DocumentIndex:
 
     # --- adding --------------------------------------------------------------------------------------
     def add_file(self, path: Path | str, *, cancel: threading.Event | None = None,
-                 on_progress: Callable[[int, int], None] | None = None) -> IndexedFile:
-        """Read, chunk, index and embed the file at ``path``; a file already indexed with the same bytes
-        is left as it is. Raises ``DocumentRejected`` for a file that cannot be read."""
+                 on_progress: Callable[[int, int], None] | None = None, embed: bool = True) -> IndexedFile:
+        """Read, chunk, index and (``embed``) embed the file at ``path``; a file already indexed with the same
+        bytes is left as it is. Without ``embed`` its passages are found by keywords at once and get their
+        vectors from ``embed_missing``. Raises ``DocumentRejected`` for a file that cannot be read."""
         try:
             path = Path(path).resolve()
             stat = path.stat()
@@ -127,14 +128,14 @@ class DocumentIndex:
                 return IndexedFile(str(path), row[3], count, count, row[4], unchanged=True)
         doc = read_document(path)  # before hashing: a file over a cap is refused without reading it whole
         digest = _sha256(path)
-        return self.add_document(doc, stat=stat, digest=digest, cancel=cancel, on_progress=on_progress)
+        return self.add_document(doc, stat=stat, digest=digest, cancel=cancel, on_progress=on_progress, embed=embed)
 
     def add_document(self, doc: Document, *, stat: os.stat_result | None = None, digest: str = "",
                      cancel: threading.Event | None = None,
-                     on_progress: Callable[[int, int], None] | None = None) -> IndexedFile:
+                     on_progress: Callable[[int, int], None] | None = None, embed: bool = True) -> IndexedFile:
         chunks = chunk_document(doc)
         ids = self._write(doc, chunks, stat, digest)
-        embedded = self._embed(list(zip(ids, (c.indexed_text for c in chunks))), cancel, on_progress)
+        embedded = self._embed(list(zip(ids, (c.indexed_text for c in chunks))), cancel, on_progress) if embed else 0
         return IndexedFile(doc.path, doc.kind, len(chunks), embedded, doc.pages)
 
     def _write(self, doc: Document, chunks: list[Chunk], stat, digest: str) -> list[int]:
@@ -172,12 +173,16 @@ class DocumentIndex:
 
     # --- embedding -----------------------------------------------------------------------------------
     def embed_missing(self, *, cancel: threading.Event | None = None,
-                      on_progress: Callable[[int, int], None] | None = None) -> int:
-        """Embed every passage that has no vector from the current embedder (after a change of embedder,
-        or an add that was cancelled mid-way); returns how many were embedded."""
+                      on_progress: Callable[[int, int], None] | None = None, path: Path | str | None = None) -> int:
+        """Embed every passage (of the file at ``path``, else of every file) that has no vector from the
+        current embedder (a file added without ``embed``, a change of embedder, an add cancelled mid-way);
+        returns how many were embedded."""
         with self._lock:
             have = "SELECT rowid FROM chunk_vectors" if store.vectors_ready(self._db) else "SELECT NULL WHERE 0"
-            todo = list(self._db.execute(f"SELECT id, heading, text FROM chunks WHERE id NOT IN ({have}) ORDER BY id"))
+            todo = list(self._db.execute(
+                f"SELECT c.id, c.heading, c.text FROM chunks c JOIN files f ON f.id = c.file_id WHERE c.id NOT IN "
+                f"({have}) AND (?1 IS NULL OR f.path = ?1) ORDER BY c.id",
+                (None if path is None else str(Path(path).resolve()),)))
         return self._embed([(i, f"{h}\n{t}" if h else t) for i, h, t in todo], cancel, on_progress)
 
     def _embed(self, items: list[tuple[int, str]], cancel, on_progress) -> int:
