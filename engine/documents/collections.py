@@ -11,8 +11,8 @@ reads a file as soon as its text is indexed: by keywords until its vectors come.
 ``in_progress`` when the process stopped are indexed again when the collections are next opened. With no
 ``Embedder`` the indexes find passages by BM25 alone, and a file is ``completed`` once its text is in.
 
-A passage's ``score`` is its reciprocal-rank-fusion score scaled into 0..1, so that a passage ranked first
-by every ranking scores 1: it orders passages, it is not a probability.
+A passage's ``score`` is its fused score in 0..1 (``index.py``): a passage first in every ranking scores 1;
+it orders passages, it is not a probability.
 
 Threading: every method may be called from any thread; they read and write the disk, so a server calls
 them off its event loop. ``close`` stops the worker (within one embedding batch) and closes the files.
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DocumentNotFound, DocumentRejected
-from .index import RRF_K, DocumentIndex, Embedder
+from .index import DocumentIndex, Embedder
 from .registry import Registry
 from .uploads import Uploads
 
@@ -288,11 +288,10 @@ class Collections:
                 continue
             names = {f: self.uploads.get(f).filename for f in ready}
             result = self._index(collection_id).search(query, k=k + 10)
-            scale = (RRF_K + 1) / (2 if result.mode == "fused" else 1)
             for hit in result.hits:
                 file_id = Path(hit.path).parent.name
                 if file_id in ready:
-                    found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score * scale), hit.text,
+                    found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score), hit.text,
                                          hit.heading, hit.page))
             self._touch(collection_id)
         return sorted(found, key=lambda p: -p.score)[:k]

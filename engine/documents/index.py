@@ -1,6 +1,6 @@
 """The document index: files read and chunked (``readers.py``, ``chunking.py``), their passages kept in
 SQLite (``store.py``) with FTS5 for BM25 and sqlite-vec for vectors, and searched by both at once, the
-two rankings fused by reciprocal rank fusion and the top passages deduplicated.
+two rankings' scores scaled and mixed (``VECTOR_WEIGHT``) and the top passages deduplicated.
 
 The embedder is any callable from texts to vectors (``Embedder``; ``Embedder.from_engine`` wraps any
 embedding-capable model an ``Engine`` or ``Runtime`` serves). With none, or before any passage has a
@@ -32,8 +32,12 @@ from .readers import read_document
 
 log = logging.getLogger(__name__)
 
-RRF_K = 60            # the constant of reciprocal rank fusion (Cormack et al. 2009)
 CANDIDATES = 50       # how deep each ranking is read before fusing
+# Fusion: each ranking's scores scaled to 0..1 over its candidates (min-max), then mixed, vectors weighing
+# VECTOR_WEIGHT. Tuned on half of bench/retrieval.py's held-out set (the other half never looked at):
+# recall@5 0.83 -> 0.91 and MRR 0.61 -> 0.64 over reciprocal rank fusion (k 60), which ignores how far
+# ahead the first candidate is; a passage only one ranking found scores 0 in the other.
+VECTOR_WEIGHT = 0.7
 EMBED_BATCH = 16
 _STOPWORDS = frozenset("a an and are as at be by can do does for from how i in is it of on or that the this to "
                        "what when where which who why will with you your".split())
@@ -243,11 +247,11 @@ class DocumentIndex:
         rankings = []
         if mode in ("bm25", "fused"):
             t = time.perf_counter()
-            rankings.append(("bm25", self.bm25_ids(query, CANDIDATES)))
+            rankings.append(("bm25", 1.0 - VECTOR_WEIGHT if mode == "fused" else 1.0, self.bm25_scored(query, CANDIDATES)))
             timings["bm25"] = (time.perf_counter() - t) * 1000
         if mode in ("vectors", "fused"):
             t = time.perf_counter()
-            rankings.append(("vectors", self.vector_ids(query, CANDIDATES)))
+            rankings.append(("vectors", VECTOR_WEIGHT if mode == "fused" else 1.0, self.vector_scored(query, CANDIDATES)))
             timings["vectors"] = (time.perf_counter() - t) * 1000
         return SearchResult(self._fused(rankings, k), mode, note, timings)
 
@@ -256,31 +260,48 @@ class DocumentIndex:
             return store.vectors_ready(self._db) and store.meta(self._db, "embedder") == self.embedder.name
 
     def bm25_ids(self, query: str, k: int) -> list[int]:
+        return [i for i, _ in self.bm25_scored(query, k)]
+
+    def bm25_scored(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best passages by BM25 (headings count double), best first, with their scores (higher
+        is better)."""
         terms = [t for t in re.findall(r"\w+", query.lower()) if t not in _STOPWORDS] or re.findall(r"\w+", query.lower())
         if not terms:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in dict.fromkeys(terms))
         with self._lock:
-            return [r[0] for r in self._db.execute(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts, 2.0, 1.0) LIMIT ?",
+            return [(r[0], -r[1]) for r in self._db.execute(
+                "SELECT rowid, bm25(chunks_fts, 2.0, 1.0) AS s FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY s LIMIT ?",
                 (match, k))]
 
     def vector_ids(self, query: str, k: int) -> list[int]:
+        return [i for i, _ in self.vector_scored(query, k)]
+
+    def vector_scored(self, query: str, k: int) -> list[tuple[int, float]]:
+        """The ``k`` nearest passages to the query's vector, nearest first, with their cosine similarity
+        (1 - the table's cosine distance)."""
         [vector] = self.embedder.embed([query])
         with self._lock:
-            return [r[0] for r in self._db.execute(
-                "SELECT rowid FROM chunk_vectors WHERE embedding MATCH ? AND k = ? ORDER BY distance",
+            return [(r[0], 1.0 - r[1]) for r in self._db.execute(
+                "SELECT rowid, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ? ORDER BY distance",
                 (store.packed(vector), k))]
 
-    def _fused(self, rankings: list[tuple[str, list[int]]], k: int) -> list[Hit]:
+    def _fused(self, rankings: list[tuple[str, float, list[tuple[int, float]]]], k: int) -> list[Hit]:
+        """The top ``k`` of the rankings mixed: each one's scores scaled to 0..1 over its own candidates,
+        weighted and summed (a passage the ranking did not find adds 0); ties keep the better rank."""
         scores: dict[int, float] = {}
         ranks: dict[int, dict[str, int]] = {}
-        for name, ids in rankings:
-            for rank, chunk_id in enumerate(ids, 1):
-                scores[chunk_id] = scores.get(chunk_id, 0.0) + 1.0 / (RRF_K + rank)
+        for name, weight, scored in rankings:
+            if not scored:
+                continue
+            low, high = min(s for _, s in scored), max(s for _, s in scored)
+            for rank, (chunk_id, score) in enumerate(scored, 1):
+                scaled = (score - low) / (high - low) if high > low else 1.0
+                scores[chunk_id] = scores.get(chunk_id, 0.0) + weight * scaled
                 ranks.setdefault(chunk_id, {})[name] = rank
         hits, seen = [], set()
-        for chunk_id in sorted(scores, key=lambda c: -scores[c]):
+        order = sorted(scores, key=lambda c: (-scores[c], min(ranks[c].values())))
+        for chunk_id in order:
             hit = self._hit(chunk_id, scores[chunk_id], ranks[chunk_id])
             if hit is None:
                 continue

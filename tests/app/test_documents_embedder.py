@@ -32,7 +32,9 @@ def test_choosing_an_embedder_is_kept_and_embeds_the_servers_vector_stores(qtbot
         box = window.pages["Settings"].documents
         box.refresh()
         qtbot.waitUntil(lambda: box.embedder.findData("tiny-bert") > 0, timeout=10_000)
-        assert box.embedder.itemText(0) == NONE_LABEL and "keywords alone" in box.state.text()
+        # the built-in embedder is chosen until another choice is made
+        assert box.embedder.itemText(0) == NONE_LABEL and "embedded by minilm" in box.state.text()
+        assert box.embedder.currentData() == "minilm"
         assert box.embedder.itemText(1) == "tiny-bert  · embedder"  # the embedder first, the chat model after
         assert any("starter  · chat model" in box.embedder.itemText(i) for i in range(box.embedder.count()))
 
