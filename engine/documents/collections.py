@@ -20,6 +20,7 @@ them off its event loop. ``close`` stops the worker (within one embedding batch)
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -93,7 +94,9 @@ class Collections:
         self._registry: Registry | None = None
         self._uploads: Uploads | None = None
         self._indexes: dict[str, DocumentIndex] = {}
-        self._queue: queue.Queue = queue.Queue()
+        # (kind, order, item): a file's text (0) before any vectors (1), in the order asked; close (-1) first
+        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()
         self._worker: threading.Thread | None = None
         self._cancel = threading.Event()
         self._watcher = None
@@ -160,8 +163,7 @@ class Collections:
         with reg.lock, reg.db:
             reg.db.execute("INSERT INTO collections VALUES(?,?,?,?,?)",
                            (collection_id, name, json.dumps(metadata or {}), now, now))
-        for file_id in dict.fromkeys(file_ids):
-            self.add(collection_id, file_id)
+        self._add_all(collection_id, list(file_ids))
         return self.get(collection_id)
 
     def get(self, collection_id: str) -> Collection:
@@ -212,16 +214,22 @@ class Collections:
     # --- members -------------------------------------------------------------------------------------
     def add(self, collection_id: str, file_id: str, batch_id: str | None = None) -> Member:
         """Put ``file_id`` in the collection and queue it for indexing; a file already there stays as it is."""
+        self._add_all(collection_id, [file_id], batch_id)
+        return self.member(collection_id, file_id)
+
+    def _add_all(self, collection_id: str, file_ids: list[str], batch_id: str | None = None) -> None:
+        """The files made members, then queued together: every one's text is read before vectors are made."""
         self.get(collection_id)
-        self.uploads.get(file_id)
+        for file_id in file_ids:
+            self.uploads.get(file_id)
         reg = self.registry
         with reg.lock, reg.db:
-            added = reg.db.execute("INSERT OR IGNORE INTO members(collection_id, file_id, status, batch_id, created_at) "
-                                   "VALUES(?,?,'in_progress',?,?) RETURNING file_id",
-                                   (collection_id, file_id, batch_id, int(time.time()))).fetchall()
-        if added:
+            added = [f for f in dict.fromkeys(file_ids) if reg.db.execute(
+                "INSERT OR IGNORE INTO members(collection_id, file_id, status, batch_id, created_at) "
+                "VALUES(?,?,'in_progress',?,?) RETURNING file_id",
+                (collection_id, f, batch_id, int(time.time()))).fetchall()]
+        for file_id in added:
             self._enqueue(collection_id, file_id)
-        return self.member(collection_id, file_id)
 
     def add_batch(self, collection_id: str, file_ids: list[str]) -> str:
         """Add several files as one batch (all known, or none added); returns the batch's id."""
@@ -229,8 +237,7 @@ class Collections:
         for file_id in file_ids:
             self.uploads.get(file_id)
         batch_id = f"vsfb_{uuid.uuid4().hex[:24]}"
-        for file_id in dict.fromkeys(file_ids):
-            self.add(collection_id, file_id, batch_id)
+        self._add_all(collection_id, list(file_ids), batch_id)
         return batch_id
 
     def members(self, collection_id: str, status: str | None = None, batch_id: str | None = None) -> list[Member]:
@@ -291,7 +298,7 @@ class Collections:
             for hit in result.hits:
                 file_id = Path(hit.path).parent.name
                 if file_id in ready:
-                    found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score), hit.text,
+                    found.append(Passage(collection_id, file_id, names[file_id], max(0.0, min(1.0, hit.score)), hit.text,
                                          hit.heading, hit.page))
             self._touch(collection_id)
         return sorted(found, key=lambda p: -p.score)[:k]
@@ -304,14 +311,14 @@ class Collections:
     # --- indexing, on the worker thread --------------------------------------------------------------
     def _enqueue(self, collection_id: str, file_id: str | None) -> None:
         """Queue a file to index, or (``file_id`` None) a collection's passages to embed."""
-        self._queue.put((collection_id, file_id))
+        self._queue.put((1 if file_id is None else 0, next(self._order), (collection_id, file_id)))
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._work, name="fireside-collections-indexer", daemon=True)
             self._worker.start()
 
     def _work(self) -> None:
         while not self._cancel.is_set():
-            item = self._queue.get()
+            item = self._queue.get()[2]
             if item is None:
                 return
             try:
@@ -329,21 +336,27 @@ class Collections:
             waiting = [m for m in self.members(collection_id, status="in_progress") if m.chunks]
         except DocumentNotFound:
             return  # deleted while it waited
-        index = self._index(collection_id)
+        index, pause = self._index(collection_id), _Pause(self)
         embedded = 0
         for member in waiting:
-            if self._cancel.is_set():
-                return
             try:
                 path = self.uploads.get(member.file_id).path
             except DocumentNotFound:
                 continue  # removed while it waited
-            embedded += index.embed_missing(cancel=self._cancel, path=path)
-            if not self._cancel.is_set():  # an embedder that failed leaves the file to keywords, and completed
-                self._finish(collection_id, member.file_id, "completed", chunks=member.chunks, usage=member.usage_bytes)
+            embedded += index.embed_missing(cancel=pause, path=path)
+            if pause.is_set():  # closing, or a file added meanwhile is read first (then the vectors go on)
+                if not self._cancel.is_set():
+                    self._enqueue(collection_id, None)
+                return
+            # done (an embedder that failed leaves the file to keywords, and completed too)
+            self._finish(collection_id, member.file_id, "completed", chunks=member.chunks, usage=member.usage_bytes)
         embedded += index.embed_missing(cancel=self._cancel)
         if embedded:
             log.info("embedded %d passages of %s", embedded, collection_id)
+
+    def _text_waiting(self) -> bool:
+        with self._queue.mutex:
+            return bool(self._queue.queue) and self._queue.queue[0][0] == 0
 
     def _index_one(self, collection_id: str, file_id: str) -> None:
         try:
@@ -402,7 +415,7 @@ class Collections:
         if self._watcher is not None:
             self._watcher.stop()
         self._cancel.set()
-        self._queue.put(None)
+        self._queue.put((-1, next(self._order), None))
         if self._worker is not None:
             self._worker.join(timeout=10)
         with self._opening:
@@ -413,3 +426,13 @@ class Collections:
                 self._registry.close()
                 self._registry = None
 
+
+class _Pause:
+    """``is_set`` (as a ``threading.Event``'s, which embedding checks between batches) while the collections
+    close or a file's text waits to be indexed."""
+
+    def __init__(self, collections: Collections):
+        self.collections = collections
+
+    def is_set(self) -> bool:
+        return self.collections._cancel.is_set() or self.collections._text_waiting()

@@ -107,7 +107,8 @@ def test_files_are_found_by_keywords_while_their_vectors_are_made_and_counted_as
                               "assistants")
         store = c.create("notes", [lamp.id, bees.id]).id
         wait_until(lambda: c.search([store], "heather honey"), timeout=30)  # the second file, by keywords ...
-        assert asked  # ... while the first file's vectors are being made
+        wait_until(lambda: asked, timeout=30)  # ... and still while the first file's vectors are being made
+        assert c.search([store], "heather honey")[0].filename == "bees.md"
         assert c.get(store).counts["in_progress"] == 2 and c._index(store).search("honey").mode == "bm25"
         [lens] = c.search([store], "lens polished", k=1)
         assert lens.heading == "Lamp room"
