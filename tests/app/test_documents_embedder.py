@@ -37,6 +37,10 @@ def test_choosing_an_embedder_is_kept_and_embeds_the_servers_vector_stores(qtbot
         assert box.embedder.currentData() == "minilm"
         assert box.embedder.itemText(1) == "tiny-bert  · embedder"  # the embedder first, the chat model after
         assert any("starter  · chat model" in box.embedder.itemText(i) for i in range(box.embedder.count()))
+        bar = window.chat.model_bar  # the chat's model picker offers models that can chat, not embedders
+        bar.reload_list()
+        qtbot.waitUntil(lambda: bar.combo.findData("starter") >= 0, timeout=10_000)
+        assert bar.combo.findData("minilm") < 0 and bar.combo.findData("tiny-bert") < 0
 
         _pick(qtbot, box, "tiny-bert")
         qtbot.waitUntil(lambda: "embedded by tiny-bert" in box.state.text(), timeout=10_000)
