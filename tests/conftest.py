@@ -22,6 +22,18 @@ def pytest_configure(config):
     keyring.set_keyring(MemoryKeyring())
 
 
+@pytest.fixture(autouse=True, scope="session")
+def builtin_embedder_converted(tmp_path_factory):
+    """The built-in embedder converted once per test process (``library/minilm.py`` links each test's cache
+    folder to it), so no test's wait includes the first-use conversion: tests/engine/library/test_minilm.py
+    tests that itself."""
+    from fireside.engine.library import minilm
+    from fireside.engine.settings import Settings
+
+    if minilm.source_dir() is not None:
+        minilm.embedder_path(Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("embedder"))}))
+
+
 @pytest.fixture(autouse=True)
 def fireside_home(tmp_path, monkeypatch):
     """Every test gets its own Fireside home, so nothing touches the real user's data."""

@@ -229,16 +229,16 @@ class EngineBridge(QObject):
         self.tasks.run_in_background(work, on_done)
 
     def model_ids(self, on_done: OnDone) -> None:
-        """Every model id to offer in a picker, local then remote engines' then paired devices', whether some
-        remote or device did not answer, the local ones that can see images, and the device each device
-        model runs on: ``(ids, remote_missing, vision, {id: device})`` (a dead remote lists nothing,
-        within a few seconds)."""
+        """Every model id to offer in a picker (embedders left out: they cannot chat), local then remote
+        engines' then paired devices', whether some remote or device did not answer, the local ones that can
+        see images, and the device each device model runs on: ``(ids, remote_missing, vision, {id: device})``
+        (a dead remote lists nothing, within a few seconds)."""
         def work():
             statuses = self.engine.remote_statuses()
             models = [m for s in statuses for m in s.models]
             on_device = {m.id: m.remote for m in models if getattr(m, "kind", "remote") == "device"}
             remote = [m.id for m in models if m.id not in on_device] + [m.id for m in models if m.id in on_device]
-            local = self.engine.library().list()
+            local = [m for m in self.engine.library().list() if not m.info.embeds_only]  # embedders cannot chat
             vision = {m.id for m in local if m.projector}  # (the picker's ids; vision_models() names aliases)
             return [m.id for m in local] + remote, any(s.error for s in statuses), vision, on_device
         self.tasks.run_in_background(work, on_done)

@@ -24,7 +24,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from ..errors import ServerError
+from ..errors import ModelNotFound, ServerError
 from ..models.planner import LoadOptions
 from ..settings import SHARE_PORT, Settings
 from .models import add_load_options, load_options
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="this device's name, as others see it (default: the host name)")
     p.add_argument("--embedder", metavar="MODEL",
                    help="the model that embeds uploaded files for /v1/vector_stores and file_search ('none': "
-                        "keywords alone; default: the one chosen in the app's Settings, else none)")
+                        "keywords alone; default: the one chosen in the app's Settings, else the built-in minilm)")
     add_load_options(p)  # how every model this server loads is loaded: --ctx, --threads, --parallel, ...
     p.set_defaults(handler=cmd_serve)
 
@@ -130,12 +130,45 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collections(settings: Settings, engine, embedder: str | None):
-    """The uploaded files and vector stores, embedded by ``embedder`` ('none', or None for Settings' choice)."""
-    from ..documents.collections import Collections
-    from ..documents.embedding import chosen_embedder, embedder_for
+def embedder_choice(settings: Settings, library, given: str | None) -> str | None:
+    """The library id of the model that embeds documents: ``given`` ('none': keywords alone), else the one
+    chosen in Settings (the built-in embedder until one is). A ``given`` name the library does not have is
+    a ``ModelNotFound`` that lists the choices; a chosen one that is gone means keywords, with a warning."""
+    from ..documents.embedding import chosen_embedder
 
-    embedder = chosen_embedder(settings) if embedder is None else None if embedder == "none" else embedder
+    if given == "none":
+        return None
+    if given is None:
+        chosen = chosen_embedder(settings)
+        try:
+            return library.get(chosen).id if chosen else None
+        except ModelNotFound as exc:
+            log.warning("documents: the chosen embedder cannot be used, so keywords alone: %s", exc)
+            return None
+    try:
+        return library.get(given).id
+    except ModelNotFound:
+        models = library.list()
+        embedders = [m.id for m in models if m.info.embeds_only] + ["none"]
+        others = [m.id for m in models if not m.info.embeds_only]
+        raise ModelNotFound(f"--embedder {given}: no model has that name. Choose one of: {', '.join(embedders)}"
+                            + (f" (chat models embed too, less well: {', '.join(others)})" if others else "")) from None
+
+
+def _library(settings: Settings, embedder: str | None):
+    """The library, and the library id of the model that embeds documents (``embedder_choice``)."""
+    from ..library import Library
+
+    library = Library(settings)
+    log.info("library: %d models", len(library.list()))
+    return library, embedder_choice(settings, library, embedder)
+
+
+def _collections(settings: Settings, engine, embedder: str | None):
+    """The uploaded files and vector stores, embedded by ``embedder`` (a library id, or None: keywords)."""
+    from ..documents.collections import Collections
+    from ..documents.embedding import embedder_for
+
     log.info("documents: %s", f"embedded by {embedder}" if embedder else "keywords alone (no embedder chosen)")
     collections = Collections(settings.knowledge_dir, embedder_for(engine, embedder))
     collections.watcher.start()  # watched folders (made in the app) are rescanned while the server runs
@@ -149,7 +182,6 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse. ``embedder``:
     the model that embeds documents ('none', or None for the one chosen in Settings)."""
     from ..facade import Engine
-    from ..library import Library
     from ..server import SecurityPolicy, ServerThread, create_app
     from ..server.security import check_bind
     from ..server.shared import Sharing
@@ -157,8 +189,7 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     check_bind(host, key)
     settings.ensure_dirs()
     log.info("settings: models in %s", ", ".join(str(p) for p in settings.models_dirs))
-    library = Library(settings)
-    log.info("library: %d models", len(library.list()))
+    library, embedder = _library(settings, embedder)  # before anything starts: a wrong embedder stops here
     engine = Engine(settings, library=library, resolver=lambda ref: library.get(ref).path, idle_ttl_s=keep_alive_s,
                     load_defaults=load_defaults)
     log.info("engine: idle models unload after %s", f"{engine.idle_ttl_s:g} s" if engine.idle_ttl_s else "never")

@@ -1,6 +1,6 @@
 """Documents and retrieval: reading files (PDF, DOCX, HTML, Markdown, plain text, source code) into
 blocks that keep pages and headings, chunking them along that structure, and an index in SQLite that
-finds passages by BM25 (FTS5) and by vectors (sqlite-vec), fused by reciprocal rank fusion. Above the
+finds passages by BM25 (FTS5) and by vectors (sqlite-vec), their scores mixed. Above the
 index: uploaded files (``uploads.py``) and named collections of them, each with its own index, indexed in
 the background (``collections.py``, a registry in ``registry.py``), and numbered sources with the
 citation markers a reply writes (``sources.py``).

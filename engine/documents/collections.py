@@ -3,13 +3,16 @@
 API serves them as OpenAI's vector stores; the app can list the same ones as its collections.
 
 A file added to a collection is ``in_progress`` until a background worker (one daemon thread, never the
-caller's) has read, chunked and indexed it, then ``completed``, or ``failed`` with a code (``invalid_file``,
-``unsupported_file``, ``server_error``) and a message that says what is wrong. Files still ``in_progress``
-when the process stopped are indexed again when the collections are next opened. Search reads only
-``completed`` files. With no ``Embedder`` the indexes find passages by BM25 alone.
+caller's) has read, chunked and indexed it and made its passages' vectors, then ``completed``, or
+``failed`` with a code (``invalid_file``, ``unsupported_file``, ``server_error``) and a message that says
+what is wrong. Every queued file's text is indexed before vectors are made (in batches, a file at a
+time, each file ``completed`` as its vectors are done, so ``file_counts`` shows the progress), and search
+reads a file as soon as its text is indexed: by keywords until its vectors come. Files still
+``in_progress`` when the process stopped are indexed again when the collections are next opened. With no
+``Embedder`` the indexes find passages by BM25 alone, and a file is ``completed`` once its text is in.
 
-A passage's ``score`` is its reciprocal-rank-fusion score scaled into 0..1, so that a passage ranked first
-by every ranking scores 1: it orders passages, it is not a probability.
+A passage's ``score`` is its fused score in 0..1 (``index.py``): a passage first in every ranking scores 1;
+it orders passages, it is not a probability.
 
 Threading: every method may be called from any thread; they read and write the disk, so a server calls
 them off its event loop. ``close`` stops the worker (within one embedding batch) and closes the files.
@@ -17,6 +20,7 @@ them off its event loop. ``close`` stops the worker (within one embedding batch)
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DocumentNotFound, DocumentRejected
-from .index import RRF_K, DocumentIndex, Embedder
+from .index import DocumentIndex, Embedder
 from .registry import Registry
 from .uploads import Uploads
 
@@ -102,7 +106,9 @@ class Collections:
         self._registry: Registry | None = None
         self._uploads: Uploads | None = None
         self._indexes: dict[str, DocumentIndex] = {}
-        self._queue: queue.Queue = queue.Queue()
+        # (kind, order, item): a file's text (0) before any vectors (1), in the order asked; close (-1) first
+        self._queue: queue.PriorityQueue = queue.PriorityQueue()
+        self._order = itertools.count()
         self._worker: threading.Thread | None = None
         self._cancel = threading.Event()
         self._watcher = None
@@ -191,8 +197,7 @@ class Collections:
         with reg.lock, reg.db:
             reg.db.execute("INSERT INTO collections VALUES(?,?,?,?,?)",
                            (collection_id, name, json.dumps(metadata or {}), now, now))
-        for file_id in dict.fromkeys(file_ids):
-            self.add(collection_id, file_id)
+        self._add_all(collection_id, list(file_ids))
         return self.get(collection_id)
 
     def get(self, collection_id: str) -> Collection:
@@ -243,16 +248,22 @@ class Collections:
     # --- members -------------------------------------------------------------------------------------
     def add(self, collection_id: str, file_id: str, batch_id: str | None = None) -> Member:
         """Put ``file_id`` in the collection and queue it for indexing; a file already there stays as it is."""
+        self._add_all(collection_id, [file_id], batch_id)
+        return self.member(collection_id, file_id)
+
+    def _add_all(self, collection_id: str, file_ids: list[str], batch_id: str | None = None) -> None:
+        """The files made members, then queued together: every one's text is read before vectors are made."""
         self.get(collection_id)
-        self.uploads.get(file_id)
+        for file_id in file_ids:
+            self.uploads.get(file_id)
         reg = self.registry
         with reg.lock, reg.db:
-            added = reg.db.execute("INSERT OR IGNORE INTO members(collection_id, file_id, status, batch_id, created_at) "
-                                   "VALUES(?,?,'in_progress',?,?) RETURNING file_id",
-                                   (collection_id, file_id, batch_id, int(time.time()))).fetchall()
-        if added:
+            added = [f for f in dict.fromkeys(file_ids) if reg.db.execute(
+                "INSERT OR IGNORE INTO members(collection_id, file_id, status, batch_id, created_at) "
+                "VALUES(?,?,'in_progress',?,?) RETURNING file_id",
+                (collection_id, f, batch_id, int(time.time()))).fetchall()]
+        for file_id in added:
             self._enqueue(collection_id, file_id)
-        return self.member(collection_id, file_id)
 
     def add_batch(self, collection_id: str, file_ids: list[str]) -> str:
         """Add several files as one batch (all known, or none added); returns the batch's id."""
@@ -260,8 +271,7 @@ class Collections:
         for file_id in file_ids:
             self.uploads.get(file_id)
         batch_id = f"vsfb_{uuid.uuid4().hex[:24]}"
-        for file_id in dict.fromkeys(file_ids):
-            self.add(collection_id, file_id, batch_id)
+        self._add_all(collection_id, list(file_ids), batch_id)
         return batch_id
 
     def members(self, collection_id: str, status: str | None = None, batch_id: str | None = None) -> list[Member]:
@@ -313,16 +323,16 @@ class Collections:
         """The ``k`` passages of the collections' completed files that best answer ``query``, best first."""
         found: list[Passage] = []
         for collection_id in dict.fromkeys(collection_ids):
-            ready = {m.file_id for m in self.members(collection_id, status="completed")}
+            ready = {m.file_id for m in self.members(collection_id)
+                     if m.status == "completed" or (m.status == "in_progress" and m.chunks)}  # vectors on their way
             if not ready:
                 continue
             names = {f: self.uploads.get(f).filename for f in ready}
             result = self._index(collection_id).search(query, k=k + 10)
-            scale = (RRF_K + 1) / (2 if result.mode == "fused" else 1)
             for hit in result.hits:
                 file_id = Path(hit.path).parent.name
                 if file_id in ready:
-                    found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score * scale), hit.text,
+                    found.append(Passage(collection_id, file_id, names[file_id], max(0.0, min(1.0, hit.score)), hit.text,
                                          hit.heading, hit.page, result.mode))
             self._touch(collection_id)
         return sorted(found, key=lambda p: -p.score)[:k]
@@ -335,14 +345,14 @@ class Collections:
     # --- indexing, on the worker thread --------------------------------------------------------------
     def _enqueue(self, collection_id: str, file_id: str | None) -> None:
         """Queue a file to index, or (``file_id`` None) a collection's passages to embed."""
-        self._queue.put((collection_id, file_id))
+        self._queue.put((1 if file_id is None else 0, next(self._order), (collection_id, file_id)))
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._work, name="fireside-collections-indexer", daemon=True)
             self._worker.start()
 
     def _work(self) -> None:
         while not self._cancel.is_set():
-            item = self._queue.get()
+            item = self._queue.get()[2]
             if item is None:
                 return
             try:
@@ -354,28 +364,46 @@ class Collections:
                 log.exception("indexing %s into %s failed", item[1] or "passages", item[0])
 
     def _embed(self, collection_id: str) -> None:
-        """Vectors for the collection's passages that lack them (a new embedder, or an embedding cut short)."""
+        """Vectors for the collection's passages that lack them: the files whose text is indexed first, each
+        ``completed`` once its vectors are made, then any other passage (a new embedder, an embedding cut short)."""
         try:
-            self.get(collection_id)
+            waiting = [m for m in self.members(collection_id, status="in_progress") if m.chunks]
         except DocumentNotFound:
             return  # deleted while it waited
-        index = self._index(collection_id)
-        embedder = index.embedder
+        index, pause = self._index(collection_id), _Pause(self)
+        embedder, total, before = index.embedder, index.missing_vectors(), 0
 
-        def on_progress(done: int, total: int) -> None:
+        def on_progress(done: int, _of: int) -> None:  # over the whole run: the files one after another
             with self._progress_lock:
                 if self.embedder is embedder:  # not a run the user has changed their mind about
-                    self._progress[collection_id] = (done, total)
+                    self._progress[collection_id] = (before + done, max(total, before + done))
 
-        missing = index.missing_vectors()
-        if missing:
-            on_progress(0, missing)
-        embedded = index.embed_missing(cancel=self._cancel, on_progress=on_progress)
+        if total:
+            on_progress(0, total)
+        embedded = 0
+        for member in waiting:
+            try:
+                path = self.uploads.get(member.file_id).path
+            except DocumentNotFound:
+                continue  # removed while it waited
+            n = index.embed_missing(cancel=pause, path=path, on_progress=on_progress)
+            embedded, before = embedded + n, before + n
+            if pause.is_set():  # closing, or a file added meanwhile is read first (then the vectors go on)
+                if not self._cancel.is_set():
+                    self._enqueue(collection_id, None)
+                return
+            # done (an embedder that failed leaves the file to keywords, and completed too)
+            self._finish(collection_id, member.file_id, "completed", chunks=member.chunks, usage=member.usage_bytes)
+        embedded += index.embed_missing(cancel=self._cancel, on_progress=on_progress)
         if index.embed_error and self.embedder is embedder:
             with self._progress_lock:
                 self._embed_error = index.embed_error
         if embedded:
             log.info("embedded %d passages of %s", embedded, collection_id)
+
+    def _text_waiting(self) -> bool:
+        with self._queue.mutex:
+            return bool(self._queue.queue) and self._queue.queue[0][0] == 0
 
     def _index_one(self, collection_id: str, file_id: str) -> None:
         try:
@@ -387,7 +415,7 @@ class Collections:
             return
         index = self._index(collection_id)
         try:
-            done = index.add_file(stored.path, cancel=self._cancel)
+            done = index.add_file(stored.path, cancel=self._cancel, embed=False)  # vectors: _embed, after the text
             if done.chunks == 0:
                 raise DocumentRejected(f"{stored.filename} holds no text to search (a scanned PDF, or an empty "
                                        "document?)", "empty", stored.filename)
@@ -400,12 +428,25 @@ class Collections:
             log.exception("indexing %s failed", stored.filename)
             self._finish(collection_id, file_id, "failed", "server_error", f"indexing failed: {type(e).__name__}: {e}")
             return
-        if not self._finish(collection_id, file_id, "completed", chunks=done.chunks, usage=stored.bytes):
-            with self.registry.lock:
-                now = self.registry.db.execute("SELECT status FROM members WHERE collection_id = ? AND file_id = ?",
-                                               (collection_id, file_id)).fetchone()
-            if now is None or now[0] == "cancelled":  # removed or cancelled while it was read
-                index.remove_file(stored.path)
+        if self.embedder is not None:  # searchable by keywords now, completed when its vectors are made
+            if self._text_indexed(collection_id, file_id, done.chunks, stored.bytes):
+                self._enqueue(collection_id, None)
+                return
+        elif self._finish(collection_id, file_id, "completed", chunks=done.chunks, usage=stored.bytes):
+            return
+        with self.registry.lock:
+            now = self.registry.db.execute("SELECT status FROM members WHERE collection_id = ? AND file_id = ?",
+                                           (collection_id, file_id)).fetchone()
+        if now is None or now[0] == "cancelled":  # removed or cancelled while it was read
+            index.remove_file(stored.path)
+
+    def _text_indexed(self, collection_id: str, file_id: str, chunks: int, usage: int) -> bool:
+        """Note that the file's text is in (its chunk count), still ``in_progress``; False if it is no longer."""
+        reg = self.registry
+        with reg.lock, reg.db:
+            return bool(reg.db.execute("UPDATE members SET chunks = ?, usage_bytes = ? WHERE collection_id = ? AND "
+                                       "file_id = ? AND status = 'in_progress' RETURNING file_id",
+                                       (chunks, usage, collection_id, file_id)).fetchall())
 
     def _finish(self, collection_id: str, file_id: str, status: str, code: str | None = None,
                 message: str | None = None, chunks: int = 0, usage: int = 0) -> bool:
@@ -421,7 +462,7 @@ class Collections:
         if self._watcher is not None:
             self._watcher.stop()
         self._cancel.set()
-        self._queue.put(None)
+        self._queue.put((-1, next(self._order), None))
         if self._worker is not None:
             self._worker.join(timeout=10)
         with self._opening:
@@ -432,3 +473,13 @@ class Collections:
                 self._registry.close()
                 self._registry = None
 
+
+class _Pause:
+    """``is_set`` (as a ``threading.Event``'s, which embedding checks between batches) while the collections
+    close or a file's text waits to be indexed."""
+
+    def __init__(self, collections: Collections):
+        self.collections = collections
+
+    def is_set(self) -> bool:
+        return self.collections._cancel.is_set() or self.collections._text_waiting()

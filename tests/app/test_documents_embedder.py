@@ -8,7 +8,7 @@ import httpx
 from PySide6.QtCore import Qt
 
 from fireside.app.windows.documents_settings import NONE_LABEL
-from fireside.engine.documents.embedding import chosen_embedder
+from fireside.engine.documents.embedding import choose_embedder, chosen_embedder
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from tests.helpers.bert_model import CLS, tiny_bert
@@ -35,9 +35,15 @@ def test_choosing_an_embedder_is_kept_and_embeds_the_servers_vector_stores(qtbot
         box = window.pages["Settings"].documents
         box.refresh()
         qtbot.waitUntil(lambda: box.embedder.findData("tiny-bert") > 0, timeout=10_000)
-        assert box.embedder.itemText(0) == NONE_LABEL and "keywords alone" in box.state.text()
+        # the built-in embedder is chosen until another choice is made
+        assert box.embedder.itemText(0) == NONE_LABEL and "embedded by minilm" in box.state.text()
+        assert box.embedder.currentData() == "minilm"
         assert box.embedder.itemText(1) == "tiny-bert  · embedder"  # the embedder first, the chat model after
         assert any("starter  · chat model" in box.embedder.itemText(i) for i in range(box.embedder.count()))
+        bar = window.chat.model_bar  # the chat's model picker offers models that can chat, not embedders
+        bar.reload_list()
+        qtbot.waitUntil(lambda: bar.combo.findData("starter") >= 0, timeout=10_000)
+        assert bar.combo.findData("minilm") < 0 and bar.combo.findData("tiny-bert") < 0
 
         _pick(qtbot, box, "tiny-bert")
         qtbot.waitUntil(lambda: "embedded by tiny-bert" in box.state.text(), timeout=10_000)
@@ -106,6 +112,7 @@ def test_an_embedder_change_is_asked_first_shows_its_progress_and_undo_unloads_i
     settings = Settings.from_env()
     settings.ensure_dirs()
     tiny_bert(settings.models_dir, CLS, name="tiny-bert")
+    choose_embedder(settings, None)  # from keywords alone (the built-in one is the default)
     runtime = Runtime(settings, idle_ttl_s=0)
     try:
         app = make_app(runtime, settings)

@@ -43,6 +43,7 @@ def test_a_new_collection_is_selected_with_its_files_and_can_be_renamed_in_the_l
                     == ["first", "Lighthouse manuals"], timeout=10_000)
 
 def test_a_source_found_by_keywords_alone_says_so(qtbot, app, tmp_path):
+    app.ctx.bridge.embedder.collections().use_embedder(None)  # keywords alone (the built-in embedder is the default)
     knowledge = app.window.pages["Knowledge"]
     _make(qtbot, knowledge, tmp_path, "lamp")
     qtbot.waitUntil(lambda: bool(knowledge.rows) and knowledge.rows[0].collection.status == "completed", timeout=15_000)

@@ -67,9 +67,9 @@ def test_added_models_folder_is_listed_in_my_models(qtbot, idle_app, tmp_path, q
     idle_app.window.pages["Settings"].add_folder(tmp_path / "extra")
     models = idle_app.window.pages["My Models"]
     models.refresh()
-    qtbot.waitUntil(lambda: models.table_model.rowCount() == 2, timeout=10_000)
+    qtbot.waitUntil(lambda: models.table_model.rowCount() == 3, timeout=10_000)  # starter, tiny, minilm
     ids = [m.id for m in models.table_model.rows]
-    assert ids[0] == "starter" and "tiny" in ids[1]
+    assert ids[0] == "starter" and "tiny" in ids[1] and ids[2] == "minilm"
     assert idle_app.ctx.prefs.get("models_dirs") == [str(tmp_path / "extra")]
     qtmodeltester.check(models.table_model, force_py=True)
     qtmodeltester.check(models.proxy)
@@ -85,11 +85,11 @@ def test_import_file_and_delete(qtbot, idle_app, tmp_path):
     src = build_gguf(tmp_path / "outside" / "Other-Q8_0.gguf")
     page = idle_app.window.pages["My Models"]
     page.import_paths([src])
-    qtbot.waitUntil(lambda: page.table_model.rowCount() == 2, timeout=10_000)
+    qtbot.waitUntil(lambda: page.table_model.rowCount() == 3, timeout=10_000)  # with the starter and minilm
     imported = page.table_model.rows[1]
     assert imported.source == "import"
     page.delete(imported.id)
-    qtbot.waitUntil(lambda: page.table_model.rowCount() == 1, timeout=10_000)
+    qtbot.waitUntil(lambda: page.table_model.rowCount() == 2, timeout=10_000)
     assert src.exists(), "deleting an import must leave the other app's file alone"
 
 

@@ -41,8 +41,8 @@ def test_model_lists_answer_with_the_good_models(bad_folder_server):
         models = client.get("/v1/models")
         tags = client.get("/api/tags")
     assert models.status_code == 200 and tags.status_code == 200
-    assert [m["id"] for m in models.json()["data"]] == ["starter", GOOD]
-    assert [m["model"] for m in tags.json()["models"]] == ["starter", GOOD]
+    assert [m["id"] for m in models.json()["data"]] == ["starter", GOOD, "minilm"]  # minilm: the built-in embedder
+    assert [m["model"] for m in tags.json()["models"]] == ["starter", GOOD, "minilm"]
 
 
 def test_chat_with_another_model_still_works(bad_folder_server):

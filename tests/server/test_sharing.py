@@ -57,7 +57,7 @@ def test_only_a_paired_devices_token_gets_in_and_a_revoke_shuts_it_out(listeners
     assert httpx.get(f"{shared}/v1/models").status_code == 401
     assert httpx.get(f"{shared}/v1/models", headers={"Authorization": "Bearer wrong"}).status_code == 401
     ok = httpx.get(f"{shared}/v1/models", headers={"Authorization": f"Bearer {TOKEN}"})
-    assert ok.status_code == 200 and [m["id"] for m in ok.json()["data"]] == ["starter"]
+    assert ok.status_code == 200 and "starter" in [m["id"] for m in ok.json()["data"]]
     book.remove("beta", CLIENT)
     gone = httpx.get(f"{shared}/v1/models", headers={"Authorization": f"Bearer {TOKEN}"})
     assert gone.status_code == 401 and gone.json()["error"]["code"] == "device_not_paired"

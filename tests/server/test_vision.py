@@ -49,7 +49,7 @@ def serve(home, folder_name: str, pair) -> tuple[ServerThread, str, Runtime]:
     for path in pair:
         os.link(path, folder / path.name)
     library = Library(settings)
-    [model] = [m for m in library.list() if m.source != "starter"]
+    [model] = [m for m in library.list() if m.source not in ("starter", "builtin")]
     assert model.projector == folder / pair[1].name  # paired by its header
     rt = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=0)
     thread = ServerThread(create_app(rt, settings, library), "127.0.0.1", 0)

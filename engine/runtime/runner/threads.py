@@ -280,12 +280,12 @@ class StepThreads:
             self.decode.quiet()
             self.prompt.quiet()
 
-    def embed(self, llama: Any, text: str, tokens: int, normalize: bool) -> list[float]:
-        """``llama.embed(text)`` on the prompt phase's count, timed as a step of ``tokens``: an embedder
-        (one long batch per passage) falls off the same cliff on a busy machine as a prompt does."""
+    def embed(self, llama: Any, texts: list[str], tokens: int, normalize: bool) -> list[list[float]]:
+        """``llama.embed(texts)`` on the prompt phase's count, timed as a step of ``tokens`` (all the texts'):
+        an embedder (long batches of passages) falls off the same cliff on a busy machine as a prompt does."""
         control, threads = self._apply(True)
         started = time.perf_counter()
-        vector = llama.embed(text, normalize=normalize)
+        vector = llama.embed(texts, normalize=normalize)
         control.observe(threads, time.perf_counter() - started, max(1, tokens))
         self._look()
         return vector

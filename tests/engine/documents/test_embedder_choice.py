@@ -9,6 +9,7 @@ weights say nothing about meaning, so these tests check where vectors come from,
 from __future__ import annotations
 
 import io
+import threading
 
 import pytest
 
@@ -38,7 +39,7 @@ def runtime(tmp_path_factory):
 
 def test_the_choice_is_kept_and_a_broken_file_means_none(tmp_path):
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
-    assert chosen_embedder(settings) is None
+    assert chosen_embedder(settings) == "minilm"  # the built-in embedder, until a choice is kept
     choose_embedder(settings, "tiny-bert")
     assert chosen_embedder(Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})) == "tiny-bert"
     choose_embedder(settings, None)
@@ -89,14 +90,11 @@ def test_an_embedder_that_fails_leaves_the_passages_findable_by_keywords(tmp_pat
         c.close()
 
 
-
 def test_setting_the_embedder_back_to_none_mid_embedding_stops_it_cleanly_and_says_how_far_it_got(runtime, tmp_path,
                                                                                                     caplog):
     """Issue 45: None chosen while a collection was being embedded crashed the worker ("'NoneType' object has
     no attribute 'embed'") and told nobody; now the run stops at its next batch, stores nothing under a
     name that is no longer chosen, and ``embedding()`` says how far it got while it runs."""
-    import threading
-
     from fireside.engine.documents import store as index_store
 
     real = Embedder.from_engine(runtime, "tiny-bert")
@@ -132,3 +130,33 @@ def test_setting_the_embedder_back_to_none_mid_embedding_stops_it_cleanly_and_sa
         assert result.mode == "bm25" and result.hits and "keywords alone" in result.note
     finally:
         reopened.close()
+
+
+def test_files_are_found_by_keywords_while_their_vectors_are_made_and_counted_as_they_finish(tmp_path):
+    """Every file's text is indexed before any vectors are made; search finds a file by keywords meanwhile,
+    ``file_counts`` keeps it ``in_progress`` until its own vectors are done, and searches fuse after."""
+    gate, asked = threading.Event(), []
+
+    def slow(texts):
+        asked.append(len(texts))
+        assert gate.wait(30), "the test never opened the gate"
+        return [[1.0, 0.0, 0.0] for _ in texts]
+
+    c = Collections(tmp_path / "knowledge", Embedder("slow-embedder", slow))
+    try:
+        lamp = c.uploads.save(io.BytesIO(NOTES), "notes.md", "assistants")
+        bees = c.uploads.save(io.BytesIO(b"# Bees\n\nThe heather honey was harvested in August.\n"), "bees.md",
+                              "assistants")
+        store = c.create("notes", [lamp.id, bees.id]).id
+        wait_until(lambda: c.search([store], "heather honey"), timeout=30)  # the second file, by keywords ...
+        wait_until(lambda: asked, timeout=30)  # ... and still while the first file's vectors are being made
+        assert c.search([store], "heather honey")[0].filename == "bees.md"
+        assert c.get(store).counts["in_progress"] == 2 and c._index(store).search("honey").mode == "bm25"
+        [lens] = c.search([store], "lens polished", k=1)
+        assert lens.heading == "Lamp room"
+        gate.set()
+        wait_until(lambda: c.get(store).counts["completed"] == 2, timeout=30)
+        assert c._index(store).search("honey").mode == "fused"
+    finally:
+        gate.set()
+        c.close()

@@ -28,7 +28,7 @@ def test_ids_aliases_and_cached_inspection(settings, library, monkeypatch):
     import fireside.engine.library.library as lib_mod
 
     monkeypatch.setattr(lib_mod, "inspect_file", lambda p: pytest.fail(f"re-inspected {p}"))
-    assert [m.id for m in Library(settings).list() if m.id != "starter"] == [model.id]
+    assert [m.id for m in Library(settings).list() if m.id not in ("starter", "minilm")] == [model.id]
 
 
 def test_changed_file_is_reinspected_and_deleted_file_leaves_the_index(settings, library):
@@ -59,7 +59,7 @@ def test_split_set_is_one_model_and_projector_is_tied(settings, library):
     parts = split_gguf(folder, "Big-Q8_0", count=3, n_layers=6)
     write_projector(folder / "mmproj-Big-f16.gguf", n_embd_text=64, file_type=1)  # Big is 64 wide
     (folder / "Other-Q4_0.gguf.part").write_bytes(b"partial download")
-    models = [m for m in library.list() if m.source != "starter"]
+    models = [m for m in library.list() if m.source not in ("starter", "builtin")]
     assert [m.id for m in models] == ["pub/Big-GGUF/Big-Q8_0"]
     big = models[0]
     assert big.files == parts and big.size == sum(p.stat().st_size for p in parts)
@@ -74,7 +74,7 @@ def test_a_projector_is_paired_by_its_header_not_its_name(settings, library):
     write_projector(folder / "mmproj-Family-Small-q8_0.gguf", n_embd_text=128, file_type=7)  # and the other way round
     write_projector(folder / "mmproj-Family-Small-f32.gguf", n_embd_text=128, file_type=0)
     build_gguf(folder / "mmproj-not-a-projector.gguf", n_embd=64, seed=2)  # a llama file, whatever its name
-    models = {m.id.rsplit("/", 1)[1]: m for m in library.list() if m.source != "starter"}
+    models = {m.id.rsplit("/", 1)[1]: m for m in library.list() if m.source not in ("starter", "builtin")}
     assert set(models) == {"Family-Small-Q8_0", "Family-Large-Q8_0"}  # projectors are never listed as models
     assert models["Family-Small-Q8_0"].projector == folder / "mmproj-Family-Large-f16.gguf"
     assert models["Family-Large-Q8_0"].projector == folder / "mmproj-Family-Small-q8_0.gguf"  # Q8_0 before F32
@@ -100,7 +100,7 @@ def test_invalid_file_is_not_listed(settings, library):
     bad = settings.models_dir / "pub/repo/Broken-Q4_0.gguf"
     bad.parent.mkdir(parents=True)
     bad.write_bytes(b"GGUF" + b"\xff" * 64)
-    assert [m for m in library.list() if m.source != "starter"] == []
+    assert [m for m in library.list() if m.source not in ("starter", "builtin")] == []
 
 
 @pytest.mark.parametrize("ref", ["../x", "/etc/passwd", "C:\\x", "C:", "a/../../b", "\\\\server\\share\\x",
@@ -119,7 +119,7 @@ def test_symlink_out_of_the_root_is_ignored_unless_imported(settings, library, t
     planted = settings.models_dir / "evil/repo/Secret-Q4_0.gguf"
     planted.parent.mkdir(parents=True)
     planted.symlink_to(outside)
-    assert [m.id for m in library.list() if m.source != "starter"] == []
+    assert [m.id for m in library.list() if m.source not in ("starter", "builtin")] == []
     with pytest.raises(ModelNotFound):
         library.get("evil/repo/Secret-Q4_0")
 

@@ -65,6 +65,17 @@ def test_a_passage_past_the_context_is_refused_or_embedded_from_its_start(embedd
     assert np.array(vectors[1]) @ embed(weights, TINY, _ids(TEXT), CLS) > 0.999
 
 
+def test_many_passages_in_one_call_are_packed_together_and_each_is_embedded_alone(embedder):
+    """The runner embeds a call's inputs together, several sequences to a batch; attention must not reach
+    across them: each vector is its own passage's, as if it had been embedded by itself."""
+    rt, _, weights = embedder
+    texts = [" ".join(WORDS[i:i + n]) for i, n in ((0, 3), (5, 12), (20, 1), (30, 7), (40, 20), (3, 9))]
+    vectors, tokens = rt.embed("tiny-bert", texts)
+    assert tokens == sum(len(_ids(t)) for t in texts)
+    for text, got in zip(texts, vectors):
+        assert np.array(got) @ embed(weights, TINY, _ids(text), CLS) > 0.999
+
+
 @pytest.fixture(scope="module")
 def base_url(embedder):
     rt, library, _ = embedder
