@@ -406,7 +406,8 @@ class Runtime:
         # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
         holds_json = grammar is not None and grammar != no_call_grammar()
         opened = None if holds_json else prompt_opens_reasoning(_text_of(prompt))
-        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
+        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened,
+                              verbatim=holds_json and not tools)
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if holds_json else None), []
         drafting = {k: v for k, v in (("prediction", request.prediction), ("drafts", request.drafts)) if v is not None}
