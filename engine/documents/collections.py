@@ -2,11 +2,16 @@
 ``DocumentIndex`` (``indexes/<id>.sqlite3``), the sets and their files' states kept in the registry. The
 API serves them as OpenAI's vector stores; the app can list the same ones as its collections.
 
-A file added to a collection is ``in_progress`` until a background worker (one daemon thread, never the
+A file added to a collection is ``in_progress`` until a background worker (a daemon thread, never the
 caller's) has read, chunked and indexed it, then ``completed``, or ``failed`` with a code (``invalid_file``,
-``unsupported_file``, ``server_error``) and a message that says what is wrong. Files still ``in_progress``
-when the process stopped are indexed again when the collections are next opened. Search reads only
-``completed`` files. With no ``Embedder`` the indexes find passages by BM25 alone.
+``unsupported_file``, ``server_error``) and a message that says what is wrong. Each collection has its own
+worker, started when it has work and gone when it has none, so one collection's long file never holds
+up another's (a 22-byte note waited an hour behind a hostile PDF when one thread served them all). Each
+queued file has its own stop event: removing the file from its collection, deleting the upload or the
+collection, or cancelling its batch stops its reading within a page operator (``pdf.py``) and its
+embedding within a batch. Files still ``in_progress`` when the process stopped are indexed again when
+the collections are next opened. Search reads only ``completed`` files. With no ``Embedder`` the indexes
+find passages by BM25 alone.
 
 A passage's ``score`` is its reciprocal-rank-fusion score scaled into 0..1, so that a passage ranked first
 by every ranking scores 1: it orders passages, it is not a probability.
@@ -19,15 +24,16 @@ from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DocumentNotFound, DocumentRejected
 from .index import RRF_K, DocumentIndex, Embedder
+from .pdf import Cancelled
 from .registry import Registry
 from .uploads import Uploads
 
@@ -90,8 +96,11 @@ class Collections:
         self._registry: Registry | None = None
         self._uploads: Uploads | None = None
         self._indexes: dict[str, DocumentIndex] = {}
-        self._queue: queue.Queue = queue.Queue()
-        self._worker: threading.Thread | None = None
+        # collection -> (file to index, or None: passages to embed; its stop event), queued and running
+        self._pending: dict[str, deque[tuple[str | None, threading.Event]]] = {}
+        self._running: dict[str, tuple[str | None, threading.Event]] = {}
+        self._workers: dict[str, threading.Thread] = {}  # collection -> its worker, while it has work
+        self._jobs = threading.Lock()  # guards the three above
         self._cancel = threading.Event()
         self._watcher = None
 
@@ -195,6 +204,7 @@ class Collections:
         """Forget the collection and its index; its files stay uploaded (a watched folder's copies go)."""
         self.get(collection_id)
         self.watcher.forget_collection(collection_id)
+        self._stop(collection_id, every=True)
         reg = self.registry
         with reg.lock, reg.db:
             reg.db.execute("DELETE FROM members WHERE collection_id = ?", (collection_id,))
@@ -251,6 +261,7 @@ class Collections:
     def remove(self, collection_id: str, file_id: str) -> None:
         """Take the file out of the collection and its index (the upload stays)."""
         member = self.member(collection_id, file_id)
+        self._stop(collection_id, file_id)
         reg = self.registry
         with reg.lock, reg.db:
             reg.db.execute("DELETE FROM members WHERE collection_id = ? AND file_id = ?", (collection_id, file_id))
@@ -258,11 +269,13 @@ class Collections:
             self._index(collection_id).remove_file(self.uploads.get(file_id).path)
 
     def cancel_batch(self, collection_id: str, batch_id: str) -> None:
-        """Files of the batch not yet indexed are ``cancelled`` (a file being read finishes, then is dropped)."""
+        """Files of the batch not yet indexed are ``cancelled`` (a file being read stops, and is dropped)."""
         reg = self.registry
         with reg.lock, reg.db:
-            reg.db.execute("UPDATE members SET status = 'cancelled' WHERE collection_id = ? AND batch_id = ? AND "
-                           "status = 'in_progress'", (collection_id, batch_id))
+            stopped = reg.db.execute("UPDATE members SET status = 'cancelled' WHERE collection_id = ? AND batch_id = ? "
+                                     "AND status = 'in_progress' RETURNING file_id", (collection_id, batch_id)).fetchall()
+        for (file_id,) in stopped:
+            self._stop(collection_id, file_id)
 
     def delete_file(self, file_id: str) -> None:
         """Take ``file_id`` out of every collection, then delete the upload."""
@@ -298,38 +311,60 @@ class Collections:
             self.registry.db.execute("UPDATE collections SET last_active_at = ? WHERE id = ?",
                                      (int(time.time()), collection_id))
 
-    # --- indexing, on the worker thread --------------------------------------------------------------
+    # --- indexing, on each collection's worker thread ----------------------------------------------
     def _enqueue(self, collection_id: str, file_id: str | None) -> None:
-        """Queue a file to index, or (``file_id`` None) a collection's passages to embed."""
-        self._queue.put((collection_id, file_id))
-        if self._worker is None or not self._worker.is_alive():
-            self._worker = threading.Thread(target=self._work, name="fireside-collections-indexer", daemon=True)
-            self._worker.start()
-
-    def _work(self) -> None:
-        while not self._cancel.is_set():
-            item = self._queue.get()
-            if item is None:
+        """Queue a file to index, or (``file_id`` None) a collection's passages to embed, on the collection's
+        own worker (started if it has none)."""
+        with self._jobs:
+            if self._cancel.is_set():
                 return
-            try:
-                if item[1] is None:
-                    self._embed(item[0])
-                else:
-                    self._index_one(*item)
-            except Exception:  # noqa: BLE001 - the worker must outlive any one file
-                log.exception("indexing %s into %s failed", item[1] or "passages", item[0])
+            self._pending.setdefault(collection_id, deque()).append((file_id, threading.Event()))
+            if collection_id not in self._workers:
+                worker = threading.Thread(target=self._work, args=(collection_id,), daemon=True,
+                                          name=f"fireside-indexer-{collection_id}")
+                self._workers[collection_id] = worker
+                worker.start()
 
-    def _embed(self, collection_id: str) -> None:
+    def _stop(self, collection_id: str, file_id: str | None = None, every: bool = False) -> None:
+        """Stop the work queued or running for one file of the collection (``every``: all its work)."""
+        with self._jobs:
+            items = [*self._pending.get(collection_id, ()), *([self._running[collection_id]]
+                                                                if collection_id in self._running else [])]
+        for item, stop in items:
+            if every or item == file_id:
+                stop.set()
+
+    def _work(self, collection_id: str) -> None:
+        while True:
+            with self._jobs:
+                self._running.pop(collection_id, None)
+                pending = self._pending.get(collection_id)
+                if self._cancel.is_set() or not pending:
+                    self._pending.pop(collection_id, None)
+                    self._workers.pop(collection_id, None)
+                    return
+                file_id, stop = self._running[collection_id] = pending.popleft()
+            if stop.is_set():
+                continue
+            try:
+                if file_id is None:
+                    self._embed(collection_id, stop)
+                else:
+                    self._index_one(collection_id, file_id, stop)
+            except Exception:  # noqa: BLE001 - the worker must outlive any one file
+                log.exception("indexing %s into %s failed", file_id or "passages", collection_id)
+
+    def _embed(self, collection_id: str, stop: threading.Event) -> None:
         """Vectors for the collection's passages that lack them (a new embedder, or an embedding cut short)."""
         try:
             self.get(collection_id)
         except DocumentNotFound:
             return  # deleted while it waited
-        embedded = self._index(collection_id).embed_missing(cancel=self._cancel)
+        embedded = self._index(collection_id).embed_missing(cancel=stop)
         if embedded:
             log.info("embedded %d passages of %s", embedded, collection_id)
 
-    def _index_one(self, collection_id: str, file_id: str) -> None:
+    def _index_one(self, collection_id: str, file_id: str, stop: threading.Event) -> None:
         try:
             member = self.member(collection_id, file_id)
             stored = self.uploads.get(file_id)
@@ -339,10 +374,15 @@ class Collections:
             return
         index = self._index(collection_id)
         try:
-            done = index.add_file(stored.path, cancel=self._cancel)
+            done = index.add_file(stored.path, cancel=stop)
+            if stop.is_set():
+                raise Cancelled(f"indexing {stored.filename} was stopped")
             if done.chunks == 0:
                 raise DocumentRejected(f"{stored.filename} holds no text to search (a scanned PDF, or an empty "
                                        "document?)", "empty", stored.filename)
+        except Cancelled:  # removed, cancelled or closing: a removal took the row, a close leaves it queued
+            index.remove_file(stored.path)
+            return
         except DocumentRejected as e:
             index.remove_file(stored.path)
             self._finish(collection_id, file_id, "failed", "unsupported_file" if e.reason in _UNSUPPORTED
@@ -372,10 +412,14 @@ class Collections:
         """Stop the watcher and the worker and close every file; safe to call twice."""
         if self._watcher is not None:
             self._watcher.stop()
-        self._cancel.set()
-        self._queue.put(None)
-        if self._worker is not None:
-            self._worker.join(timeout=10)
+        with self._jobs:
+            self._cancel.set()
+            for _, stop in [item for queued in self._pending.values() for item in queued] + [*self._running.values()]:
+                stop.set()
+            workers = list(self._workers.values())
+        deadline = time.monotonic() + 10
+        for worker in workers:
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._opening:
             for index in self._indexes.values():
                 index.close()
