@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
+import sys
 import threading
 import time
 import uuid
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from ..errors import DocumentNotFound, DocumentRejected
 from .index import RRF_K, DocumentIndex, Embedder
+from .limits import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from .pdf import Cancelled
 from .registry import Registry
 from .uploads import Uploads
@@ -40,6 +44,45 @@ from .uploads import Uploads
 log = logging.getLogger(__name__)
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
 _UNSUPPORTED = ("unsupported", "binary")
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _background() -> None:
+    """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value), as the
+    runner's helper threads do (``runtime/runner/threads.py``): reading a document can wait, while a
+    model's decode threads and the server relaying its tokens take the cores (on two cores a PDF being
+    parsed at full priority stalled another client's stream 2.4 s)."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:
+            pass
+
+
+def query_over(query: str) -> str | None:
+    """Why ``query`` is too much to search (each distinct word is an OR term of the keyword search), or None."""
+    if len(query) > MAX_QUERY_CHARS:
+        return (f"the query is {len(query):,} characters; a search takes up to {MAX_QUERY_CHARS:,} characters and "
+                f"{MAX_QUERY_TERMS} distinct words: search with the words that matter")
+    terms = len(set(_WORD.findall(query.lower())))
+    if terms > MAX_QUERY_TERMS:
+        return (f"the query has {terms:,} distinct words; a search takes up to {MAX_QUERY_TERMS} (each is a search "
+                "term): search with the words that matter")
+    return None
+
+
+def clipped_query(query: str) -> str:
+    """``query`` within the caps: its first ``MAX_QUERY_CHARS`` characters, and of those the words up to the
+    ``MAX_QUERY_TERMS``th distinct one (a long message searched as a file_search query)."""
+    query = query[:MAX_QUERY_CHARS]
+    seen: set[str] = set()
+    for m in _WORD.finditer(query):
+        seen.add(m.group().lower())
+        if len(seen) > MAX_QUERY_TERMS:
+            return query[:m.start()]
+    return query
 
 
 @dataclass(frozen=True)
@@ -289,7 +332,9 @@ class Collections:
 
     # --- searching -----------------------------------------------------------------------------------
     def search(self, collection_ids: list[str], query: str, k: int = 10) -> list[Passage]:
-        """The ``k`` passages of the collections' completed files that best answer ``query``, best first."""
+        """The ``k`` passages of the collections' completed files that best answer ``query``, best first.
+        A query past the caps is searched as ``clipped_query`` leaves it (``query_over`` says so first)."""
+        query = clipped_query(query)
         found: list[Passage] = []
         for collection_id in dict.fromkeys(collection_ids):
             ready = {m.file_id for m in self.members(collection_id, status="completed")}
@@ -335,6 +380,7 @@ class Collections:
                 stop.set()
 
     def _work(self, collection_id: str) -> None:
+        _background()
         while True:
             with self._jobs:
                 self._running.pop(collection_id, None)

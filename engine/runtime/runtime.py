@@ -400,6 +400,8 @@ class Runtime:
         the server's ticket for the request (``arrivals.py``), handed in as it goes to the runner."""
         grammar = checked(grammar_for(request))  # refused here, before a load and away from the runner
         slot = self._slot(model_id, ttl_s=ttl_s, arrival=arrival)
+        if request.prediction:  # a reply fits the context, and so must the text it is predicted to repeat
+            slot.bounded(request.prediction, "the prediction")
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
