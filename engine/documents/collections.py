@@ -248,6 +248,10 @@ class Collections:
         self.get(collection_id)
         self.watcher.forget_collection(collection_id)
         self._stop(collection_id, every=True)
+        with self._jobs:
+            worker = self._workers.get(collection_id)
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=10)  # its stopped work ends (within a page or a batch) before its index closes
         reg = self.registry
         with reg.lock, reg.db:
             reg.db.execute("DELETE FROM members WHERE collection_id = ?", (collection_id,))
