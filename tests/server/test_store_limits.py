@@ -87,8 +87,8 @@ def test_file_search_refuses_a_message_too_long_for_the_context_before_searching
 
 
 def test_a_slow_pdf_holds_up_no_other_store_or_stream_and_deleting_it_stops_it(oai, served, tmp_path):
-    # 40 pages on one 128 KiB stream: 5 MiB of parsing, 20-40 s here; under the cap, so it is read
-    pdf = shared_stream_pdf(tmp_path / "slow.pdf", pages=40, stream_bytes=128 * 1024).read_bytes()
+    # 80 pages on one 64 KiB stream: 5 MiB of parsing, 20-40 s here; under the cap, so it is read
+    pdf = shared_stream_pdf(tmp_path / "slow.pdf", pages=80, stream_bytes=64 * 1024).read_bytes()
     slow = oai.files.create(file=("slow.pdf", pdf), purpose="assistants")
     big = oai.vector_stores.create(name="big", file_ids=[slow.id])
     with Stream(served[0].url) as stream:

@@ -24,7 +24,7 @@ from tests.helpers.hostile_docs import form_drawing_pdf, header_heavy_docx, shar
 from tests.helpers.waiting import wait_until
 
 NOTE = b"# Harbour\n\nThe ferry leaves at nine.\n"
-SLOW = {"pages": 40, "stream_bytes": 128 * 1024}  # 5 MiB of parsing, 20-40 s here; a page is under a second
+SLOW = {"pages": 80, "stream_bytes": 64 * 1024}  # 5 MiB of parsing, 20-40 s here; a page a fraction of a second
 
 
 def test_a_pdf_whose_pages_share_one_big_stream_is_refused_before_a_page_is_parsed(tmp_path):
