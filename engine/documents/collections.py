@@ -10,7 +10,8 @@ up another's (a 22-byte note waited an hour behind a hostile PDF when one thread
 queued file has its own stop event: removing the file from its collection, deleting the upload or the
 collection, or cancelling its batch stops its reading within a page operator (``pdf.py``) and its
 embedding within a batch. Files still ``in_progress`` when the process stopped are indexed again when
-the collections are next opened. Search reads only ``completed`` files. With no ``Embedder`` the indexes
+the collections are next opened, unless the process died while reading the file ``MAX_TRIES`` times:
+then it is ``failed`` (a file that kills the process would otherwise kill every start). Search reads only ``completed`` files. With no ``Embedder`` the indexes
 find passages by BM25 alone.
 
 A passage's ``score`` is its reciprocal-rank-fusion score scaled into 0..1, so that a passage ranked first
@@ -44,6 +45,7 @@ from .uploads import Uploads
 log = logging.getLogger(__name__)
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
 _UNSUPPORTED = ("unsupported", "binary")
+MAX_TRIES = 2  # processes that may die reading one file before it is failed instead of read again
 
 
 _WORD = re.compile(r"\w+")
@@ -155,12 +157,24 @@ class Collections:
             if self._registry is None:
                 self._registry = Registry(self.root / "registry.sqlite3")
                 self._uploads = Uploads(self._registry, self.root / "files")
-                with self._registry.lock:
-                    pending = self._registry.db.execute("SELECT collection_id, file_id FROM members WHERE "
-                                                        "status = 'in_progress' ORDER BY created_at").fetchall()
-                for item in pending:
+                for item in self._resumable(self._registry):
                     self._enqueue(*item)
             return self._registry
+
+    @staticmethod
+    def _resumable(reg: Registry) -> list[tuple[str, str]]:
+        """The files left ``in_progress`` when the process stopped, to index again; one whose reading was
+        begun ``MAX_TRIES`` times and never ended (the process died each time) fails instead."""
+        with reg.lock, reg.db:
+            reg.db.execute("DELETE FROM reading WHERE NOT EXISTS (SELECT 1 FROM members m WHERE m.collection_id = "
+                           "reading.collection_id AND m.file_id = reading.file_id AND m.status = 'in_progress')")
+            reg.db.execute("UPDATE members SET status = 'failed', error_code = 'server_error', error_message = ? "
+                           "WHERE status = 'in_progress' AND EXISTS (SELECT 1 FROM reading r WHERE r.collection_id = "
+                           "members.collection_id AND r.file_id = members.file_id AND r.tries >= ?)",
+                           (f"indexing it stopped the process {MAX_TRIES} times; remove the file and add it again "
+                            "to try once more", MAX_TRIES))
+            return reg.db.execute("SELECT collection_id, file_id FROM members WHERE status = 'in_progress' "
+                                  "ORDER BY created_at").fetchall()
 
     @property
     def uploads(self) -> Uploads:
@@ -423,6 +437,23 @@ class Collections:
         if member.status != "in_progress":
             return
         index = self._index(collection_id)
+        self._reading(collection_id, file_id, True)
+        try:
+            self._read(index, member, stored, stop)
+        finally:  # ended here, one way or another: only a process that died leaves the row (``_resumable``)
+            self._reading(collection_id, file_id, False)
+
+    def _reading(self, collection_id: str, file_id: str, begun: bool) -> None:
+        reg = self.registry
+        with reg.lock, reg.db:
+            if begun:
+                reg.db.execute("INSERT INTO reading VALUES(?, ?, 1) ON CONFLICT DO UPDATE SET tries = tries + 1",
+                               (collection_id, file_id))
+            else:
+                reg.db.execute("DELETE FROM reading WHERE collection_id = ? AND file_id = ?", (collection_id, file_id))
+
+    def _read(self, index: DocumentIndex, member: Member, stored, stop: threading.Event) -> None:
+        collection_id, file_id = member.collection_id, member.file_id
         try:
             done = index.add_file(stored.path, cancel=stop)
             if stop.is_set():

@@ -111,3 +111,42 @@ def test_a_costly_pdf_fails_at_once_and_is_not_read_again_after_a_restart(tmp_pa
         assert not [t for t in threading.enumerate() if t.name.startswith("fireside-indexer")]
     finally:
         again.close()
+
+
+DIES_READING = """
+import os, sys, time
+from pathlib import Path
+from fireside.engine.documents.collections import Collections
+c = Collections(Path(sys.argv[1]))
+tries = int(sys.argv[2])  # the reading this process begins is the file's tries-th
+if tries == 1:  # first run: upload the PDF and put it in a collection
+    stored = c.uploads.save(open(sys.argv[3], "rb"), "slow.pdf", "assistants")
+    print(c.create("s", [stored.id]).id, stored.id, flush=True)
+else:
+    c.registry  # opening resumes what was left in progress
+deadline = time.monotonic() + 60
+while (c.registry.db.execute("SELECT max(tries) FROM reading").fetchone()[0] or 0) < tries:  # it has begun
+    assert time.monotonic() < deadline
+    time.sleep(0.01)
+time.sleep(0.2)
+os._exit(1)  # as a process killed while it reads the file
+"""
+
+
+def test_a_file_whose_reading_killed_the_process_twice_is_failed_not_read_a_third_time(tmp_path):
+    import subprocess
+    import sys
+
+    root, pdf_path = tmp_path / "knowledge", shared_stream_pdf(tmp_path / "slow.pdf", **SLOW)
+    first = subprocess.run([sys.executable, "-c", DIES_READING, str(root), "1", str(pdf_path)], capture_output=True,
+                           text=True, timeout=120)
+    store, file_id = first.stdout.split()
+    second = subprocess.run([sys.executable, "-c", DIES_READING, str(root), "2"], capture_output=True, timeout=120)
+    assert (first.returncode, second.returncode) == (1, 1), second.stderr[-500:]
+    c = Collections(root)
+    try:
+        member = c.member(store, file_id)
+        assert member.status == "failed" and "stopped the process 2 times" in member.error_message
+        assert not [t for t in threading.enumerate() if t.name.startswith("fireside-indexer")]
+    finally:
+        c.close()
