@@ -51,6 +51,23 @@ MAX_TRIES = 2  # processes that may die reading one file before it is failed ins
 _WORD = re.compile(r"\w+")
 
 
+EMBEDDING_AT_ONCE = 2  # embedder calls in flight from every collection's worker (and searches) together
+_embedding = threading.BoundedSemaphore(EMBEDDING_AT_ONCE)
+
+
+def _gated(embedder: Embedder | None) -> Embedder | None:
+    """``embedder`` taking turns: each collection has its own worker, and twenty re-embedding at once (a new
+    embedder chosen) would fill the model's queue (16) and leave their passages without vectors."""
+    if embedder is None:
+        return None
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        with _embedding:
+            return embedder.embed(texts)
+
+    return Embedder(embedder.name, embed)
+
+
 def _background() -> None:
     """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value), as the
     runner's helper threads do (``runtime/runner/threads.py``): reading a document can wait, while a
@@ -136,7 +153,7 @@ class Collections:
     """Every collection and uploaded file under ``root`` (the data folder's ``knowledge``)."""
 
     def __init__(self, root: Path, embedder: Embedder | None = None):
-        self.root, self.embedder = Path(root), embedder
+        self.root, self.embedder = Path(root), _gated(embedder)
         self._opening = threading.Lock()
         self._registry: Registry | None = None
         self._uploads: Uploads | None = None
@@ -204,7 +221,7 @@ class Collections:
     def use_embedder(self, embedder: Embedder | None) -> None:
         """Embed with ``embedder`` from now on (None: BM25 alone); every collection is re-embedded in the
         background, and searches find passages by keywords until its vectors are made."""
-        self.embedder = embedder
+        self.embedder = embedder = _gated(embedder)
         with self._opening:
             opened = dict(self._indexes)
         for index in opened.values():
