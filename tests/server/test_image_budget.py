@@ -20,6 +20,8 @@ import openai
 import pytest
 from PIL import Image
 
+from fireside.engine.runtime.images import decode_image, probe_image
+from fireside.engine.server.context import ResponseStore
 from fireside.engine.server.imagebudget import MAX_REQUEST_IMAGES, MAX_REQUEST_PIXELS
 from tests.helpers.flowing import Stream, peak_rss_during
 
@@ -95,3 +97,17 @@ def test_images_within_the_budget_are_decoded_off_the_event_loop(base_url):
         pinger.join(60)
     assert caught.value.body["code"] == "model_cannot_see_images"
     assert pinger.worst < 0.3, f"another client's GET /api/version waited {pinger.worst:.2f} s"
+
+
+def test_a_kept_conversation_counts_its_images_against_the_store_budget():
+    data = base64.b64decode(_png_url(64).split(",", 1)[1])
+    store = ResponseStore(max_bytes=50_000)  # 64x64 RGB pixels are 12,288 bytes
+    turn = [{"role": "user", "content": [{"type": "text", "text": "Hi"}, decode_image(data).part()]}]
+    for i in range(8):
+        store.put(f"resp_{i}", turn)
+    assert store.bytes <= 50_000 and store.get("resp_0") is None and store.get("resp_7") is not None
+    assert store.bytes >= 3 * 64 * 64 * 3  # the images are counted, not only the text
+    files = [{"role": "user", "content": [probe_image(data).part()]}]
+    store.put("resp_file", files)
+    assert store.bytes >= len(data)
+
