@@ -26,6 +26,7 @@ from .bridge.tasks import Tasks
 from .context import AppContext
 from .prefs import Prefs
 from .store import Store
+from .wheel import WheelGuard
 
 log = logging.getLogger("fireside.app")
 
@@ -41,6 +42,7 @@ class Fireside:
         self._engine = engine
         self._want_tray = tray
         self.ctx: AppContext | None = None
+        self.wheel_guard = None
         self.window = None
         self.tray = None
 
@@ -72,6 +74,7 @@ class Fireside:
         self.ctx = AppContext(s, prefs, store, engine, tasks, bridge, extras, tools=tools,
                               loader=ModelLoader(bridge, prefs))
         bridge.former_ids(lambda renames, _error: prefs.rename_models(renames or {}))  # an older id's settings
+        self.wheel_guard = WheelGuard.install(QApplication.instance())  # the wheel scrolls pages, not settings
         apply_theme(prefs.get("theme"))
         QApplication.setWindowIcon(app_icon())
         log.info("6/8 theme: %s, icon %s", prefs.get("theme"), APP_ICON.name)
@@ -105,6 +108,9 @@ class Fireside:
             self.window.hide()
             self.window.deleteLater()
             log.info("shutdown: window closed")
+        if self.wheel_guard is not None:
+            QApplication.instance().removeEventFilter(self.wheel_guard)
+            self.wheel_guard = None
         ctx.bridge.server.stop(wait=True)
         log.info("shutdown: server stopped")
         ctx.bridge.close()
@@ -168,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     fireside = Fireside()
     window = fireside.start()
     window.close_requested.connect(lambda: _on_close(fireside, app))
+    window.quit_requested.connect(app.quit)  # File → Quit, Ctrl+Q: through aboutToQuit's shutdown
     app.aboutToQuit.connect(fireside.stop)
     window.show()
     _quit_on_signals(app)

@@ -17,6 +17,19 @@ from PySide6.QtWidgets import QApplication, QStyleFactory
 log = logging.getLogger(__name__)
 STYLE_SHEET = Path(__file__).resolve().parent.parent / "resources" / "styles" / "fireside.qss"
 APP_ICON = STYLE_SHEET.parent.parent / "icons" / "fireside.svg"
+CHECK_DARK = STYLE_SHEET.parent.parent / "icons" / "check-dark.svg"
+# Fusion draws an unticked box in the base colour with an outline darker than the window: on the dark
+# palette it all but vanished. In the dark scheme the boxes are drawn here instead, with a light edge.
+DARK_INDICATORS = """
+QCheckBox::indicator, QGroupBox::indicator { width: 13px; height: 13px; border: 1px solid #9a9ca2;
+    border-radius: 3px; background: #17181b; }
+QCheckBox::indicator:checked, QGroupBox::indicator:checked { background: #e0703a; border-color: #e0703a;
+    image: url(@check); }
+QCheckBox::indicator:hover, QGroupBox::indicator:hover { border-color: #f0a070; }
+QCheckBox::indicator:disabled, QGroupBox::indicator:disabled { border-color: #4a4c52; }
+QCheckBox::indicator:checked:disabled, QGroupBox::indicator:checked:disabled { background: #5a3a2a;
+    border-color: #5a3a2a; }
+"""
 
 
 def app_icon() -> QIcon:
@@ -75,6 +88,8 @@ def apply_theme(name: str | None) -> str:
     except OSError:
         log.info("no style sheet at %s; using the plain palette", STYLE_SHEET)
         sheet = ""
+    if scheme == "dark":
+        sheet += DARK_INDICATORS.replace("@check", CHECK_DARK.as_posix())
     app.setStyleSheet(sheet.replace("@card", "#2a2c31" if scheme == "dark" else "#ffffff")
                       .replace("@user", "#33302c" if scheme == "dark" else "#fbeee6")
                       .replace("@line", "#3a3c42" if scheme == "dark" else "#dcdce0"))

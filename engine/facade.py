@@ -120,9 +120,10 @@ class Engine:
         return self.runtime.load(model_id, options, on_progress=on_progress, cancel=cancel, ttl_s=ttl_s,
                                  embedding=embedding)
 
-    def unload(self, model_id: str) -> bool:
-        """Free a local model's memory (a remote model has nothing loaded here: False)."""
-        return False if self.is_remote(model_id) else self.runtime.unload(model_id)
+    def unload(self, model_id: str, *, only_embedding: bool = False) -> bool:
+        """Free a local model's memory, or only its copy loaded to embed (a remote model has nothing
+        loaded here: False)."""
+        return False if self.is_remote(model_id) else self.runtime.unload(model_id, only_embedding=only_embedding)
 
     def loaded(self) -> list[LoadedModel]:
         return self.runtime.loaded()

@@ -214,6 +214,14 @@ class LoadedModel:
     vision: bool = False  # loaded with a vision projector: its chats may hold images
     draft: str = ""  # the draft model loaded beside it (speculative decoding), as the load options named it
 
+    def threads_share_label(self) -> str:
+        """The threads it may use, in words, steady between replies ("2 threads", "2 threads (fixed)"): the
+        status bar's, where ``threads_label``'s "1 of 2" and "2" took turns as the runner adapted."""
+        if not self.threads:
+            return ""
+        most = self.threads if self.threads_fixed else max(self.thread_share, self.threads)
+        return f"{most} thread{'s' if most > 1 else ''}" + (" (fixed)" if self.threads_fixed else "")
+
     def threads_label(self) -> str:
         """The threads in use, in words: "2 threads (fixed)", "1 of 2 threads", "" before any are known."""
         if not self.threads:

@@ -261,12 +261,15 @@ class EngineBridge(QObject):
         self.tasks.run_in_background(work, on_done)
 
     def import_app(self, app: str, on_done: OnDone) -> None:
-        """Import what another app (LM Studio, Ollama, ...) keeps in its default folders."""
+        """Import what another app (LM Studio, Ollama, ...) keeps in its default folders: ``on_done((models
+        imported, the folders looked in))``."""
         from fireside.engine.library.imports import default_locations, find, import_found
 
         def work():
-            found = find(app, default_locations(app, self.engine.settings))
-            return [m for _f, m in import_found(self.engine.library(), found) if not isinstance(m, str)]
+            places = default_locations(app, self.engine.settings)
+            found = find(app, places)
+            imported = [m for _f, m in import_found(self.engine.library(), found) if not isinstance(m, str)]
+            return imported, [p for p in places if p.exists()] or places  # where it looked, for "nothing found"
         self.tasks.run_in_background(work, on_done)
 
     def delete_model(self, model_id: str, on_done: OnDone) -> None:

@@ -311,7 +311,7 @@ class ChatDocuments:
             name = paths[hit.path]
             source = {"n": first + len(found) + 1, "file": files[name].get("file") or name, "page": hit.page,
                       "page_end": hit.page_end, "heading": hit.heading, "text": hit.text, "name": name,
-                      "ordinal": ordinals[name].get(hit.text), "mode": "retrieved"}
+                      "ordinal": ordinals[name].get(hit.text), "mode": "retrieved", "found_by": result.mode}
             cost = self._tokens(model_id, source["text"]) + 16
             if cost > budget:
                 break
@@ -330,6 +330,7 @@ class ChatDocuments:
         for p in self.knowledge.search(ids, question, MAX_PASSAGES):
             source = {"n": first + len(found) + 1, "file": p.filename, "page": p.page, "page_end": p.page,
                       "heading": p.heading, "text": p.text, "name": "", "ordinal": None, "mode": "retrieved",
+                      "found_by": p.found_by,
                       "collection": names.get(p.collection_id, ""), "collection_id": p.collection_id,
                       "file_id": p.file_id}
             cost = self._tokens(model_id, p.text) + 16

@@ -41,11 +41,14 @@ class ShareConfig:
 
 @dataclass(frozen=True)
 class ThisDevice:
-    """This device as others see it: its name, its certificate's fingerprint, and where it shares (or None)."""
+    """This device as others see it: its name, its certificate's fingerprint, and where it shares (or None):
+    ``url`` is an address other machines can use (this machine's network address, never ``0.0.0.0``),
+    ``urls`` every such address."""
 
     name: str
     fingerprint: str
     url: str | None = None
+    urls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class DevicesController(QObject):
         super().__init__(parent)
         self.engine, self.settings, self.tasks = engine, settings, tasks
         self.sharing = None  # the engine's ``Sharing`` while it runs
+        self.device: ThisDevice | None = None  # this device as it shares, while it does
         self.browser = None
         self._browsing = False
         self._fingerprint = ""
@@ -127,22 +131,23 @@ class DevicesController(QObject):
             self.settings.ensure_dirs()
             sharing = Sharing(self.settings, Share(config.host, config.port, config.name, config.announce), self.engine)
             sharing.start()
-            return sharing
+            return sharing, tuple(sharing.server.reachable_urls)  # the interfaces read here, not on the GUI thread
 
         self.tasks.run_in_background(work, self._on_sharing_done)
 
-    def _on_sharing_done(self, sharing, error) -> None:
+    def _on_sharing_done(self, result, error) -> None:
         if error is not None:
             self.failed.emit("starting to share on the local network", error)
             self.sharing_stopped.emit()
             return
-        self.sharing = sharing
-        self._fingerprint = sharing.identity.fingerprint
-        self.sharing_started.emit(ThisDevice(sharing.name, sharing.identity.fingerprint, sharing.url))
+        self.sharing, urls = result
+        self._fingerprint = self.sharing.identity.fingerprint
+        self.device = ThisDevice(self.sharing.name, self._fingerprint, urls[0], urls)
+        self.sharing_started.emit(self.device)
 
     def stop_sharing(self, wait: bool = False) -> None:
         """Take the announcement back and stop the listener: on a worker, or here and now with ``wait``."""
-        sharing, self.sharing = self.sharing, None
+        sharing, self.sharing, self.device = self.sharing, None, None
         if sharing is None:
             return
         if wait:

@@ -46,6 +46,7 @@ class EmbedderController:
     def _choose(self, model_id: str | None) -> str | None:
         from fireside.engine.documents.embedding import choose_embedder, embedder_for
 
+        previous = self.chosen()
         choose_embedder(self.settings, model_id)
         with self._lock:
             collections = self._collections
@@ -56,7 +57,17 @@ class EmbedderController:
                 follow(model_id)
             except Exception:  # noqa: BLE001 - one follower's bug must not keep the choice from the rest
                 log.exception("applying the documents' embedder %s failed", model_id)
+        if previous and previous != model_id:  # its copy loaded to embed would stay until quit otherwise
+            self.engine.unload(previous, only_embedding=True)
         return model_id
+
+    def progress(self, on_done: Callable) -> None:
+        """``on_done(Embedding | None)``: the collections' background embedding under way, if any."""
+        def read():
+            with self._lock:
+                collections = self._collections
+            return collections.embedding() if collections is not None else None
+        self.tasks.run_in_background(read, on_done)
 
     def collections(self):
         """The app's knowledge collections (uploads and vector stores), made on first use; on a worker."""

@@ -109,6 +109,10 @@ class KnowledgeController:
         """``on_done(Scan)``: the folder's new and changed files queued for indexing, deleted ones taken out."""
         self.tasks.run_in_background(lambda: self.collections().watcher.rescan(collection_id), on_done)
 
+    def rename(self, collection_id: str, name: str, on_done: OnDone) -> None:
+        """``on_done(collection)`` with its new name."""
+        self.tasks.run_in_background(lambda: self.collections().update(collection_id, name=name), on_done)
+
     def delete(self, collection_id: str, on_done: OnDone) -> None:
         self.tasks.run_in_background(lambda: self.collections().delete(collection_id), on_done)
 

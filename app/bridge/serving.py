@@ -63,6 +63,7 @@ class ServerController(QObject):
         super().__init__(parent)
         self.engine, self.settings, self.tasks = engine, settings, tasks
         self.thread = None
+        self.reachable_urls: tuple[str, ...] = ()  # where other machines reach it (its network addresses)
         self.collections = None  # () -> the app's knowledge Collections (bridge.embedder's), on a worker
 
     @property
@@ -108,7 +109,7 @@ class ServerController(QObject):
         app = create_app(self.engine, self.settings, policy=policy, jit=config.jit, collections=collections)
         thread = ServerThread(app, config.host, config.port, access_log=True, log_level="info")
         thread.start()
-        return thread, problem
+        return thread, problem, tuple(thread.reachable_urls)  # the interfaces read here, not on the GUI thread
 
     @staticmethod
     def _keep_key(key: str) -> Exception | None:
@@ -131,7 +132,7 @@ class ServerController(QObject):
             self.failed.emit("starting the server", error)
             self.stopped.emit()
             return
-        self.thread, problem = result
+        self.thread, problem, self.reachable_urls = result
         if problem is not None:
             self.failed.emit("keeping the API key in the keyring (it works for this session only)", problem)
         self.started.emit(self.thread.url)

@@ -124,12 +124,13 @@ class ChatPage(QWidget):
         box = QWidget(objectName="emptyState")
         title = QLabel("<h2>Chat with a model on your own machine</h2>", alignment=Qt.AlignCenter, wordWrap=True)
         hint = QLabel("Nothing you type leaves this computer.", alignment=Qt.AlignCenter)
+        self.ready = QLabel("", alignment=Qt.AlignCenter, objectName="emptyReady", wordWrap=True)
         self.start_button = QPushButton("Start chatting with SmolLM2 (built in)", objectName="primary")
         self.start_button.setVisible(starter_path() is not None)
         self.start_button.clicked.connect(self._on_start_clicked)
         lay = QVBoxLayout(box)
         lay.addStretch(1)
-        for w in (title, hint):
+        for w in (title, hint, self.ready):
             lay.addWidget(w)
         lay.addWidget(self.start_button, 0, Qt.AlignCenter)
         lay.addStretch(2)
@@ -143,6 +144,7 @@ class ChatPage(QWidget):
         c.export_requested.connect(self._on_conversations_export_requested)
         self.model_bar.model_chosen.connect(self._on_model_bar_model_chosen)
         self.ctx.loader.model_ready.connect(self._on_loader_model_ready)
+        self.ctx.bridge.loaded_changed.connect(self.show_empty_state)
         s.thread_changed.connect(self._on_session_thread_changed)
         s.busy_changed.connect(self._on_session_busy_changed)
         s.message_grew.connect(self._on_session_message_grew)
@@ -442,6 +444,20 @@ class ChatPage(QWidget):
     def _on_loader_model_ready(self, model_id: str) -> None:
         self._update_meter()
         self.session.model_ready(model_id)
+        self.show_empty_state()
+
+    @Slot()
+    def show_empty_state(self) -> None:
+        """The empty chat offers the built-in model only while no chat model is loaded; once one is, it
+        says which one the next message goes to."""
+        loaded = [m.model_id for m in self.ctx.engine.loaded() if not m.embedding]  # a quick, locked read
+        current = self.model_bar.current()
+        self.start_button.setVisible(not loaded and starter_path() is not None)
+        if loaded:
+            model = current if current in loaded else loaded[0]
+            self.ready.setText(f"{model} is loaded: type below to start a chat.")
+        else:
+            self.ready.setText("")
 
     # --- helpers ---------------------------------------------------------------------------------
     def changeEvent(self, event) -> None:
@@ -455,6 +471,8 @@ class ChatPage(QWidget):
         self.transcript.set_busy(self.session.busy)
         self.transcript.offer_retry(self.session.unanswered())
         self.stack.setCurrentWidget(self.transcript if messages else self.empty)
+        if not messages:
+            self.show_empty_state()
         if not messages or self.session.active is None:
             self._update_meter()
 

@@ -135,6 +135,16 @@ class SourcesView(QWidget):
             self.set_sources({"items": self.items, "note": self.note.text()}, self._reply)
 
 
+def how_found(source: dict) -> str:
+    """How a source came to the reply, in words: given whole, or found by keywords alone (no embedder, or
+    its vectors not made yet), or by keywords and by meaning."""
+    if source.get("mode") == "whole":
+        return "given whole: its document fitted the model's context"
+    return {"bm25": "found by keywords alone (no embedder's vectors to search by meaning)",
+            "fused": "found by keywords and by meaning",
+            "vectors": "found by meaning"}.get(source.get("found_by", ""), "retrieved for the question")
+
+
 class SourceDialog(QDialog):
     """One source in its context: the passage highlighted between the passages around it in its
     document, with where it lies (file, page, heading) as the title."""
@@ -144,8 +154,7 @@ class SourceDialog(QDialog):
         super().__init__(parent)
         self.source = source
         self.setWindowTitle(f"[{source['n']}] {source_label(source)}")
-        how = ("given whole: its document fitted the model's context" if source.get("mode") == "whole"
-               else "retrieved for the question")
+        how = how_found(source)
         self.where = QLabel(f"<b>[{source['n']}] {html.escape(source_label(source))}</b> · {how}", wordWrap=True)
         self.problem = QLabel(problem, wordWrap=True, visible=bool(problem), objectName="sourceProblem")
         self.text = QTextBrowser()

@@ -100,8 +100,6 @@ class DevicesPanel(QWidget):
         self._code_timer = QTimer(self, interval=1000)
         self._code_timer.timeout.connect(self._on_code_timer_timeout)
         self._shown = False
-        if self.prefs().get("on"):  # shared when the app last quit: share again
-            self.share.setChecked(True)
 
     def showEvent(self, event) -> None:
         """Listen for devices on the network while the tab shows (and read this device's identity and the
@@ -116,6 +114,14 @@ class DevicesPanel(QWidget):
     def hideEvent(self, event) -> None:
         super().hideEvent(event)
         self.devices.stop_browsing()
+
+    def resume_sharing(self) -> bool:
+        """Share again if sharing was on when the app last quit (the main window calls this once it shows,
+        so the listener's start does not slow the first window, and says so); whether it does."""
+        if not self.prefs().get("on") or self.share.isChecked():
+            return False
+        self.share.setChecked(True)
+        return True
 
     def prefs(self) -> dict:
         return self.ctx.prefs.get("sharing") or {}
@@ -195,6 +201,7 @@ class DevicesPanel(QWidget):
     def _on_devices_sharing_started(self, device: ThisDevice) -> None:
         self.share.setEnabled(True)
         self.share_state.setText(f"<b>Sharing</b> on {device.url} (TLS)")
+        self.share_state.setToolTip("Paired devices reach this computer at " + ", ".join(device.urls or (device.url,)))
         self.code_button.setEnabled(True)
         self._show_me(device)
 

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QProgressBar,
     QPushButton,
     QSplitter,
     QTableView,
@@ -109,15 +110,16 @@ class DiscoverPage(QWidget):
         self.embedders.setToolTip("Models that embed documents, for Settings → Documents (nomic-embed-text, "
                                   "bge, all-MiniLM): passages are then found by meaning as well as by words")
         self.embedders.clicked.connect(self._on_embedders_clicked)
-        self.status = QLabel()
+        self.status = QLabel(objectName="discoverStatus")
+        self.busy = QProgressBar(maximum=0, visible=False, maximumWidth=140, textVisible=False)  # no fraction
         self.results_view = self._table(self.results)
         self.results_view.selectionModel().currentRowChanged.connect(self._on_results_current_changed)
         self.repo_title = QLabel("<i>Choose a repository to see its files</i>")
         self.files_view = self._table(self.files, stretch=1)
         self.download = QPushButton("Download", objectName="primary", enabled=False)
         self.download.clicked.connect(self._on_download_clicked)
-        self.files_view.selectionModel().currentRowChanged.connect(
-            lambda cur, _prev: self.download.setEnabled(cur.isValid()))
+        self.files_view.selectionModel().selectionChanged.connect(self._on_files_selection_changed)
+        self.files.modelReset.connect(self._on_files_selection_changed)  # another repo: nothing chosen
         self.downloads = DownloadsPanel(self.hub)
         top = QHBoxLayout()
         for w, stretch in ((self.query, 1), (self.sort, 0), (go, 0), (self.embedders, 0)):
@@ -135,9 +137,15 @@ class DiscoverPage(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(16, 12, 16, 12)
         lay.addLayout(top)
-        lay.addWidget(self.status)
+        lay.addLayout(self._status_row())
         lay.addWidget(split, 1)
         lay.addWidget(self.downloads)
+
+    def _status_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(self.busy)
+        row.addWidget(self.status, 1)
+        return row
 
     def _table(self, model, stretch: int = 0) -> QTableView:
         view = QTableView(alternatingRowColors=True)
@@ -161,7 +169,8 @@ class DiscoverPage(QWidget):
     def search(self) -> None:
         self._seq += 1
         seq, query, sort = self._seq, self.query.text().strip(), self.sort.currentText()
-        self.status.setText("Searching…")
+        self.status.setText(f"Searching the hub for “{query}”…" if query else "Searching the hub…")
+        self.busy.show()
         self.hub.search(query, sort, lambda r, e: self._on_searched(seq, r, e))
 
     @Slot()
@@ -172,11 +181,13 @@ class DiscoverPage(QWidget):
     def _on_searched(self, seq: int, results, error) -> None:
         if seq != self._seq:
             return
+        self.busy.hide()
         if error:
-            self.status.setText("")
+            offline = "offline" in str(error)
+            self.status.setText("No answer from the hub: you seem to be offline." if offline else "The search failed.")
             show_error(error, "searching the hub")
             return
-        self.status.setText(f"{len(results)} repositories")
+        self.status.setText(f"{len(results)} repositories" if results else "No GGUF repositories match.")
         self.results.set_rows(results)
 
     @Slot(QModelIndex, QModelIndex)
@@ -188,12 +199,15 @@ class DiscoverPage(QWidget):
         self._seq += 1
         seq = self._seq
         self.repo_title.setText(f"<b>{repo_id}</b> · loading…")
+        self.busy.show()
+        self.details = None  # Download waits for this repo's files
         self.files.set_rows([])
         self.hub.repo(repo_id, lambda r, e: self._on_repo(seq, r, e))
 
     def _on_repo(self, seq: int, details, error) -> None:
         if seq != self._seq:
             return
+        self.busy.hide()
         if error:
             self.repo_title.setText("")
             show_error(error, "opening the repository")
@@ -211,6 +225,12 @@ class DiscoverPage(QWidget):
         self.fits[file.name] = f"? ({error})" if error else VERDICTS.get(check.plan.verdict, check.plan.verdict)
         self.verdicts[file.name] = "" if error else check.plan.verdict
         self.files.update_row(row)
+
+    @Slot()
+    def _on_files_selection_changed(self, *_args) -> None:
+        """Download is live only with a file of the open repo chosen."""
+        chosen = bool(self.files_view.selectionModel().selectedRows())
+        self.download.setEnabled(chosen and self.details is not None)
 
     @Slot()
     def _on_download_clicked(self) -> None:

@@ -1,7 +1,9 @@
 """The Knowledge page: the knowledge collections a chat can answer from, each with where its files come from
 (chosen files, or a folder it watches) and how many are indexed, and below them the selected collection's
 files, each with its state (and why it failed or was refused); New from files, New from a folder (watched:
-rescanned every 30 seconds while the app runs, and on Rescan), Rescan and Delete.
+rescanned every 30 seconds while the app runs, and on Rescan), Rescan, Rename (typed in the list) and
+Delete. A collection just made is selected, its files shown. A change of the documents' embedder re-embeds
+every collection in the background, with its own progress bar here.
 
 The collections are the API server's vector stores too (``bridge.knowledge``). Every call runs on the task
 pool; while a collection is being indexed the page asks again once a second (progress is sampled, not
@@ -97,12 +99,18 @@ class KnowledgePage(QWidget):
         self.files.setHeaderLabels(FILE_COLUMNS)
         self.files.header().setSectionResizeMode(1, QHeaderView.Stretch)
         self.progress = QProgressBar(visible=False, textVisible=True)
+        self.embedding = QProgressBar(visible=False, textVisible=True, objectName="knowledgeEmbedding")
+        self._indexing = self._embedding = False
         self.details = QLabel("", wordWrap=True, objectName="stats", textInteractionFlags=Qt.TextSelectableByMouse)
         self.from_files = QPushButton("New from files…")
         self.from_folder = QPushButton("New from folder (watched)…")
         self.rescan_button = QPushButton("Rescan", enabled=False, toolTip="Index the folder's new and changed "
                                          "files now and take out the deleted ones (also done every 30 seconds)")
         self.delete_button = QPushButton("Delete…", enabled=False)
+        self.rename_button = QPushButton("Rename", enabled=False, toolTip="Type a new name in the list (F2)")
+        self.rename_button.clicked.connect(self._on_rename_clicked)
+        self.tree.itemChanged.connect(self._on_tree_item_changed)
+        self._select: str | None = None  # a collection just made: selected once the list shows it
         self.from_files.clicked.connect(self._on_from_files_clicked)
         self.from_folder.clicked.connect(self._on_from_folder_clicked)
         self.rescan_button.clicked.connect(self._on_rescan_clicked)
@@ -115,7 +123,7 @@ class KnowledgePage(QWidget):
 
     def _build(self) -> None:
         buttons = QHBoxLayout()
-        for button in (self.from_files, self.from_folder, self.rescan_button, self.delete_button):
+        for button in (self.from_files, self.from_folder, self.rescan_button, self.rename_button, self.delete_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         lay = QVBoxLayout(self)
@@ -131,29 +139,53 @@ class KnowledgePage(QWidget):
         split.setSizes([220, 480])
         lay.addWidget(split, 1)
         lay.addWidget(self.progress)
+        lay.addWidget(self.embedding)
         lay.addWidget(self.details)
 
     # --- listing ---------------------------------------------------------------------------------
     @Slot()
     def refresh(self) -> None:
         self.ctx.bridge.knowledge.list(self._on_listed)
+        self.ctx.bridge.embedder.progress(self._on_embedding_read)
+
+    def _on_embedding_read(self, embedding, error) -> None:
+        """A change of embedder re-embeds every collection in the background: shown here as it goes."""
+        running = error is None and embedding is not None and not embedding.error and embedding.done < embedding.total
+        self._embedding = running
+        self.embedding.setVisible(running)
+        if running:
+            self.embedding.setRange(0, max(embedding.total, 1))
+            self.embedding.setValue(embedding.done)
+            self.embedding.setFormat(f"Embedding with {embedding.embedder}: %v of %m passages (searches use "
+                                     "keywords until it is done)")
+        self._poll_while_busy()
+
+    def _poll_while_busy(self) -> None:
+        if self._indexing or self._embedding:
+            self.poll.start()
+        else:
+            self.poll.stop()
 
     def _on_listed(self, rows, error) -> None:
         if error:
             self.poll.stop()
             show_error(error, "listing the knowledge collections")
             return
-        selected = self.selected()
+        if self.tree.state() == QAbstractItemView.EditingState:
+            return  # a name being typed: the next poll shows the list
+        selected = self._select or self.selected()
         self.rows = rows
         with QSignalBlocker(self.tree):  # a rebuild is not a change of selection: told once, below
             self.tree.clear()
             for row in rows:
                 item = QTreeWidgetItem(list(describe_row(row)))
                 item.setData(0, Qt.UserRole, row.collection.id)
+                item.setFlags(item.flags() | Qt.ItemIsEditable)  # Rename (or F2) types a new name here
                 item.setToolTip(1, str(row.folder) if row.folder else "")
                 self.tree.addTopLevelItem(item)
                 if row.collection.id == selected:
                     self.tree.setCurrentItem(item)
+                    self._select = None
         for column in (0, 2, 3):
             self.tree.resizeColumnToContents(column)
         self._show_progress(rows)
@@ -169,9 +201,8 @@ class KnowledgePage(QWidget):
             self.progress.setRange(0, max(total, 1))
             self.progress.setValue(done)
             self.progress.setFormat(f"Indexing: %v of %m files ({', '.join(r.collection.name for r in busy)})")
-            self.poll.start()
-        else:
-            self.poll.stop()
+        self._indexing = bool(busy)
+        self._poll_while_busy()
 
     def selected(self) -> str | None:
         item = self.tree.currentItem()
@@ -184,6 +215,7 @@ class KnowledgePage(QWidget):
     def _on_tree_current_changed(self, current, _previous) -> None:
         row = self._row(current.data(0, Qt.UserRole) if current else None)
         self.delete_button.setEnabled(row is not None)
+        self.rename_button.setEnabled(row is not None)
         self.rescan_button.setEnabled(row is not None and row.folder is not None)
         if row is None or row.collection.id != self.files_of:
             self.files.clear()  # the same collection's files stay shown until its new list comes
@@ -222,15 +254,18 @@ class KnowledgePage(QWidget):
         if error:
             show_error(error, "making the collection")
             return
-        _collection, refused = result
+        collection, refused = result
+        self._select = collection.id  # the new one is what the user looks at next: its files, Rescan, Delete
         if refused:
             show_error("Left out: " + "; ".join(f"{name}: {why}" for name, why in refused.items()),
                        "making the collection")
         self._changed()
 
-    def _on_created_one(self, folder: str, _collection, error) -> None:
+    def _on_created_one(self, folder: str, collection, error) -> None:
         if error:
             show_error(error, f"watching {folder}")
+        else:
+            self._select = collection.id
         self.note = ""
         self._changed()
 
@@ -248,6 +283,32 @@ class KnowledgePage(QWidget):
         else:
             self.note = f"Rescanned: {scan.added} new, {scan.changed} changed, {scan.removed} removed."
         self.refresh()
+
+    def rename(self, collection_id: str, name: str) -> None:
+        """Give the collection a new name (chats and the API's vector stores show it)."""
+        self.ctx.bridge.knowledge.rename(collection_id, name, self._on_renamed)
+
+    def _on_renamed(self, _collection, error) -> None:
+        if error:
+            show_error(error, "renaming the collection")
+        self._changed()
+
+    @Slot()
+    def _on_rename_clicked(self) -> None:
+        item = self.tree.currentItem()
+        if item is not None:
+            self.tree.editItem(item, 0)
+
+    @Slot(QTreeWidgetItem, int)
+    def _on_tree_item_changed(self, item, column: int) -> None:
+        row = self._row(item.data(0, Qt.UserRole))
+        name = item.text(0).strip()
+        if column != 0 or row is None or name == (row.collection.name or row.collection.id):
+            return
+        if not name:
+            item.setText(0, row.collection.name or row.collection.id)  # an empty name is no name: kept
+            return
+        self.rename(row.collection.id, name)
 
     def delete(self, collection_id: str) -> None:
         self.note = ""

@@ -161,6 +161,9 @@ class LoadDialog(QDialog):
         for w in (self.layers, self.context, self.kv, self.flash, self.parallel):
             w.setEnabled(manual)
         self.layers_label.setText(f"{self.layers.value()} of {self.layers.maximum()}")
+        if self._cpu_only():
+            self.layers.setEnabled(False)  # nothing to offload to: a live slider would promise a choice
+            self.layers_label.setText("No GPU in this llama.cpp build: every layer runs on the CPU")
         if self.info is None:
             return
         try:
@@ -177,6 +180,10 @@ class LoadDialog(QDialog):
         if self.auto.isChecked():
             self._show_plan(plan)
 
+    def _cpu_only(self) -> bool:
+        """This llama.cpp build sees no GPU (as read with the model): there are no layers to offload."""
+        return self.hw is not None and not any(d.kind != "cpu" for d in self.hw.devices)
+
     def _show_plan(self, plan) -> None:
         """Auto: the greyed boxes show what the planner chose, not the last manual values."""
         flash = next(k for k, v in FLASH.items() if v == plan.flash_attn)
@@ -188,7 +195,8 @@ class LoadDialog(QDialog):
             w.blockSignals(True)
             set_value()
             w.blockSignals(False)
-        self.layers_label.setText(f"{plan.n_gpu_layers} of {self.layers.maximum()} (auto)")
+        if not self._cpu_only():
+            self.layers_label.setText(f"{plan.n_gpu_layers} of {self.layers.maximum()} (auto)")
 
     def accept(self) -> None:
         if self.save_on_accept:

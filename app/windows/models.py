@@ -46,6 +46,8 @@ from ..context import AppContext
 from ..feedback import show_error
 from .load_dialog import LoadDialog
 
+APP_NAMES = {"lmstudio": "LM Studio", "ollama": "Ollama", "hf-cache": "Hugging Face cache", "gpt4all": "GPT4All",
+             "jan": "Jan"}
 COLUMNS = ("Name", "Architecture", "Parameters", "Quantization", "Size", "Context", "Source", "Last used")
 SortRole = Qt.UserRole + 1
 Index = QModelIndex | QPersistentModelIndex
@@ -68,17 +70,28 @@ def disk_text(own: int, linked: int) -> str:
 
 
 class ModelsTableModel(QAbstractTableModel):
-    """The library as rows; ``last_used`` maps model ids to epoch seconds."""
+    """The library as rows; ``last_used`` maps model ids to epoch seconds, ``loaded`` the ids loaded now."""
 
     def __init__(self, parent=None):
         super().__init__(parent)
         self.rows: list = []
         self.last_used: dict[str, float] = {}
+        self.loaded: set[str] = set()
 
     def set_rows(self, rows: list, last_used: dict[str, float]) -> None:
         self.beginResetModel()
         self.rows, self.last_used = list(rows), dict(last_used)
         self.endResetModel()
+
+    def set_loaded(self, loaded: dict[str, float]) -> None:
+        """The models loaded now and when each last answered: "Last used" says "loaded now" for them,
+        whoever loaded them (the chat, the API server, the command line's runtime)."""
+        self.loaded = set(loaded)
+        for model_id, used in loaded.items():
+            self.last_used[model_id] = max(used or 0.0, self.last_used.get(model_id) or 0.0)
+        if self.rows:
+            column = len(COLUMNS) - 1
+            self.dataChanged.emit(self.index(0, column), self.index(len(self.rows) - 1, column), [Qt.DisplayRole])
 
     def rowCount(self, parent: Index = _ROOT) -> int:
         return 0 if parent.isValid() else len(self.rows)
@@ -106,7 +119,7 @@ class ModelsTableModel(QAbstractTableModel):
             (m.id, m.id.lower()), (m.info.architecture, m.info.architecture),
             (human_count(m.info.parameter_count) if m.info.parameter_count else "?", m.info.parameter_count), (m.quant, m.quant),
             (human_bytes(m.size), m.size), (f"{m.info.context_length:,}", m.info.context_length),
-            (m.source, m.source), (_ago(used), used or 0.0),
+            (m.source, m.source), ("loaded now" if m.id in self.loaded else _ago(used), used or 0.0),
         )
         shown, key = values[index.column()]
         return shown if role == Qt.DisplayRole else key
@@ -133,12 +146,22 @@ class ModelsPage(QWidget):
         self.table.setContextMenuPolicy(Qt.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._on_table_menu_requested)
         self.summary = QLabel()
+        self.note = ""  # what the last import from another app did, above the summary
         lay = QVBoxLayout(self)
         lay.setContentsMargins(16, 12, 16, 12)
         lay.addLayout(self._toolbar())
         lay.addWidget(self.table, 1)
         lay.addWidget(self.summary)
+        ctx.bridge.loaded_changed.connect(self._on_bridge_loaded_changed)
         self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        self._on_bridge_loaded_changed()  # a model loaded by the API server or the runtime meanwhile
+
+    @Slot()
+    def _on_bridge_loaded_changed(self) -> None:
+        self.table_model.set_loaded({m.model_id: m.last_used for m in self.ctx.engine.loaded() if not m.embedding})
 
     def _toolbar(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -153,7 +176,7 @@ class ModelsPage(QWidget):
         other = QPushButton("Import from other apps")
         menu = QMenu(other)
         for app in APPS:
-            menu.addAction(app, lambda a=app: self.import_app(a))
+            menu.addAction(APP_NAMES.get(app, app), lambda a=app: self.import_app(a))
         other.setMenu(menu)
         row.addWidget(other)
         return row
@@ -168,7 +191,9 @@ class ModelsPage(QWidget):
             return
         models, (own, linked) = listed
         self.table_model.set_rows(models, self.ctx.prefs.get("last_used") or {})
-        self.summary.setText(f"{len(models)} model{'' if len(models) == 1 else 's'} · {disk_text(own, linked)} · "
+        self._on_bridge_loaded_changed()
+        self.summary.setText((f"{self.note}\n" if self.note else "") +
+                             f"{len(models)} model{'' if len(models) == 1 else 's'} · {disk_text(own, linked)} · "
                              f"folders: {', '.join(str(p) for p in self.ctx.settings.models_dirs)}")
 
     def selected(self):
@@ -183,7 +208,21 @@ class ModelsPage(QWidget):
         self.ctx.bridge.import_folder(folder, partial(self._on_library_changed, "importing"))
 
     def import_app(self, app: str) -> None:
-        self.ctx.bridge.import_app(app, partial(self._on_library_changed, "importing"))
+        name = APP_NAMES.get(app, app)
+        self.note = f"Looking for {name}'s models…"
+        self.summary.setText(self.note)
+        self.ctx.bridge.import_app(app, partial(self._on_app_imported, name))
+
+    def _on_app_imported(self, name: str, result, error) -> None:
+        if error:
+            self.note = ""
+            show_error(error, f"importing from {name}")
+        else:
+            imported, places = result
+            where = ", ".join(str(p) for p in places)
+            self.note = (f"Imported {len(imported)} model{'' if len(imported) == 1 else 's'} from {name}." if imported
+                         else f"Nothing to import from {name}: no GGUF models in {where}.")
+        self.refresh()
 
     def _on_library_changed(self, what: str, _result, error) -> None:
         """After an import or a delete (on a worker): say what failed, and list the library again."""
@@ -212,10 +251,19 @@ class ModelsPage(QWidget):
         menu = QMenu(self)
         menu.addAction("Load settings…", lambda: LoadDialog(self.ctx, model.id, self).open())
         menu.addAction("Default system prompt…", lambda: self.edit_system_prompt(model.id))
-        menu.addAction("Show in folder", lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(model.path.parent))))
+        menu.addAction("Show in folder", lambda: self.show_in_folder(model))
         menu.addSeparator()
         menu.addAction("Delete…", lambda: self.confirm_delete(model))
         menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    def show_in_folder(self, model) -> bool:
+        """Open the model's folder in the file manager; where none can, say where the folder is."""
+        folder = model.path.parent
+        if QDesktopServices.openUrl(QUrl.fromLocalFile(str(folder))):
+            return True
+        show_error(f"no file manager could open the folder: it is {folder}",
+                   f"showing {model.id} in its folder")
+        return False
 
     def edit_system_prompt(self, model_id: str) -> None:
         defaults = (self.ctx.prefs.get("model_defaults") or {}).get(model_id, {})

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -39,6 +39,8 @@ from ..context import AppContext
 from ..feedback import show_error
 from .devices import DevicesPanel
 from .snippets import SNIPPETS, snippet
+
+COPIED_MS = 1500
 
 
 class RequestLog(QObject, logging.Handler):
@@ -78,6 +80,8 @@ class ServerPage(QWidget):
         self.server.stopped.connect(self._on_server_stopped)
         self.server.failed.connect(self._on_server_failed)
         self.server.key_read.connect(self._on_server_key_read)
+        ctx.bridge.devices.sharing_started.connect(self._on_devices_sharing_started)
+        ctx.bridge.devices.sharing_stopped.connect(self._on_devices_sharing_stopped)
         self.request_log = RequestLog()
         self.request_log.line_logged.connect(self._on_request_log_line_logged)
         logging.getLogger("uvicorn.access").addHandler(self.request_log)
@@ -100,9 +104,13 @@ class ServerPage(QWidget):
             self.snippet_views[name] = view
             self.tabs.addTab(view, name)
         lay.addWidget(self.tabs, 1)
-        copy = QPushButton("Copy snippet")
-        copy.clicked.connect(self._on_copy_snippet_clicked)
-        lay.addWidget(copy)
+        self.copy_button = QPushButton("Copy snippet")
+        self.copy_button.clicked.connect(self._on_copy_snippet_clicked)
+        self._copied = QTimer(self, singleShot=True, interval=COPIED_MS)
+        self._copied.timeout.connect(self._on_tabs_current_changed)
+        self.tabs.currentChanged.connect(self._on_tabs_current_changed)
+        lay.addWidget(self.copy_button)
+        self._on_tabs_current_changed()
         self._show_state()
         self.server.read_key()
 
@@ -165,12 +173,45 @@ class ServerPage(QWidget):
             return self.server.url.replace("0.0.0.0", "localhost")
         return f"http://127.0.0.1:{self.port.value()}"
 
+    def network_url(self) -> str | None:
+        """Where other machines reach the running server (its network address), when it listens on them."""
+        if not self.running() or not self.server.url or "0.0.0.0" not in self.server.url:
+            return None
+        return self.server.reachable_urls[0] if self.server.reachable_urls else None
+
+    def sharing_url(self) -> str | None:
+        """Where paired devices reach this computer while it shares (its network address), else None."""
+        device = self.ctx.bridge.devices.device
+        return device.url if device is not None else None
+
     def status_text(self) -> str:
-        return f"Server running at {self.url()}" if self.running() else "Server stopped"
+        """The status bar's words: the API server, and sharing (which listens on the network by itself)."""
+        text = f"Server running at {self.network_url() or self.url()}" if self.running() else "Server stopped"
+        shared = self.sharing_url()
+        return f"{text} · sharing with paired devices on {shared}" if shared else text
+
+    def _state_text(self) -> str:
+        if self.running():
+            text = f"<b>Running</b> at {self.url()}"
+            if network := self.network_url():
+                text += f" · on your network at <b>{network}</b>"
+        else:
+            text = "API server stopped"
+        if shared := self.sharing_url():
+            text += f" · <b>Sharing</b> with paired devices on <b>{shared}</b> (Your devices tab)"
+        return text
+
+    @Slot(object)
+    def _on_devices_sharing_started(self, _device) -> None:
+        self._show_state()
+
+    @Slot()
+    def _on_devices_sharing_stopped(self) -> None:
+        self._show_state()
 
     def _show_state(self) -> None:
         running = self.running()
-        self.state.setText(f"<b>Running</b> at {self.url()}" if running else "Stopped")
+        self.state.setText(self._state_text())
         self.toggle.setText("Stop server" if running else "Start server")
         self.toggle.setObjectName("danger" if running else "primary")
         self.toggle.style().unpolish(self.toggle)
@@ -258,8 +299,18 @@ class ServerPage(QWidget):
         self.log.appendPlainText(line)
 
     @Slot()
+    def _on_tabs_current_changed(self, *_args) -> None:
+        """The copy button copies what the tab shows: a snippet, or the request log; Your devices has none."""
+        view = self.tabs.currentWidget()
+        self.copy_button.setVisible(isinstance(view, QPlainTextEdit))
+        self.copy_button.setText("Copy log" if view is self.log else
+                                 f"Copy the {self.tabs.tabText(self.tabs.currentIndex())} snippet")
+
+    @Slot()
     def _on_copy_snippet_clicked(self) -> None:
         view = self.tabs.currentWidget()
         if isinstance(view, QPlainTextEdit):
             QGuiApplication.clipboard().setText(view.toPlainText())
+            self.copy_button.setText("Copied ✓" if view.toPlainText() else "Nothing to copy yet")
+            self._copied.start()  # the label comes back after a moment
 

@@ -68,6 +68,7 @@ class SettingsPage(QWidget):
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
         self.documents.refresh()  # a model pulled or deleted since: the embedders listed follow
+        self.prompt_cache.refresh()  # replies since have saved states (it read "0 B in 0 saved states")
 
     # --- sections --------------------------------------------------------------------------------
     def _appearance(self) -> QGroupBox:
@@ -105,9 +106,9 @@ class SettingsPage(QWidget):
     def _token(self) -> QGroupBox:
         box = QGroupBox("Hugging Face token")
         self.token = QLineEdit(echoMode=QLineEdit.Password, placeholderText="hf_… (needed for gated models only)")
-        save = QPushButton("Save")
+        save = self.save_token = QPushButton("Save", enabled=False)  # until the keyring is known to exist
         save.clicked.connect(self._on_save_token_clicked)
-        forget = QPushButton("Remove")
+        forget = self.remove_token = QPushButton("Remove", enabled=False)
         forget.clicked.connect(self._on_remove_token_clicked)
         self.token_state = QLabel("Checking the keyring…")
         self.keyring_notice = QLabel(objectName="notice", wordWrap=True, visible=False)
@@ -208,6 +209,9 @@ class SettingsPage(QWidget):
             state = (False, False)
         available, saved = state
         self.keyring_notice.setVisible(not available)
+        for button in (self.save_token, self.remove_token):  # nowhere to keep a token: nothing to press
+            button.setEnabled(available)
+            button.setToolTip("" if available else "No OS keyring on this machine: see the notice above")
         self.token_state.setText("A token is saved in the keyring." if saved else "No token saved.")
 
     @Slot()

@@ -1,12 +1,27 @@
 """Ready-to-copy client snippets for the Server page, filled in with the server's real address, the
-key when one is required, and the model the chat uses (``starter`` by default)."""
+key when one is required, and the model the chat uses (``starter`` by default); and for each coding
+agent ``fireside launch`` sets up (``engine/agents.py``), the command that runs it on this server."""
 
 from __future__ import annotations
 
-SNIPPETS = ("curl", "Python (openai)", "Python (ollama)", "Python (anthropic)")
+# tab title -> (the agent's name for `fireside launch`, its npm package)
+AGENT_SNIPPETS = {"Claude Code": ("claude", "@anthropic-ai/claude-code"), "Codex CLI": ("codex", "@openai/codex"),
+                  "opencode": ("opencode", "opencode-ai")}
+SNIPPETS = ("curl", "Python (openai)", "Python (ollama)", "Python (anthropic)", *AGENT_SNIPPETS)
+
+
+def agent_snippet(name: str, url: str, key: str, model: str) -> str:
+    agent, package = AGENT_SNIPPETS[name]
+    env = f"FIRESIDE_API_KEY={key} " if key else ""
+    return (f"# {name} on this server, set up for a local model (your own {name} settings are left alone).\n"
+            f"# Install it once: npm install -g {package}\n"
+            f"# The model needs a context as long as {name}'s first request: see docs/agents/{agent}.md\n"
+            f"{env}fireside launch {agent} --model {model} --url {url}\n")
 
 
 def snippet(name: str, url: str, key: str = "", model: str = "starter") -> str:
+    if name in AGENT_SNIPPETS:
+        return agent_snippet(name, url, key, model)
     shown_key = key or "not-needed"
     auth = f' \\\n  -H "Authorization: Bearer {key}"' if key else ""
     if name == "curl":

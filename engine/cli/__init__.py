@@ -17,18 +17,35 @@ from contextlib import contextmanager
 
 from ..deps import check_floors
 from ..errors import FiresideError
-from . import bench, cache, chat, devices, library, mcp, models, remote, server
+from . import bench, cache, chat, devices, launch, library, mcp, models, remote, server
 
-GROUPS = [models, chat, library, server, bench, remote, devices, mcp, cache]
+GROUPS = [models, chat, library, server, launch, bench, remote, devices, mcp, cache]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fireside", description="Run and serve local language models.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what the engine is doing")
+    parser.add_argument("-V", "--version", action="version", version=version_text(),
+                        help="print Fireside's version (and llama.cpp's binding's) and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)
     return parser
+
+
+def version_text() -> str:
+    """``fireside 0.1.0 (llama-cpp-python 0.3.36, Python 3.11.9)``: from the installed packages' metadata,
+    nothing imported."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"fireside {of('fireside')} (llama-cpp-python {of('llama_cpp_python')}, "
+            f"Python {'.'.join(map(str, sys.version_info[:3]))})")
 
 
 def log_level(verbose: bool) -> int | None:
@@ -61,7 +78,10 @@ def quiet_logs(level: int | None):
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv, passed_on = launch.split_agent_args(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    if passed_on is not None:
+        args.agent_args = passed_on
     with quiet_logs(log_level(args.verbose)):
         return _run(parser, args)
 

@@ -8,7 +8,15 @@ from ..fmt import human_bytes, human_count
 from ..library.resolve import resolve_model
 from ..models import hardware
 from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, drafting_text, plan_fit, verdict_text, with_draft
+from ..models.planner import (
+    FitPlan,
+    LoadOptions,
+    drafting_text,
+    plan_fit,
+    replies_text,
+    verdict_text,
+    with_draft,
+)
 from ..runtime.healing import Workarounds
 from ..settings import Settings
 from .fmt import print_json, table
@@ -35,7 +43,8 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tensor-split", type=lambda s: tuple(float(x) for x in s.split(",")),
                    help="ratios across GPUs, e.g. 3,1")
     g.add_argument("--main-gpu", type=int)
-    g.add_argument("--kv-type", choices=sorted(KV_TYPE_BYTES), default="f16")
+    g.add_argument("--kv-type", choices=["auto", *sorted(KV_TYPE_BYTES)], default="auto",
+                   help="the KV cache's type (auto: q8_0 on the CPU, which keeps replies exact, else f16)")
     g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--threads", type=int)
     g.add_argument("--parallel", type=int, help="slots: requests decoded together, each with its own "
@@ -136,6 +145,7 @@ def describe_plan(plan: FitPlan) -> str:
         f"  GPU layers {plan.n_gpu_layers} of {plan.n_layers + 1} (with the output layer), threads {plan.threads}",
         f"  {plan.parallel} parallel slot{'s' if plan.parallel > 1 else ''}, each with its own context",
         f"  drafting: {drafting_text(plan)}",
+        f"  same request, same reply: {replies_text(plan)}",
     ]
     for use in [*plan.gpus, plan.ram]:
         lines.append(f"  {use.name:<10} {human_bytes(use.total_bytes):>10} of {human_bytes(use.available_bytes)} "

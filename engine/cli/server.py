@@ -178,7 +178,7 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
         server.start()
         if sharing:
             sharing.start()
-            print(f"sharing with paired devices on {sharing.url} as {sharing.name} (TLS, fingerprint "
+            print(f"sharing with paired devices on {sharing.server.reachable_urls[0]} as {sharing.name} (TLS, fingerprint "
                   f"{sharing.identity.fingerprint[:16]}...); `fireside devices code` shows a pairing code")
         print(f"Fireside API on {server.url}  (OpenAI: {server.url}/v1  Ollama: {server.url}  "
               f"Anthropic: {server.url}; docs: {server.url}/docs){'  key required' if key else ''}"

@@ -122,6 +122,17 @@ class Collection:
 
 
 @dataclass(frozen=True)
+class Embedding:
+    """The background embedding after a change of embedder (or of passages still without vectors): which
+    model, how many passages of how many have their vectors, and why it stopped short (``error``)."""
+
+    embedder: str
+    done: int
+    total: int
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class Member:
     """A file in a collection and how its indexing went (``error_code``/``error_message`` when failed)."""
 
@@ -147,6 +158,7 @@ class Passage:
     text: str
     heading: str = ""
     page: int | None = None
+    found_by: str = "bm25"  # how its collection was searched: "bm25" (keywords alone) or "fused" (and by meaning)
 
 
 class Collections:
@@ -165,6 +177,9 @@ class Collections:
         self._jobs = threading.Lock()  # guards the three above
         self._cancel = threading.Event()
         self._watcher = None
+        self._progress: dict[str, tuple[int, int]] = {}  # collection id -> (embedded, to embed) this run
+        self._embed_error = ""
+        self._progress_lock = threading.Lock()
 
     # --- opening -------------------------------------------------------------------------------------
     @property
@@ -225,10 +240,29 @@ class Collections:
         with self._opening:
             opened = dict(self._indexes)
         for index in opened.values():
-            index.use(embedder)
+            index.use(embedder)  # an embedding under way stops at its next batch
+        with self._progress_lock:
+            self._progress, self._embed_error = {}, ""
         if embedder is not None:
             for collection in self.list():
+                missing = self._index(collection.id).missing_vectors()
+                if missing:
+                    with self._progress_lock:
+                        self._progress[collection.id] = (0, missing)
                 self._enqueue(collection.id, None)
+
+    def embedding(self) -> Embedding | None:
+        """The background embedding under way, or None once every passage has its vector (or with no
+        embedder); a run that stopped short stays, with its ``error``, until the embedder changes."""
+        embedder = self.embedder
+        with self._progress_lock:
+            if embedder is None or not self._progress:
+                return None
+            done = sum(d for d, _ in self._progress.values())
+            total = sum(t for _, t in self._progress.values())
+            if done >= total and not self._embed_error:
+                return None
+            return Embedding(embedder.name, done, total, self._embed_error)
 
     # --- collections ---------------------------------------------------------------------------------
     def create(self, name: str = "", file_ids: list[str] = (), metadata: dict | None = None) -> Collection:
@@ -382,7 +416,7 @@ class Collections:
                 file_id = Path(hit.path).parent.name
                 if file_id in ready:
                     found.append(Passage(collection_id, file_id, names[file_id], min(1.0, hit.score * scale), hit.text,
-                                         hit.heading, hit.page))
+                                         hit.heading, hit.page, result.mode))
             self._touch(collection_id)
         return sorted(found, key=lambda p: -p.score)[:k]
 
@@ -441,7 +475,21 @@ class Collections:
             self.get(collection_id)
         except DocumentNotFound:
             return  # deleted while it waited
-        embedded = self._index(collection_id).embed_missing(cancel=stop)
+        index = self._index(collection_id)
+        embedder = index.embedder
+
+        def on_progress(done: int, total: int) -> None:
+            with self._progress_lock:
+                if self.embedder is embedder:  # not a run the user has changed their mind about
+                    self._progress[collection_id] = (done, total)
+
+        missing = index.missing_vectors()
+        if missing:
+            on_progress(0, missing)
+        embedded = index.embed_missing(cancel=stop, on_progress=on_progress)
+        if index.embed_error and self.embedder is embedder:
+            with self._progress_lock:
+                self._embed_error = index.embed_error
         if embedded:
             log.info("embedded %d passages of %s", embedded, collection_id)
 

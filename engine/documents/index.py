@@ -180,38 +180,53 @@ class DocumentIndex:
             todo = list(self._db.execute(f"SELECT id, heading, text FROM chunks WHERE id NOT IN ({have}) ORDER BY id"))
         return self._embed([(i, f"{h}\n{t}" if h else t) for i, h, t in todo], cancel, on_progress)
 
+    def missing_vectors(self) -> int:
+        """How many passages have no vector from the current embedder (0 with none)."""
+        with self._lock:
+            if self.embedder is None:
+                return 0
+            have = "SELECT rowid FROM chunk_vectors" if store.vectors_ready(self._db) else "SELECT NULL WHERE 0"
+            return self._db.execute(f"SELECT count(*) FROM chunks WHERE id NOT IN ({have})").fetchone()[0]
+
     def _embed(self, items: list[tuple[int, str]], cancel, on_progress) -> int:
-        if self.embedder is None or not items:
+        # One embedder for the whole run: ``use`` may change (or clear) it from another thread meanwhile,
+        # and the run then stops at its next batch rather than store one model's vectors under another's name.
+        embedder = self.embedder
+        if embedder is None or not items:
             return 0
         done, last = 0, 0.0
         self.embed_error = ""
         for start in range(0, len(items), EMBED_BATCH):
-            if cancel is not None and cancel.is_set():
+            if (cancel is not None and cancel.is_set()) or self.embedder is not embedder:
                 break
             batch = items[start:start + EMBED_BATCH]
             try:
-                vectors = self.embedder.embed([text for _, text in batch])
+                vectors = embedder.embed([text for _, text in batch])
             except FiresideError as e:  # the embedder is gone or failed: the passages stay findable by keywords
-                log.warning("embedding with %s stopped after %d of %d passages: %s", self.embedder.name, done,
+                log.warning("embedding with %s stopped after %d of %d passages: %s", embedder.name, done,
                             len(items), e)
-                self.embed_error = f"{self.embedder.name} could not embed: {e}"
+                self.embed_error = f"{embedder.name} could not embed: {e}"
                 break
-            self._store_vectors([i for i, _ in batch], vectors)
+            if not self._store_vectors([i for i, _ in batch], vectors, embedder):
+                break  # another embedder was chosen while this batch was embedded
             done += len(batch)
             if on_progress is not None and (time.monotonic() - last > 0.1 or done == len(items)):
                 last = time.monotonic()
                 on_progress(done, len(items))
         return done
 
-    def _store_vectors(self, ids: list[int], vectors: list[list[float]]) -> None:
+    def _store_vectors(self, ids: list[int], vectors: list[list[float]], embedder: Embedder) -> bool:
         with self._lock, self._db:
+            if self.embedder is not embedder:
+                return False
             if not store.vectors_ready(self._db):
                 store.create_vectors(self._db, len(vectors[0]))
-                store.set_meta(self._db, "embedder", self.embedder.name)
+                store.set_meta(self._db, "embedder", embedder.name)
                 store.set_meta(self._db, "embedder_width", str(len(vectors[0])))
             for chunk_id, vector in zip(ids, vectors):
                 self._db.execute("INSERT OR REPLACE INTO chunk_vectors(rowid, embedding) VALUES(?, ?)",
                                  (chunk_id, store.packed(vector)))
+        return True
 
     def _forget_vectors(self) -> None:
         with self._db:
@@ -225,16 +240,17 @@ class DocumentIndex:
         embedder and vectors exist, else BM25 alone (``note`` says why); ``bm25`` and ``vectors`` force one."""
         timings: dict[str, float] = {}
         note = ""
-        vectors_usable = self.embedder is not None and self._vectors_from_embedder()
+        embedder = self.embedder  # one for the whole search: ``use`` may clear it from another thread
+        vectors_usable = embedder is not None and self._vectors_from(embedder)
         if mode == "auto":
             mode = "fused" if vectors_usable else "bm25"
-            if self.embedder is None:
+            if embedder is None:
                 note = "No embedder is chosen: passages were found by keywords alone (BM25)."
             elif not vectors_usable:
                 why = f"{self.embed_error}, so no" if self.embed_error else "No"
-                note = f"{why} passage has a vector from {self.embedder.name} yet: passages were found by keywords alone (BM25)."
+                note = f"{why} passage has a vector from {embedder.name} yet: passages were found by keywords alone (BM25)."
         elif mode in ("vectors", "fused") and not vectors_usable:
-            raise ValueError(f"no vectors to search: embedder {self.embedder and self.embedder.name!r}")
+            raise ValueError(f"no vectors to search: embedder {embedder and embedder.name!r}")
         rankings = []
         if mode in ("bm25", "fused"):
             t = time.perf_counter()
@@ -242,13 +258,13 @@ class DocumentIndex:
             timings["bm25"] = (time.perf_counter() - t) * 1000
         if mode in ("vectors", "fused"):
             t = time.perf_counter()
-            rankings.append(("vectors", self.vector_ids(query, CANDIDATES)))
+            rankings.append(("vectors", self.vector_ids(query, CANDIDATES, embedder)))
             timings["vectors"] = (time.perf_counter() - t) * 1000
         return SearchResult(self._fused(rankings, k), mode, note, timings)
 
-    def _vectors_from_embedder(self) -> bool:
+    def _vectors_from(self, embedder: Embedder) -> bool:
         with self._lock:
-            return store.vectors_ready(self._db) and store.meta(self._db, "embedder") == self.embedder.name
+            return store.vectors_ready(self._db) and store.meta(self._db, "embedder") == embedder.name
 
     def bm25_ids(self, query: str, k: int) -> list[int]:
         terms = [t for t in re.findall(r"\w+", query.lower()) if t not in _STOPWORDS] or re.findall(r"\w+", query.lower())
@@ -260,8 +276,8 @@ class DocumentIndex:
                 "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts, 2.0, 1.0) LIMIT ?",
                 (match, k))]
 
-    def vector_ids(self, query: str, k: int) -> list[int]:
-        [vector] = self.embedder.embed([query])
+    def vector_ids(self, query: str, k: int, embedder: Embedder | None = None) -> list[int]:
+        [vector] = (embedder or self.embedder).embed([query])
         with self._lock:
             return [r[0] for r in self._db.execute(
                 "SELECT rowid FROM chunk_vectors WHERE embedding MATCH ? AND k = ? ORDER BY distance",

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 from huggingface_hub import HfApi
@@ -278,8 +278,27 @@ class Hub:
             # huggingface_hub's transport (httpx, httpx2 or requests, by version) raises its own
             # connection errors; turn only those into HubError.
             if type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "requests", "urllib3"):
-                raise HubError(f"cannot reach the hub at {self.endpoint}: {exc}") from exc
+                log.info("the hub at %s did not answer %s: %r", self.endpoint, what, exc)
+                raise HubError(unreachable_message(self.endpoint, exc)) from exc
             raise
+
+
+def unreachable_message(endpoint: str, exc: BaseException) -> str:
+    """Why the hub did not answer, for a person: offline (no name lookup, no route, refused) or too slow,
+    without the socket's errno text (the log keeps it)."""
+    text = f"{type(exc).__name__} {exc}".lower()
+    host = urlsplit(endpoint).netloc or endpoint
+    if "timeout" in text or "timed out" in text:
+        return (f"cannot reach the hub at {endpoint}: it took too long to answer (a slow or broken connection?); "
+                "try again in a moment")
+    if any(s in text for s in ("name or service not known", "temporary failure in name resolution",
+                               "nodename nor servname", "getaddrinfo failed", "no address associated")):
+        why = f"{host}'s address could not be looked up"
+    elif "refused" in text:
+        why = f"{host} refused the connection"
+    else:
+        why = f"{host} did not answer"
+    return f"cannot reach the hub at {endpoint}: you seem to be offline ({why}); check the network connection, then try again"
 
 
 def unfit_reason(check: FitCheck) -> str | None:

@@ -35,7 +35,7 @@ from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
 from ..models.projector import pair
 from ..settings import Settings
 from .index import Index, IndexRow
-from .names import Named, assign_aliases, former_names, full_id, header_quant, model_id, quant_of
+from .names import Named, assign_aliases, former_names, full_id, header_quant, import_repo, model_id, quant_of
 from .paths import check_file_name, check_repo_id, inside, is_path_like, safe_join
 from .starter import STARTER_ID, starter_path
 
@@ -212,7 +212,7 @@ class Library:
         for root in self.roots:
             if inside(src, root) and not src.is_symlink():
                 return self.by_path(src)
-        repo = repo or src.parent.name or "imported"
+        repo = repo or import_repo(src)
         parts = split_parts(src)
         names = [name] if name and len(parts) == 1 else [p.name for p in parts]
         dests = [safe_join(self.settings.models_dir, publisher, repo, check_file_name(n)) for n in names]

@@ -19,7 +19,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from ..models.inspection import SPLIT_RE, ModelInfo
 from .starter import STARTER_ID
@@ -29,6 +29,8 @@ _SLUG_RE = re.compile(r"[^a-z0-9._-]+")
 _GGUF_RE = re.compile(r"[-_.]gguf$", re.IGNORECASE)
 _QUANT_ONLY_RE = re.compile(r"I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32", re.IGNORECASE)
 GENERIC_STEMS = frozenset({"model"})  # Jan names every model file model.gguf
+GENERIC_FOLDERS = frozenset({"tmp", "temp", "downloads", "download", "desktop", "documents", "models", "model",
+                             "gguf", "ggufs", "llm", "llms", "home"})  # places, not model names
 OWN_TAG_APPS = frozenset({"ollama"})  # the file is named after the source's tag (``1b``, ``latest``)
 HEADER_TAG_APPS = frozenset({"gpt4all", "jan", "file"})  # names a person typed: trust the header
 
@@ -55,6 +57,17 @@ def full_id(relative: str) -> str:
 def model_id(relative: str) -> str:
     """The id of the model whose first file is at ``relative`` (a POSIX path inside a models root)."""
     return short_id(full_id(relative))
+
+
+def import_repo(path: Path) -> str:
+    """The ``repo`` part of a GGUF imported by hand from ``path``: its folder's name when the folder names
+    the model (``Qwen3-0.6B-GGUF``), else the file's name less its quantization (``/tmp/x.gguf`` is
+    ``local/x``, not ``local/tmp/x``)."""
+    folder = path.parent.name
+    if folder and folder.lower() not in GENERIC_FOLDERS and path.parent != Path.home():
+        return folder
+    stem = path.name[:-5] if path.name.lower().endswith(".gguf") else path.stem
+    return QUANT_RE.sub("", stem) or stem or "imported"
 
 
 def short_id(full: str) -> str:

@@ -63,7 +63,7 @@ class LoadOptions:
     tensor_split: tuple[float, ...] | None = None
     main_gpu: int | None = None
     context: int | None = None
-    kv_type: str = "f16"
+    kv_type: str = "auto"  # "auto": EXACT_KV where replies can be exact (kv_for), else f16
     flash_attn: bool | None = None
     threads: int | None = None
     use_mmap: bool = True
@@ -129,6 +129,7 @@ class FitPlan:
     drafts: bool = False  # prompt-lookup drafts (the runner takes this one, when on)
     draft_model: str = ""  # the draft model's file name, when one is loaded beside it (with_draft)
     draft_gpu: bool = False  # and whether it goes on the main GPU (else it runs on the CPU)
+    draft_kv: str = "f16"  # and its KV cache's type
 
     @property
     def fits(self) -> bool:
@@ -299,7 +300,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     if o.context and o.context > trained:
         notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
     gpus = [d for d in hw.devices if d.is_gpu]
-    flash, refusal = _flash_attention(o, notes)
+    o, flash, refusal = _attention(info, o, bool(gpus), notes)
     costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel))
     user_ratios = list(o.tensor_split) if o.tensor_split else None
     if user_ratios and len(user_ratios) != len(gpus):
@@ -356,7 +357,10 @@ def with_draft(plan: FitPlan, draft: ModelInfo) -> FitPlan:
     draft that does not fit turns the verdict to ``will_not_fit``."""
     plan = copy.deepcopy(plan)
     plan.draft_model, plan.draft_gpu = Path(draft.path).name, plan.verdict == "full_gpu"
-    kv = draft.kv_bytes_per_token(plan.kv_type) * plan.context * plan.parallel
+    # the model's cache type where the draft's heads allow it (a draft's numbers change how many of its
+    # guesses are taken, never the reply: every guess is verified by the model)
+    plan.draft_kv = plan.kv_type if kv_fits(draft, plan.kv_type) else "f16"
+    kv = draft.kv_bytes_per_token(plan.draft_kv) * plan.context * plan.parallel
     device = _beside(plan, plan.draft_gpu, draft.file_size, kv, 0)
     plan.notes.append(f"draft model {plan.draft_model} on {device.name}: {draft.file_size / 2**20:.0f} MiB of "
                       f"weights, {kv / 2**20:.0f} MiB of KV cache")
@@ -375,6 +379,64 @@ def _beside(plan: FitPlan, on_gpu: bool, weights_bytes: int, kv_bytes: int, comp
     if plan.shortfall_bytes:
         plan.verdict = "will_not_fit"
     return device
+
+
+EXACT_KV = "q8_0"  # the KV cache type whose attention is computed the same way for any batch and thread count
+
+
+def kv_fits(info: ModelInfo, kv_type: str) -> bool:
+    """Whether ``info``'s attention heads can be stored in a ``kv_type`` cache: llama.cpp refuses to
+    create a context whose head size is not a whole number of the type's blocks (32 values)."""
+    return kv_type == "f16" or (info.key_length % 32 == 0 and info.value_length % 32 == 0)
+
+
+def kv_for(o: LoadOptions, gpus: bool, info: ModelInfo) -> str:
+    """The KV cache type a load uses: the user's, or for ``auto`` the one that keeps replies exact.
+
+    With an f16 cache, llama.cpp's CPU flash attention takes one of three paths by the work's shape:
+    prompt chunks of 64 or more tokens a stream go through a tiled kernel, a lone stream's next token
+    at 512 cells or more has its cache split between the threads (by their count), and everything
+    else one row at a time over the whole cache. Each rounds differently (logits moved by up to 1.2
+    on the starter), so a reply depended on how its prompt was chunked (cold or cached), on the
+    thread count the machine's load chose, and on the other streams and drafts in its steps. A
+    quantized cache takes the row path for every shape, so a token's numbers are a function of the
+    tokens before it alone (tests/server/test_same_reply.py); q8_0 also halves the cache.
+    GPU backends choose kernels by batch size whatever the cache holds, so there ``auto`` keeps f16,
+    and so it does with flash attention turned off (a quantized V cache needs it) and for heads that
+    a quantized cache cannot hold (``kv_fits``)."""
+    if o.kv_type != "auto":
+        return o.kv_type
+    return "f16" if gpus or o.flash_attn is False or not kv_fits(info, EXACT_KV) else EXACT_KV
+
+
+def exact_replies(plan: FitPlan) -> bool:
+    """Whether this load's greedy and seeded replies are a function of the request alone (kv_for)."""
+    return plan.kv_type != "f16" and plan.flash_attn and plan.n_gpu_layers == 0
+
+
+def replies_text(plan: FitPlan) -> str:
+    """Whether a greedy or seeded request gets the same reply every time, in words (``fireside info``)."""
+    if exact_replies(plan):
+        return ("yes: greedy and seeded replies do not depend on the machine's load, the thread count, other "
+                "streams, drafts or the prompt cache")
+    if plan.n_gpu_layers:
+        why = "GPU kernels are chosen by batch size"
+    elif not plan.flash_attn:
+        why = "flash attention is off"
+    else:
+        why = "an f16 KV cache is attended by kernels chosen by batch size and thread count"
+    return f"not guaranteed ({why}); a reply may change with the load, other streams and the prompt cache"
+
+
+def _attention(info: ModelInfo, o: LoadOptions, gpus: bool, notes: list[str]) -> tuple[LoadOptions, bool, str | None]:
+    """The options with the KV cache's type decided (``kv_for``), flash attention on or off, and a
+    refusal when llama.cpp would refuse the pair for this model."""
+    chosen, o = o.kv_type != "auto", replace(o, kv_type=kv_for(o, gpus, info))
+    flash, refusal = _flash_attention(o, notes if chosen else [])  # auto chose it: nothing to explain
+    if not refusal and not kv_fits(info, o.kv_type):
+        refusal = (f"its attention heads ({info.key_length} and {info.value_length} values) cannot be stored in a "
+                   f"{o.kv_type} KV cache, whose blocks hold 32; use an f16 KV cache (or auto)")
+    return o, flash, refusal
 
 
 def _flash_attention(o: LoadOptions, notes: list[str]) -> tuple[bool, str | None]:

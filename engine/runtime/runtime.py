@@ -189,7 +189,8 @@ class Runtime:
         warnings: list[str] = []
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
                        str(mmproj) if mmproj else None,
-                       {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0}
+                       {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0,
+                        "kv_type": plan.draft_kv}
                        if draft else None, *embedder_facts(info))
         if self._budget is None:
             self._budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
@@ -308,10 +309,12 @@ class Runtime:
             except RuntimeFailure as exc:  # a runner that died meanwhile is started afresh by its next request
                 log.warning("could not update the prompt cache of %s: %s", slot.model_id, exc)
 
-    def unload(self, model_id: str) -> bool:
-        """Stop the model's runners; all their memory goes back. Returns whether anything was loaded."""
+    def unload(self, model_id: str, *, only_embedding: bool = False) -> bool:
+        """Stop the model's runners (with ``only_embedding``, only the copy loaded to embed, as for the
+        documents' embedder); their memory goes back. Returns whether anything was loaded."""
+        wanted = (self._key(model_id, True),) if only_embedding else (model_id, self._key(model_id, True))
         with self._lock:
-            keys = [k for k in self._slots if k in (model_id, self._key(model_id, True))]
+            keys = [k for k in self._slots if k in wanted]
         for key in keys:  # outside the lock: stopping a runner takes a while, and loaded() must not wait
             self._drop(key)
         return bool(keys)

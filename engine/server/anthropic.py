@@ -9,6 +9,8 @@ as a ``tool`` message), and the reply's chunks become blocks again: text, ``thin
 ``message_delta`` with the stop reason (``stop_sequence`` and the string, when one of
 ``stop_sequences`` ended the reply) and usage, and ``message_stop``. ``thinking`` ``disabled`` turns a
 template's thinking off (``enable_thinking``), ``enabled`` asks for it; count_tokens reads it too.
+``system`` turns anywhere in ``messages`` join the system prompt. A stream whose first token is slow
+(a long prompt) starts early and sends ``ping`` events meanwhile (``streaming.py``, ``keepalive``).
 The request is run by ``handler.answer``, as every dialect's is; this module only translates.
 """
 
@@ -78,7 +80,10 @@ Block = Annotated[Annotated[TextBlock, Tag("text")] | Annotated[ImageBlock, Tag(
 
 
 class Message(Body):
-    role: Literal["user", "assistant"]
+    """A turn. ``system`` turns may stand anywhere among them (Claude Code sends its list of agents and
+    skills as one, under the ``mid-conversation-system`` beta); their text joins the system prompt."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | list[Block]
 
 
@@ -137,10 +142,17 @@ class MessagesBody(CountBody):
 
 
 def engine_messages(body: CountBody) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    if body.system:
-        out.append({"role": "system", "content": text_of(dumped(body.system))})
+    """The engine's messages: one system message first, holding ``system`` and the text of every
+    ``system`` turn in order (most templates allow a system message only at the start, and some
+    raise on any other), then the conversation."""
+    if all(m.role == "system" for m in body.messages):
+        raise ApiError("messages: a user or assistant turn is needed besides system turns", param="messages")
+    system = [text_of(dumped(body.system))] if body.system else []
+    system += [text_of(dumped(m.content)) for m in body.messages if m.role == "system"]
+    out: list[dict[str, Any]] = [{"role": "system", "content": "\n\n".join(t for t in system if t)}] if system else []
     for m in body.messages:
+        if m.role == "system":
+            continue
         if isinstance(m.content, str):
             out.append({"role": m.role, "content": m.content})
         else:
@@ -263,6 +275,11 @@ class MessageEncoder:
         message = self._message([], stop_reason=None, stop_sequence=None,
                                 usage=usage_of(Usage(prompt_tokens=self.input_tokens)))
         return [sse({"type": "message_start", "message": message}, "message_start")]
+
+    def keepalive(self) -> list[bytes]:
+        """A ``ping``, as Anthropic's API sends while a reply is on its way (``streaming.py`` sends it
+        while a long prompt is evaluated, after an early ``message_start``)."""
+        return [sse({"type": "ping"}, "ping")]
 
     def _switch(self, kind: str | None, block: dict | None = None) -> list[bytes]:
         out = []

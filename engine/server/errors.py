@@ -6,6 +6,10 @@ OpenAI clients read ``{"error": {"message", "type", "param", "code"}}``, Ollama 
 The dialect follows from the path (``/api/...`` is Ollama, ``/v1/messages...`` is Anthropic, the rest
 OpenAI), so the security middleware, FastAPI's validation errors and the engine's errors all answer
 in the shape the client can parse. Mid-stream failures reuse ``describe`` to build the error event.
+Every error response carries the headers that tell an SDK whether to retry (``error_headers``): a 503
+says when (``Retry-After``); a 4xx that the same request would meet again (a bad body, a wrong key, an
+unknown model) says ``x-should-retry: false``, which the OpenAI and Anthropic SDKs obey, so an agent
+shows the message at once instead of retrying for minutes.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from ..errors import (
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 2
+RETRYABLE_4XX = frozenset({408, 409, 429})  # a timeout, a conflict, a rate limit: a later try can succeed
 
 
 class ApiError(Exception):
@@ -135,9 +140,18 @@ def error_body(dialect: str, problem: Problem) -> dict:
                       "code": problem.code}}
 
 
+def error_headers(status: int) -> dict[str, str]:
+    """The retry advice an error with ``status`` carries (see the module docstring)."""
+    if status == 503:
+        return {"Retry-After": str(RETRY_AFTER_S)}
+    if 400 <= status < 500 and status not in RETRYABLE_4XX:
+        return {"x-should-retry": "false"}
+    return {}
+
+
 def error_response(path: str, problem: Problem) -> JSONResponse:
-    headers = {"Retry-After": str(RETRY_AFTER_S)} if problem.status == 503 else None
-    return JSONResponse(error_body(dialect_of(path), problem), status_code=problem.status, headers=headers)
+    return JSONResponse(error_body(dialect_of(path), problem), status_code=problem.status,
+                        headers=error_headers(problem.status))
 
 
 def status_problem(status: int, message: str, code: str | None = None) -> Problem:

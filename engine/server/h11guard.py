@@ -35,6 +35,11 @@ class GuardedH11Protocol(H11Protocol):
 
     header_timeout_s = HEADER_TIMEOUT_S
     body_timeout_s = BODY_TIMEOUT_S
+    log_access = False  # this server's own wish; uvicorn's is global (whether ``uvicorn.access`` has handlers)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.access_log = self.log_access and self.access_logger.hasHandlers()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -97,7 +102,10 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()  # the app waiting for the body sees the client gone
 
 
-def guarded_protocol(header_timeout_s: float, body_timeout_s: float = BODY_TIMEOUT_S) -> type[GuardedH11Protocol]:
-    """The protocol class uvicorn builds per connection, with these deadlines."""
+def guarded_protocol(header_timeout_s: float, body_timeout_s: float = BODY_TIMEOUT_S,
+                     access_log: bool = False) -> type[GuardedH11Protocol]:
+    """The protocol class uvicorn builds per connection, with these deadlines, logging each request to
+    ``uvicorn.access`` or not."""
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"header_timeout_s": header_timeout_s,
-                                                              "body_timeout_s": body_timeout_s})
+                                                              "body_timeout_s": body_timeout_s,
+                                                              "log_access": access_log})

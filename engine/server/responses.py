@@ -10,6 +10,14 @@ conversation is kept in the context's ``ResponseStore`` (the last few hundred, 6
 request naming ``previous_response_id`` continues it without resending the history. The previous
 response's ``instructions`` are not carried over, as in OpenAI's API.
 
+Tools: ``function`` tools are offered to the model, and so are the functions a ``namespace`` tool
+groups (Codex sends its sub-agent tools as one): the model sees each by its own name (``ns.name``
+where two would clash), and a call it makes comes back as a ``function_call`` item with the
+function's ``name`` and its ``namespace``, as OpenAI returns it. Hosted tools this server cannot run
+(``web_search``, ``code_interpreter``...) are left out of what the model sees, as a client that sends
+them on every request expects; a ``tool_choice`` that forces one is a 400 naming it.
+``max_output_tokens`` is echoed in the response object.
+
 ``parallel_tool_calls: false`` and ``max_tool_calls`` cap the function calls a reply keeps;
 ``truncation: "auto"`` drops the oldest conversation items (never the instructions or other system
 messages) until the prompt fits the model's context, measured with its own tokenizer (``"disabled"``,
@@ -28,7 +36,7 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Request
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..documents.sources import CitationCutter
 from ..errors import ContextOverflow
@@ -66,6 +74,7 @@ class InputItem(Body):
     content: Content = None
     call_id: str = ""
     name: Name | None = None
+    namespace: Name | None = None  # a function_call of a function in a namespace tool
     arguments: str = "{}"
     output: str | list[ContentPart] = ""
 
@@ -80,6 +89,7 @@ class ResponsesTool(Body):
     name: Name | None = None
     description: str | None = None
     parameters: dict[str, Any] | None = None
+    tools: list[ResponsesTool] | None = None  # namespace: the functions it groups
     vector_store_ids: list[str] | None = None  # file_search
     max_num_results: Annotated[int, Field(ge=1, le=50)] | None = None
     filters: dict[str, Any] | None = None
@@ -92,7 +102,49 @@ class FlatChoice(Body):
 
 
 class HostedChoice(Body):
-    type: Literal["file_search"]
+    """A hosted tool forced by type (``{"type": "file_search"}``)."""
+
+    type: Name
+
+    @field_validator("type")
+    @classmethod
+    def _not_function(cls, kind: str) -> str:
+        if kind == "function":
+            raise ValueError("a function tool_choice needs the function's name")
+        return kind
+
+
+class ToolNames:
+    """The names the model sees for the request's function tools, and back: a namespace's function is
+    seen by its own name, or ``namespace.name`` where that is taken by another tool."""
+
+    def __init__(self, tools: list[ResponsesTool] | None):
+        members = [(None, t) for t in tools or [] if t.type == "function"]
+        members += [(ns.name, t) for ns in tools or [] if ns.type == "namespace" for t in ns.tools or []
+                    if t.type == "function"]
+        counts: dict[str | None, int] = {}
+        for _, t in members:
+            counts[t.name] = counts.get(t.name, 0) + 1
+        self.functions: list[tuple[str, ResponsesTool]] = []  # (the name the model sees, the tool)
+        self.origin: dict[str, tuple[str, str]] = {}  # a seen name -> (namespace, name), for namespaced ones
+        for ns, t in members:
+            if t.name is None:
+                raise ApiError("tools: a function tool needs a name", param="tools")
+            seen = t.name if ns is None or counts[t.name] == 1 else f"{ns}.{t.name}"
+            self.functions.append((seen, t))
+            if ns is not None:
+                self.origin[seen] = (ns, t.name)
+        self.seen = {v: k for k, v in self.origin.items()}
+
+    def for_model(self, namespace: str | None, name: str) -> str:
+        return self.seen.get((namespace, name), name) if namespace else name
+
+    def for_client(self, seen: str) -> dict[str, str]:
+        """A call's ``name`` (and ``namespace``) as the client named the function."""
+        if seen in self.origin:
+            ns, name = self.origin[seen]
+            return {"name": name, "namespace": ns}
+        return {"name": seen}
 
 
 class TextFormat(Body):
@@ -143,7 +195,7 @@ REFUSALS: list[Refusal] = [
 ]
 
 
-def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
+def input_messages(items: str | list[InputItem], names: ToolNames | None = None) -> list[dict[str, Any]]:
     if isinstance(items, str):
         return [{"role": "user", "content": items}]
     out: list[dict[str, Any]] = []
@@ -156,7 +208,8 @@ def input_messages(items: str | list[InputItem]) -> list[dict[str, Any]]:
         elif item.type == "function_call":
             if item.name is None:
                 raise ApiError("input: a function_call item needs a name", param="input")
-            call = {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.arguments}}
+            name = names.for_model(item.namespace, item.name) if names else item.name
+            call = {"id": item.call_id, "type": "function", "function": {"name": name, "arguments": item.arguments}}
             out.append({"role": "assistant", "content": "", "tool_calls": [call]})
         else:
             out.append({"role": "tool", "tool_call_id": item.call_id, "content": text_of(dumped(item.output))})
@@ -172,7 +225,7 @@ def conversation(body: ResponsesBody, store: ResponseStore) -> list[dict[str, An
                            f"while the server runs)", 404, "response_not_found", "previous_response_id")
         history = [m for m in found if m["role"] != "system"]
     system = [{"role": "system", "content": body.instructions}] if body.instructions else []
-    return system + history + input_messages(body.input)
+    return system + history + input_messages(body.input, ToolNames(body.tools))
 
 
 def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatRequest:
@@ -180,17 +233,21 @@ def chat_request(body: ResponsesBody, messages: list[dict[str, Any]]) -> ChatReq
     refuse(body, REFUSALS)
     if body.top_logprobs is not None and not body.logprobs:
         raise ApiError(f'top_logprobs needs include: ["{LOGPROBS}"]', param="top_logprobs")
-    for t in body.tools or []:
-        if t.type == "file_search":  # run by the server before the reply (file_search.py)
-            continue
-        if t.type != "function":  # other hosted tools run on OpenAI's side: a model here could not use one
-            raise ApiError(f"tools: hosted tools ({t.type}) are not available on this server; send function tools",
-                           param="tools")
-        if t.name is None:
-            raise ApiError("tools: a function tool needs a name", param="tools")
-        tools.append({"type": "function", "function": {k: v for k, v in dumped(t).items() if k != "type"}})
+    # hosted tools other than file_search (run before the reply, file_search.py) run on OpenAI's side:
+    # left out, since a model here could not use one (tool_choice that forces one is refused below)
+    names = ToolNames(body.tools)
+    for seen, t in names.functions:
+        fields = {k: v for k, v in dumped(t).items() if k not in ("type", "tools")}
+        tools.append({"type": "function", "function": {**fields, "name": seen}})
     choice = dumped(body.tool_choice)
-    hosted = isinstance(body.tool_choice, HostedChoice)
+    if isinstance(body.tool_choice, FlatChoice):  # a namespace's function, named as the client knows it
+        namespace = (body.tool_choice.model_extra or {}).get("namespace")
+        choice = {"type": "function", "name": names.for_model(namespace if isinstance(namespace, str) else None,
+                                                               body.tool_choice.name)}
+    hosted = body.tool_choice.type if isinstance(body.tool_choice, HostedChoice) else None
+    if hosted not in (None, "file_search"):
+        raise ApiError(f"tool_choice forces the hosted tool {hosted}, which this server cannot run (only "
+                       "function tools and file_search)", param="tool_choice")
     if search_tool(body.tools) is not None and (hosted or (choice == "required" and not tools)):
         choice = "auto"  # the file search runs before the reply whatever the choice; it is the tool "required"
     elif hosted:
@@ -259,7 +316,8 @@ def response_object(rid: str, body: ResponsesBody, output: list, usage: Usage | 
             "tools": dumped(body.tools) or [], "tool_choice": dumped(body.tool_choice) or "auto", "parallel_tool_calls": body.parallel_tool_calls,
             "max_tool_calls": body.max_tool_calls, "truncation": body.truncation or "disabled",
             "top_logprobs": body.top_logprobs, "reasoning": dumped(body.reasoning),
-            "temperature": body.temperature, "top_p": body.top_p, "metadata": {}, "error": None,
+            "temperature": body.temperature, "top_p": body.top_p, "max_output_tokens": body.max_output_tokens,
+            "metadata": {}, "error": None,
             "incomplete_details": None if status != "incomplete" else {"reason": "max_output_tokens"},
             "usage": {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens,
                       "total_tokens": u.prompt_tokens + u.completion_tokens,
@@ -331,6 +389,7 @@ class ResponseEncoder:
                  search: FileSearch | None = None):
         self.rid, self.body, self.messages, self.store, self.search = rid, body, messages, store, search
         self.seq, self.text, self.calls = 0, "", []
+        self.names = ToolNames(body.tools)
         self.items: list[dict[str, Any]] = []  # finished items, in output order
         self.cutter = None
         if search is not None:  # the search ran before the reply: its item comes first
@@ -430,7 +489,7 @@ class ResponseEncoder:
         out = []
         if head is not None:
             out += self._close()
-            item = {"type": "function_call", "id": new_id("fc_"), "call_id": head.id, "name": head.name,
+            item = {"type": "function_call", "id": new_id("fc_"), "call_id": head.id, **self.names.for_client(head.name),
                     "arguments": "", "status": "in_progress"}
             self.call_items[index] = (self._next_index(), item)
             out.append(self._event("response.output_item.added", output_index=self.call_items[index][0],

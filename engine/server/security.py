@@ -41,7 +41,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .errors import ApiError, dialect_of, error_body, status_problem
+from .errors import ApiError, dialect_of, error_body, error_headers, status_problem
 from .policy import (
     DEFAULT_MAX_BODY,
     LOOPBACK_HOSTS,
@@ -242,7 +242,8 @@ async def _send_preflight(send: Send, origin: str, headers: dict[str, str]) -> N
 
 async def _send_error(send: Send, path: str, status: int, message: str, code: str) -> None:
     body = json.dumps(error_body(dialect_of(path), status_problem(status, message, code))).encode("utf-8")
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+           *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in error_headers(status).items())]
     if status == 401:
         raw.append((b"www-authenticate", b'Bearer realm="fireside"'))
     if code == "ambiguous_framing":  # where this body ends is anyone's guess: start afresh

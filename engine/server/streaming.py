@@ -10,6 +10,12 @@ cancelled although nobody here cancelled it was cut by an unload: that becomes a
 so no client mistakes a cut reply for a finished one. ``collect`` serves the non-streamed
 replies, with a watcher that cancels generation if the client hangs up while waiting. The chat
 routes reach both through ``handler.answer``; ``/api/pull`` uses them for its progress.
+
+A stream waits for its first chunks before it answers, so an error there is a proper status. An
+encoder with ``keepalive`` (Anthropic's) does not wait longer than ``EARLY_S``: a long prompt can take
+minutes to evaluate, and an agent that hears nothing for that long gives up and sends it again. Its
+stream starts (``message_start``) and then carries a keep-alive event every ``PING_S`` until the
+first token; an error after that goes in the stream, as any later one does.
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from ..types import Chunk
 from .errors import ApiError
 
 _END = object()
+_WAITING = object()  # no chunk yet, and the stream has started without one
+EARLY_S = 3.0  # how long a stream whose encoder can keep alive waits for its first chunk before it starts
+PING_S = 10.0  # then, a keep-alive event this often until the first chunk comes
 ChunkSource = Callable[[threading.Event], Iterator[Chunk]]
 
 
@@ -59,9 +68,10 @@ class ChunkPump:
         with contextlib.suppress(RuntimeError):  # the loop is gone: the server is shutting down
             self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
 
-    async def batch(self) -> list[Chunk] | None:
-        """The next chunks available (at least one), or None once the generator has ended."""
-        items = [await self._queue.get()]
+    async def batch(self, timeout: float | None = None) -> list[Chunk] | None:
+        """The next chunks available (at least one), or None once the generator has ended;
+        ``TimeoutError`` if none came within ``timeout`` seconds."""
+        items = [await asyncio.wait_for(self._queue.get(), timeout)]
         while not self._queue.empty():
             items.append(self._queue.get_nowait())
         chunks: list[Chunk] = []
@@ -79,11 +89,14 @@ class ChunkPump:
             chunks.append(item)
         return chunks
 
-    async def first(self, request: Request) -> list[Chunk] | None:
+    async def first(self, request: Request, timeout: float | None = None) -> list[Chunk] | object | None:
         """Wait for the first chunks (raising the generator's error, so it becomes a proper status)
-        while watching for the client to hang up."""
+        while watching for the client to hang up; ``_WAITING`` if none came within ``timeout``."""
         async with watch_disconnect(request, self.cancel):
-            return await self.batch()
+            try:
+                return await self.batch(timeout)
+            except TimeoutError:
+                return _WAITING
 
 
 @contextlib.asynccontextmanager
@@ -115,6 +128,12 @@ class Encoder(Protocol):
     def end(self) -> list[bytes]: ...
 
 
+class KeepAlive(Protocol):
+    """An encoder that can start its stream before the first chunk and keep a client listening."""
+
+    def keepalive(self) -> list[bytes]: ...
+
+
 class CancellingStream(StreamingResponse):
     """A streamed response that cancels its generation however the response ends."""
 
@@ -131,21 +150,25 @@ class CancellingStream(StreamingResponse):
 
 
 async def stream(request: Request, source: ChunkSource, encoder: Encoder, media_type: str) -> CancellingStream:
-    """Start generating, wait for the first chunks (errors before them become HTTP errors), then stream."""
+    """Start generating, wait for the first chunks (errors before them become HTTP errors), then stream.
+    An encoder with ``keepalive`` waits ``EARLY_S`` at most, then keeps the client listening."""
     pump = ChunkPump(source)
-    first = await pump.first(request)
+    keepalive = getattr(encoder, "keepalive", None)
+    first = await pump.first(request, EARLY_S if keepalive is not None else None)
 
     async def body() -> AsyncIterator[bytes]:
         try:
             out = encoder.start()
             chunks = first
             while chunks is not None:
-                for chunk in chunks:
+                for chunk in [] if chunks is _WAITING else chunks:
                     out.extend(encoder.chunk(chunk))
                 yield b"".join(out)
                 out = []
                 try:
-                    chunks = await pump.batch()
+                    chunks = await pump.batch(PING_S if chunks is _WAITING else None)
+                except TimeoutError:  # still no first chunk: tell the client the reply is coming
+                    out, chunks = keepalive(), _WAITING
                 except Exception as exc:  # after the headers: the error goes in the stream
                     out.extend(encoder.error(exc))
                     break

@@ -9,7 +9,14 @@ connection speaks ``h11guard.GuardedH11Protocol``: its request headers must arri
 ``header_timeout_s`` (10 s), and its body within ``body_timeout_s`` (60 s) of them, so half-open
 and trickling connections cannot pile up; one that sends nothing closes after ``keep_alive_s`` (5 s;
 the shared listener keeps its paired devices' connections longer, ``devices.identity.LINK_IDLE_S``). With ``ssl_certfile``/``ssl_keyfile`` it speaks TLS (the
-shared listener of ``fireside serve --share``) and its ``url`` is ``https://``.
+shared listener of ``fireside serve --share``) and its ``url`` is ``https://``; ``reachable_urls`` names the
+addresses other machines can use where it listens on every interface (``0.0.0.0`` is not one).
+
+uvicorn's logging settings are process-wide: a second server made with ``access_log=False`` used to empty
+the ``uvicorn.access`` handlers (the app's request log among them) and its ``log_level`` to quiet the
+first server's lines. Each ``ServerThread`` therefore leaves the loggers' handlers alone and decides per
+connection whether it logs requests (``h11guard``); a ``log_level`` only ever makes uvicorn's loggers more
+verbose, never less, so the most verbose server running is heard.
 """
 
 from __future__ import annotations
@@ -64,10 +71,11 @@ class ServerThread:
                  keep_alive_s: int = KEEP_ALIVE_S):
         self.app, self.host, self.requested_port = app, host, port
         self.scheme = "https" if ssl_certfile else "http"
-        self.config = uvicorn.Config(app, log_config=None, log_level=log_level, access_log=access_log,
+        _loosen_loggers(log_level, access_log)
+        self.config = uvicorn.Config(app, log_config=None, log_level=None, access_log=True,  # True: no handler cleared
                                      timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none",
-                                     http=guarded_protocol(header_timeout_s, body_timeout_s), timeout_keep_alive=keep_alive_s,
-                                     ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
+                                     http=guarded_protocol(header_timeout_s, body_timeout_s, access_log),
+                                     timeout_keep_alive=keep_alive_s, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
         self.server = uvicorn.Server(self.config)
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -78,6 +86,18 @@ class ServerThread:
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}"
+
+    @property
+    def reachable_urls(self) -> list[str]:
+        """The URLs other machines reach this server at: each of this machine's network addresses when it
+        listens on all of them (``0.0.0.0``), else its own ``url``."""
+        from ..devices.announce import local_addresses
+        from .security import is_wildcard
+
+        if not is_wildcard(self.host):
+            return [self.url]
+        return [f"{self.scheme}://{ip}:{self.port}" for ip in local_addresses()] or [
+            f"{self.scheme}://localhost:{self.port}"]
 
     @property
     def running(self) -> bool:
@@ -125,6 +145,21 @@ class ServerThread:
     def _close_socket(self) -> None:
         if self._socket is not None:
             self._socket.close()
+
+
+def _loosen_loggers(log_level: str, access_log: bool) -> None:
+    """Make uvicorn's loggers at least as verbose as ``log_level`` (and its access log INFO when this server
+    logs requests), never quieter: another server in this process may want more."""
+    from uvicorn.config import LOG_LEVELS
+
+    level = LOG_LEVELS[log_level.lower()]
+    wanted = {"uvicorn.error": level, "uvicorn.asgi": level}
+    if access_log:
+        wanted["uvicorn.access"] = logging.INFO
+    for name, want in wanted.items():
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET or want < logger.level:
+            logger.setLevel(want)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -50,3 +50,39 @@ def test_the_embedders_button_finds_embedding_models_on_the_hub(qtbot, make_app,
     page.embedders.click()
     qtbot.waitUntil(lambda: page.results.rowCount() >= 1, timeout=15_000)
     assert [r.id for r in page.results.rows] == ["nomic-ai/nomic-embed-text-v1.5-GGUF"]  # not the chat model
+
+
+def test_offline_search_says_so_shows_it_searching_and_download_waits_for_a_file(qtbot, make_app, shared_runtime,
+                                                                                fakehub):
+    """Issue 45: offline, Discover showed "[Errno ...]"; nothing said a search was under way; and Download
+    stayed enabled with no file chosen (after another repo opened)."""
+    from tests.helpers.waiting import free_port
+
+    app = make_app(shared_runtime)
+    app.window.show_page("Discover")
+    page = app.window.pages["Discover"]
+    offline = replace(app.ctx.settings, hf_endpoint=f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    app.ctx.extras["hub_factory"] = lambda: make_hub(offline)
+    qtbot.keyClicks(page.query, "smol")
+    page.search()
+    assert page.busy.isVisible() and "Searching" in page.status.text()
+    qtbot.waitUntil(lambda: not page.busy.isVisible(), timeout=20_000)
+    assert "offline" in page.status.text()
+    shown = app.window.notice.text.text()
+    assert "offline" in shown and "Errno" not in shown and "[" not in shown
+
+    app.ctx.bridge.downloads.hub = None  # back online: the next call makes the hub afresh
+    online = replace(app.ctx.settings, hf_endpoint=fakehub.url)
+    app.ctx.extras["hub_factory"] = lambda: make_hub(online)
+    page.search()
+    qtbot.waitUntil(lambda: page.results.rowCount() >= 1, timeout=15_000)
+    assert not page.download.isEnabled()  # no file chosen yet
+    page.results_view.selectRow(0)
+    qtbot.waitUntil(lambda: page.files.rowCount() == 2, timeout=15_000)
+    assert not page.download.isEnabled()
+    page.files_view.selectRow(0)
+    assert page.download.isEnabled()
+    page.open_repo(page.results.rows[0].id)  # the files are read again: the choice is gone
+    assert not page.download.isEnabled()
+    qtbot.waitUntil(lambda: page.files.rowCount() == 2, timeout=15_000)
+    assert not page.download.isEnabled() and not page.files_view.selectionModel().selectedRows()

@@ -5,6 +5,7 @@ None goes back to keywords alone, and the group says which it is."""
 from __future__ import annotations
 
 import httpx
+from PySide6.QtCore import Qt
 
 from fireside.app.windows.documents_settings import NONE_LABEL
 from fireside.engine.documents.embedding import chosen_embedder
@@ -18,6 +19,8 @@ def _pick(qtbot, box, label_start: str) -> None:
     index = next(i for i in range(box.embedder.count()) if box.embedder.itemText(i).startswith(label_start))
     box.embedder.setCurrentIndex(index)
     box.embedder.activated.emit(index)
+    assert box.confirm.isVisible()  # a change is asked first
+    qtbot.mouseClick(box.apply_button, Qt.LeftButton)
 
 
 def test_choosing_an_embedder_is_kept_and_embeds_the_servers_vector_stores(qtbot, make_app):
@@ -84,5 +87,59 @@ def test_a_chats_long_document_is_searched_by_meaning_too_once_an_embedder_is_ch
         assert sources["items"] and "BM25" not in sources["note"]  # keywords and vectors, fused
         view = page.transcript.view(reply_id)
         assert "found by keywords" not in view.sources.toggle.text()
+    finally:
+        runtime.close()
+
+
+def _a_long_collection(qtbot, knowledge, notes):
+    part = " ".join(f"The lens of lamp {i} is polished on day {i}." for i in range(12))
+    notes.write_text("".join(f"# Part {n}\n\n{part}\n\n" for n in range(60)))
+    with qtbot.wait_signal(knowledge.collections_changed, timeout=10_000):
+        knowledge.create_from_files([notes], "notes")
+    qtbot.waitUntil(lambda: bool(knowledge.rows) and knowledge.rows[0].collection.status == "completed", timeout=30_000)
+    return knowledge
+
+
+def test_an_embedder_change_is_asked_first_shows_its_progress_and_undo_unloads_its_copy(qtbot, make_app, tmp_path):
+    """Issue 45: picking an embedder started a second model and re-embedded every collection with no word
+    and no progress, and going back to None crashed the background work and left the copy loaded."""
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    tiny_bert(settings.models_dir, CLS, name="tiny-bert")
+    runtime = Runtime(settings, idle_ttl_s=0)
+    try:
+        app = make_app(runtime, settings)
+        window = app.window
+        knowledge = _a_long_collection(qtbot, window.pages["Knowledge"], tmp_path / "notes.md")
+        window.show_page("Settings")
+        box = window.pages["Settings"].documents
+        qtbot.waitUntil(lambda: box.embedder.findData("tiny-bert") > 0, timeout=10_000)
+
+        index = box.embedder.findData("tiny-bert")
+        box.embedder.setCurrentIndex(index)
+        box.embedder.activated.emit(index)  # what a click in the list does
+        assert box.confirm.isVisible() and "tiny-bert" in box.question.text() and "re-embeds" in box.question.text()
+        assert chosen_embedder(Settings.from_env()) is None  # nothing changed before the answer
+        qtbot.mouseClick(box.keep_button, Qt.LeftButton)
+        assert not box.confirm.isVisible() and box.embedder.currentIndex() == 0
+
+        box.embedder.setCurrentIndex(index)
+        box.embedder.activated.emit(index)
+        with qtbot.wait_signal(box.progressed, timeout=15_000,
+                               check_params_cb=lambda e: e is not None and e.embedder == "tiny-bert" and e.total > 0):
+            qtbot.mouseClick(box.apply_button, Qt.LeftButton)  # the runner starts: passages wait for it
+        assert box.progress.isVisible() and "Embedding with tiny-bert" in box.progress.format()
+        qtbot.waitUntil(lambda: knowledge.embedding.isVisible() or not box.progress.isVisible(), timeout=15_000)
+        qtbot.waitUntil(lambda: not box.progress.isVisible(), timeout=60_000)  # every passage has its vector
+        assert "embedded by tiny-bert" in box.state.text()
+        assert any(m.embedding and m.model_id == "tiny-bert" for m in runtime.loaded())
+
+        assert box.undo.isVisible()
+        with qtbot.wait_signal(box.chosen, timeout=15_000):
+            qtbot.mouseClick(box.undo, Qt.LeftButton)
+        qtbot.waitUntil(lambda: "keywords alone" in box.state.text(), timeout=10_000)
+        assert chosen_embedder(Settings.from_env()) is None and box.embedder.currentIndex() == 0
+        assert not any(m.embedding for m in runtime.loaded())  # its copy loaded to embed is gone
+        assert not box.undo.isVisible()
     finally:
         runtime.close()

@@ -82,3 +82,20 @@ def test_the_settings_group_saves_its_choices_and_clears_the_folder(qtbot, make_
     box.clear.click()
     qtbot.waitUntil(lambda: "0 saved states" in box.size.text(), timeout=10_000)
     assert kvcache.entries(folder) == [] and not list(folder.glob("kv-*.bin"))
+
+
+def test_settings_shows_the_states_saved_since_it_was_built(qtbot, make_app):
+    """Issue 45: after several replies Settings still read "0 B in 0 saved states" (read once, at start)."""
+    settings = Settings.from_env()
+    app, runtime = started(make_app, settings)
+    try:
+        box = app.window.pages["Settings"].prompt_cache
+        qtbot.waitUntil(lambda: "0 saved states" in box.size.text(), timeout=10_000)
+        _, state = send(qtbot, app.window.chat, QUESTION, max_tokens=8)
+        assert state == "complete"
+        qtbot.waitUntil(lambda: len(kvcache.entries(settings.prompt_cache_dir)) == 1, timeout=15_000)
+        app.window.show_page("Settings")
+        qtbot.waitUntil(lambda: "1 saved state" in box.size.text(), timeout=10_000)
+    finally:
+        app.stop()
+        runtime.close()

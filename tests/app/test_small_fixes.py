@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QImage, QPainter
 from PySide6.QtSvg import QSvgRenderer
-from PySide6.QtWidgets import QStyle
+from PySide6.QtWidgets import QPushButton, QStyle
 
 from fireside.engine.library import Library
 from fireside.engine.models import hardware
@@ -97,3 +97,54 @@ def test_a_library_of_one_says_one_model(qtbot, make_app, shared_runtime, tmp_pa
     models = app.window.pages["My Models"]
     qtbot.waitUntil(lambda: " · " in models.summary.text(), timeout=20_000)
     assert models.summary.text().startswith("1 model · "), models.summary.text()
+
+
+def test_import_from_other_apps_names_them_and_says_when_there_is_nothing(qtbot, make_app, shared_runtime, tmp_path,
+                                                                         monkeypatch):
+    """Issue 45: the menu listed raw ids (lmstudio, hf-cache) and an import that found nothing said nothing."""
+    monkeypatch.setenv("HOME", str(tmp_path / "empty-home"))  # no LM Studio here
+    app = make_app(shared_runtime)
+    models = app.window.pages["My Models"]
+    menu = next(w.menu() for w in models.findChildren(QPushButton) if w.text() == "Import from other apps")
+    names = [a.text() for a in menu.actions()]
+    assert "LM Studio" in names and "Hugging Face cache" in names and "lmstudio" not in names, names
+    next(a for a in menu.actions() if a.text() == "LM Studio").trigger()
+    qtbot.waitUntil(lambda: "Nothing to import from LM Studio" in models.summary.text(), timeout=20_000)
+    assert str(tmp_path / "empty-home" / ".lmstudio" / "models") in models.summary.text()
+
+
+def test_the_gpu_layers_slider_is_greyed_on_a_cpu_only_build_even_by_hand(qtbot, make_app, shared_runtime):
+    """Issue 45: the GPU layers slider could be moved on a build with no GPU at all."""
+    app = make_app(shared_runtime)
+    dialog = open_load_dialog(qtbot, app)
+    if any(d.kind != "cpu" for d in dialog.hw.devices):
+        pytest.skip("this llama.cpp build sees a GPU")
+    dialog.auto.setChecked(False)  # by hand: the other settings open up, the slider stays shut
+    assert dialog.context.isEnabled() and not dialog.layers.isEnabled()
+    assert "No GPU" in dialog.layers_label.text()
+    dialog.reject()
+
+
+def test_an_unticked_box_stands_out_in_the_dark_theme(qtbot):
+    """Issue 45: in the dark theme an unticked checkbox was a dark square on a dark window."""
+    from PySide6.QtWidgets import QCheckBox, QStyleOptionButton
+
+    from fireside.app.theme import apply_theme
+
+    apply_theme("dark")
+    try:
+        box = QCheckBox("Require the key on this computer too")
+        qtbot.addWidget(box)
+        box.resize(box.sizeHint())
+        box.show()
+        qtbot.waitExposed(box)
+        option = QStyleOptionButton()
+        box.initStyleOption(option)
+        square = box.style().subElementRect(QStyle.SE_CheckBoxIndicator, option, box)
+        image = box.grab().toImage()
+        window = box.palette().window().color().lightness()
+        edge = max(image.pixelColor(x, y).lightness() for x in range(square.left(), square.right() + 1)
+                   for y in range(square.top(), square.bottom() + 1))
+        assert edge - window > 80, f"the box's lightest pixel {edge} against the window's {window}"
+    finally:
+        apply_theme("light")

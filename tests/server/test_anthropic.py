@@ -73,3 +73,49 @@ def test_errors_in_anthropic_shape(client):
     with pytest.raises(anthropic.BadRequestError) as err:
         client.messages.create(model="starter", max_tokens=5, messages=[{"role": "system", "content": "x"}])
     assert err.value.body["error"]["type"] == "invalid_request_error"
+
+
+def test_system_turns_anywhere_join_the_system_prompt(client):
+    """Claude Code sends its list of agents as a second ``system`` turn: it is answered, and its text is
+    read as part of the system prompt (the same tokens as one joined system text)."""
+    turns = [HI[0], {"role": "system", "content": [{"type": "text", "text": "Agents: none."}]},
+             {"role": "user", "content": "Again."}]
+    m = client.messages.create(model="starter", max_tokens=4, system="You are terse.", messages=turns)
+    assert m.content[0].text
+    plain = [HI[0], {"role": "user", "content": "Again."}]
+    folded = client.messages.count_tokens(model="starter", system="You are terse.", messages=turns).input_tokens
+    joined = client.messages.count_tokens(model="starter", system="You are terse.\n\nAgents: none.",
+                                          messages=plain).input_tokens
+    assert folded == joined
+
+
+def test_unfixable_errors_tell_clients_not_to_retry(keyed_server, client):
+    wrong = anthropic.Anthropic(base_url=keyed_server.url, api_key="wrong-key", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError) as err:
+        wrong.messages.create(model="starter", max_tokens=5, messages=HI)
+    assert err.value.response.headers["x-should-retry"] == "false" and "API key" in err.value.message
+    with pytest.raises(anthropic.BadRequestError) as err:
+        client.messages.create(model="starter", max_tokens=5, messages=HI, extra_body={"temperature": 3})
+    assert err.value.response.headers["x-should-retry"] == "false"
+
+
+def test_a_slow_prompt_starts_the_stream_and_pings(base_url, monkeypatch):
+    """While a long prompt is evaluated the client hears ``message_start`` and ``ping`` events, not
+    silence (an agent with an idle watchdog would give up and resend it)."""
+    import time
+
+    import httpx
+
+    from fireside.engine.server import streaming
+
+    monkeypatch.setattr(streaming, "EARLY_S", 0.02, raising=False)
+    monkeypatch.setattr(streaming, "PING_S", 0.02, raising=False)
+    long = f"{time.time_ns()} " + "Tell me about the sea and the ships on it. " * 20  # ~220 tokens, not in any cache
+    body = {"model": "starter", "max_tokens": 2, "stream": True, "messages": [{"role": "user", "content": long}]}
+    events = []
+    with httpx.stream("POST", f"{base_url}/v1/messages", json=body, timeout=120) as r:
+        assert r.status_code == 200
+        events = [line[7:] for line in r.iter_lines() if line.startswith("event: ")]
+    first_block = events.index("content_block_start")
+    assert events[0] == "message_start" and "ping" in events[1:first_block]
+    assert events[-1] == "message_stop"

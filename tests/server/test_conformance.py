@@ -303,7 +303,8 @@ def test_ollama_embed_dimensions_are_refused(oll):
 
 
 @pytest.mark.parametrize("kwargs,field", [
-    ({"tools": [{"type": "web_search"}]}, "tools"), ({"background": True}, "background"),
+    ({"tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}}, "web_search"),
+    ({"background": True}, "background"),
     ({"conversation": "conv_1"}, "conversation"), ({"top_logprobs": 2}, "top_logprobs"),
 ])
 def test_responses_fields_that_cannot_be_honoured_are_a_400(oai, kwargs, field):

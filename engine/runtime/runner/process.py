@@ -285,6 +285,8 @@ class Runner:
         name, started = draft.get("name") or os.path.basename(draft["path"]), time.monotonic()
         keep = ("n_ctx", "n_batch", "n_threads", "flash_attn", "use_mmap", "n_seq_max", "type_k", "type_v")
         draft_kwargs = {k: v for k, v in kwargs.items() if k in keep}
+        if draft.get("kv_type") == "f16":  # its heads do not fit the model's quantized cache (planner.with_draft)
+            draft_kwargs.pop("type_k", None), draft_kwargs.pop("type_v", None)
         try:
             with model_params(extra_bufts), sequences(draft_kwargs) as seq_kwargs:  # kernels as the model's
                 llama = llama_cpp.Llama(model_path=draft["path"], verbose=False, n_gpu_layers=draft.get("n_gpu_layers", 0),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,7 +28,8 @@ def test_run_keeps_a_thread_count_the_user_gave_and_says_so():
                           "24", "--seed", "1", "--ctx", "1024", "--threads", "1", "--stats"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "24 tokens" in out.stderr and "1 thread (fixed)" in out.stderr
+    # what the model writes (how many tokens before it ends) is one CPU's arithmetic; the count it kept is not
+    assert re.search(r"\b\d+ tokens?, .*\b1 thread \(fixed\)", out.stderr), out.stderr
 
 
 def test_ctrl_c_stops_the_reply_and_the_next_prompt_works():

@@ -64,3 +64,11 @@ def test_serve_prints_nothing_on_stderr_and_fireside_log_shows_the_log(offline):
     logged = [line for line in out.stderr.splitlines() if TIMESTAMP.match(line)]
     assert out.returncode == 1 and any("connect_tcp" in line for line in logged), out.stderr  # on request
     assert out.stderr.splitlines()[-1].startswith("fireside: cannot reach the hub")
+
+
+def test_version_says_which_fireside_and_binding_this_is():
+    """Issue 45: ``fireside --version`` did not exist (argparse said "unrecognized arguments")."""
+    from importlib.metadata import version
+
+    out = fireside("--version", timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith(f"fireside {version('fireside')} (llama-cpp-python ")

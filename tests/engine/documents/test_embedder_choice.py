@@ -87,3 +87,48 @@ def test_an_embedder_that_fails_leaves_the_passages_findable_by_keywords(tmp_pat
         assert c.search([store], "lens polished", k=1)[0].heading == "Lamp room"
     finally:
         c.close()
+
+
+
+def test_setting_the_embedder_back_to_none_mid_embedding_stops_it_cleanly_and_says_how_far_it_got(runtime, tmp_path,
+                                                                                                    caplog):
+    """Issue 45: None chosen while a collection was being embedded crashed the worker ("'NoneType' object has
+    no attribute 'embed'") and told nobody; now the run stops at its next batch, stores nothing under a
+    name that is no longer chosen, and ``embedding()`` says how far it got while it runs."""
+    import threading
+
+    from fireside.engine.documents import store as index_store
+
+    real = Embedder.from_engine(runtime, "tiny-bert")
+    entered, release = threading.Event(), threading.Event()
+
+    def gated(texts):  # the real embedder, held at its first batch so the change lands mid-run
+        entered.set()
+        release.wait(30)
+        return real.embed(texts)
+
+    part = " ".join(f"The lens of lamp {i} is polished on day {i} by keeper number {i}." for i in range(12))
+    text = "".join(f"# Part {n}\n\n{part}\n\n" for n in range(40)).encode()
+    c = Collections(tmp_path / "knowledge")
+    try:
+        made = c.create("long", [c.uploads.save(io.BytesIO(text), "long.md", "assistants").id])
+        wait_until(lambda: c.get(made.id).status == "completed", timeout=30)
+        c.use_embedder(Embedder("tiny-bert", gated))
+        assert entered.wait(30)
+        progress = c.embedding()
+        assert progress is not None and progress.embedder == "tiny-bert" and progress.done == 0
+        assert progress.total == c.members(made.id)[0].chunks > 16  # more than one batch: the run could go on
+        c.use_embedder(None)
+        assert c.embedding() is None
+    finally:
+        release.set()
+        c.close()  # joins the worker, within one batch
+    assert not [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    reopened = Collections(tmp_path / "knowledge")
+    try:
+        index = reopened._index(made.id)
+        assert not index_store.vectors_ready(index._db)  # nothing kept under a name no longer chosen
+        result = index.search("lens polished")
+        assert result.mode == "bm25" and result.hits and "keywords alone" in result.note
+    finally:
+        reopened.close()

@@ -182,11 +182,18 @@ def _same_file_not_copied(link: Path, original: Path) -> bool:
 def test_add_file_links_in_place_and_remove_keeps_the_original(settings, library, tmp_path):
     original = build_gguf(tmp_path / "Downloads/My-Model-Q5_K_M.gguf")
     model = library.add_file(original)
-    assert model.id == "local/Downloads/My-Model-Q5_K_M" and model.source == "import"
+    assert model.id == "local/My-Model/My-Model-Q5_K_M" and model.source == "import"  # Downloads names no model
     assert _same_file_not_copied(model.path, original)
     assert model.origin == f"file:{original}"
     library.remove(model.id)
     assert original.is_file() and not model.path.exists()
+
+
+def test_a_file_imported_from_a_place_is_named_by_itself_and_from_a_model_folder_by_it(library, tmp_path):
+    """Issue 45: /tmp/x.gguf got the id ``local/tmp/x``; a folder that is a place, not a model, names nothing."""
+    assert library.add_file(build_gguf(tmp_path / "tmp/x.gguf")).id == "local/x"
+    assert library.add_file(build_gguf(tmp_path / "Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0.gguf")).id == \
+        "local/Qwen3-0.6B-GGUF/Qwen3-0.6B-Q8_0"
 
 
 def test_add_file_refuses_a_broken_file_before_linking(settings, library, tmp_path):

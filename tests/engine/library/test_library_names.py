@@ -90,7 +90,7 @@ SOURCES = [
     ("HF cache", _hf_cache, "unsloth/gemma-3-1b-it-GGUF/gemma-3-1b-it-Q4_K_M", "gemma-3-1b-it:q4_k_m"),
     ("GPT4All", _gpt4all, "gpt4all/Llama-3.2-1B-Instruct-Q4_0", "llama-3.2-1b-instruct:q4_0"),
     ("Jan", _jan, "jan/qwen3-0.6b", "qwen3-0.6b:q4_k_m"),
-    ("by hand", _by_hand, "local/Downloads/Phi-3-mini-4k-instruct", "phi-3-mini-4k-instruct:q5_k_m"),
+    ("by hand", _by_hand, "local/Phi-3-mini-4k-instruct", "phi-3-mini-4k-instruct:q5_k_m"),
 ]
 
 

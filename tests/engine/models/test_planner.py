@@ -6,7 +6,7 @@ import pytest
 
 from fireside.engine.models.hardware import Device, Hardware
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.models.planner import LoadOptions, exact_replies, plan_fit, replies_text
 from tests.helpers.gguf_builder import LLAMA_8B, LLAMA_70B, Q, write_model
 
 GiB = 1024**3
@@ -33,8 +33,9 @@ def test_no_gpu_runs_on_the_cpu_with_everything_in_ram(q8b):
     plan = plan_fit(q8b, machine(), LoadOptions(context=8192, parallel=1))
     assert (plan.verdict, plan.n_gpu_layers, plan.gpus) == ("cpu_only", 0, [])
     assert plan.ram.weights_bytes == q8b.weights_bytes
-    assert plan.ram.kv_bytes == 144 * 1024 * 8192  # 1.125 GiB of f16 KV cache
-    assert plan.llama_kwargs()["n_gpu_layers"] == 0
+    assert plan.kv_type == "q8_0"  # on the CPU, the cache that keeps replies exact (planner.kv_for)
+    assert plan.ram.kv_bytes == 144 * 1024 * 8192 * 17 // 32  # 0.6 GiB: 1.125 GiB were it f16
+    assert plan.llama_kwargs()["n_gpu_layers"] == 0 and plan.llama_kwargs()["type_k"] == 8
 
 
 def test_8b_fits_fully_on_one_8gb_gpu_at_8k(q8b):
@@ -96,7 +97,7 @@ def test_user_overrides_win(q8b):
 
 def test_each_slot_has_its_own_kv_cache_and_the_automatic_count_keeps_the_verdict(q8b):
     roomy = plan_fit(q8b, machine(), LoadOptions(context=8192))
-    assert roomy.parallel == 4 and roomy.ram.kv_bytes == 4 * 144 * 1024 * 8192
+    assert roomy.parallel == 4 and roomy.ram.kv_bytes == 4 * 144 * 1024 * 8192 * 17 // 32
     assert roomy.llama_kwargs()["n_seq_max"] == 4 and roomy.llama_kwargs()["n_ctx"] == 8192  # per slot
     tight = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=8192))
     assert tight.verdict == "full_gpu" and tight.parallel == 2  # four 8k caches would push layers off the GPU
@@ -144,3 +145,15 @@ def test_a_vision_projector_counts_on_the_device_that_runs_it(q8b, tmp_path):
     # a projector that does not fit beside the model: the plan says so, before a runner tries
     huge = with_projector(on_gpu, 8 * GiB, projector.compute_bytes)
     assert huge.verdict == "will_not_fit" and huge.shortfall_bytes > 0 and not huge.fits
+
+
+def test_auto_kv_is_exact_on_the_cpu_and_f16_on_a_gpu_or_by_choice(q8b):
+    cpu = plan_fit(q8b, machine(), LoadOptions(context=4096, parallel=1))
+    gpu = plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=4096, parallel=1))
+    chosen = plan_fit(q8b, machine(), LoadOptions(context=4096, parallel=1, kv_type="f16"))
+    no_flash = plan_fit(q8b, machine(), LoadOptions(context=4096, parallel=1, flash_attn=False))
+    assert (cpu.kv_type, gpu.kv_type, chosen.kv_type, no_flash.kv_type) == ("q8_0", "f16", "f16", "f16")
+    assert [exact_replies(p) for p in (cpu, gpu, chosen, no_flash)] == [True, False, False, False]
+    assert replies_text(cpu).startswith("yes") and "GPU" in replies_text(gpu)
+    assert "f16 KV cache" in replies_text(chosen) and "flash attention is off" in replies_text(no_flash)
+    assert not cpu.notes and not no_flash.refusal  # auto chose it: nothing to explain, nothing refused

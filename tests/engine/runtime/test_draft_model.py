@@ -1,9 +1,11 @@
 """A draft model (runtime/runner/draftmodel.py) changes how fast a reply comes, never what it says.
 
-The starter drafts for itself: its greedy guesses are the reply's own tokens, so it must accept
-nearly all of them (not every one: its context evaluates the prompt in one batch and then one token
-at a time, the model verifies a draft in a batch of several, and llama.cpp's numerics differ between
-the two, enough to flip a near tie) and give the same text token for token. The tiny text model of
+The starter drafts for itself: its greedy guesses are the reply's own tokens, so with no penalty
+between its logits and the reply's greedy choice it must accept every one of them and give the same
+text token for token. Its context evaluates the prompt in one batch and then one token at a time while
+the model verifies a draft in a batch of several: on an f16 KV cache llama.cpp's attention rounds
+those differently (70% of drafts were taken on an AMD EPYC), on the cache a load takes by default
+(models/planner.py, ``kv_for``) it computes each token the same way in either. The tiny text model of
 the vision pair (SmolLM2's vocabulary, random weights) guesses badly: same text, and its guesses
 stop once they do not pay. A draft whose vocabulary differs in two tokens is refused, with a message
 saying which, and the model loads without it. Compared pairs share the cache state as in test_drafts.py.
@@ -20,7 +22,7 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
 from tests.engine.runtime.test_drafts import PROMPTS
-from tests.helpers.models import smollm2_file
+from tests.helpers.models import own_warnings, smollm2_file
 from tests.helpers.vision_model import write_text_model
 
 pytestmark = pytest.mark.model
@@ -37,7 +39,7 @@ def _runtime(tmp_path_factory, name: str) -> Runtime:
 def runtime(tmp_path_factory):
     rt = _runtime(tmp_path_factory, "draft-model")
     loaded = rt.load("starter", LoadOptions(context=1024, parallel=4, draft="starter"))
-    assert loaded.draft == "starter" and not loaded.warnings
+    assert loaded.draft == "starter" and not own_warnings(loaded.warnings)
     yield rt
     rt.close()
 
@@ -48,16 +50,17 @@ def chat(runtime, text, drafts=None, model="starter", **sampling):
     return "".join(c.text for c in chunks if c.kind == "text"), chunks[-1].usage
 
 
-def test_the_starter_drafting_for_itself_gives_the_same_text_and_is_taken(runtime):
+def test_the_starter_drafting_for_itself_gives_the_same_text_and_every_draft_is_taken(runtime):
     drafted = accepted = 0
+    greedy = {"temperature": 0, "repeat_penalty": 1.0}  # the reply's choice is the logits' argmax, as the draft's
     for text in PROMPTS[::5]:  # six of the thirty: n-gram drafts take all thirty (test_drafts.py)
-        chat(runtime, text, drafts=False, temperature=0, max_tokens=1)  # the prompt, cached
-        off, off_usage = chat(runtime, text, drafts=False, temperature=0, max_tokens=MAX_TOKENS)
-        on, usage = chat(runtime, text, temperature=0, max_tokens=MAX_TOKENS)
+        chat(runtime, text, drafts=False, max_tokens=1, **greedy)  # the prompt, cached
+        off, off_usage = chat(runtime, text, drafts=False, max_tokens=MAX_TOKENS, **greedy)
+        on, usage = chat(runtime, text, max_tokens=MAX_TOKENS, **greedy)
         assert on == off, text
         assert (usage.completion_tokens, off_usage.draft_tokens) == (off_usage.completion_tokens, 0)
         drafted, accepted = drafted + usage.draft_tokens, accepted + usage.accepted_draft_tokens
-    assert accepted >= 0.7 * drafted > 0, (accepted, drafted)
+    assert accepted == drafted > 0, (accepted, drafted)
 
 
 def test_seeded_sampled_replies_are_the_same_with_a_draft_model(runtime):
@@ -95,7 +98,7 @@ def test_a_draft_model_that_guesses_badly_changes_nothing_and_stops_guessing(tmp
     rt = _runtime(tmp_path_factory, "bad-draft")
     try:
         loaded = rt.load("starter", LoadOptions(context=1024, parallel=1, draft=str(vision_pair[0])))
-        assert loaded.draft and not loaded.warnings
+        assert loaded.draft and not own_warnings(loaded.warnings)
         text = "Write a short story about a lighthouse keeper."
         chat(rt, text, drafts=False, temperature=0, max_tokens=1)
         off, _ = chat(rt, text, drafts=False, temperature=0, max_tokens=160)

@@ -1,0 +1,203 @@
+"""``fireside launch AGENT [--model M]``: a coding agent (Claude Code, Codex CLI, opencode) on a local model.
+
+One sequence: find the agent's program; find the server at ``--url`` (by default this machine's own,
+where ``fireside serve`` and the app listen), or start one of our own on a free loopback port, stopped
+when the agent exits; make sure the model is loaded with a context the agent can work in (``agents.py``
+says how much: its first request is measured), refusing with the numbers when the model was trained on
+less, when this machine's memory cannot hold that context, or when the server found has the model
+loaded with less; then run the agent with its settings in a temporary home pointing at the server
+(the user's own settings are not touched), arguments after ``--`` passed on to it. While the agent runs,
+Ctrl-C is the agent's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from ..agents import AGENTS, Agent, configure, context_for, refusal
+from ..errors import FiresideError
+from ..library.resolve import resolve_model
+from ..models import hardware
+from ..models.inspection import inspect_file
+from ..models.planner import LoadOptions, plan_fit
+from ..settings import Settings
+from .models import describe_plan
+
+START_TIMEOUT_S = 300  # loading a large model from a slow disk
+LOAD_TIMEOUT_S = 600
+SLOTS = 2
+
+
+class LaunchRefused(FiresideError):
+    """The agent cannot be run on this model, server or machine; the message says why, in numbers."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("launch", help="run a coding agent (claude, codex, opencode) on a local model",
+                       description="Run Claude Code, Codex CLI or opencode against Fireside, set up for a local "
+                                   "model; your own settings for the agent are left as they are.")
+    p.add_argument("agent", choices=sorted(AGENTS), help="the agent to run")
+    p.add_argument("--model", default="starter", help="the model it works with (default: starter)")
+    p.add_argument("--url", help="a Fireside server that is already running (default: this machine's, "
+                                 "http://127.0.0.1:PORT from the settings; if none answers, one is started)")
+    p.add_argument("--api-key", default=os.environ.get("FIRESIDE_API_KEY"),
+                   help="the server's API key, if it needs one (default: $FIRESIDE_API_KEY)")
+    p.add_argument("--ctx", type=int, help="load with this context instead of the size the agent needs")
+    p.epilog = "Arguments after -- go to the agent itself: fireside launch claude -- -p 'Explain this repo'"
+    p.set_defaults(handler=cmd_launch, agent_args=[])
+
+
+def split_agent_args(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``fireside launch AGENT [OPTIONS] -- AGENT_ARGS``: the command line for the parser, and the
+    agent's own arguments (None for other commands). Taken off before parsing, since argparse cannot
+    put what follows ``--`` after options into one list."""
+    at = argv.index("launch") if "launch" in argv else -1
+    if at < 0 or "--" not in argv[at:]:
+        return argv, None
+    cut = argv.index("--", at)
+    return argv[:cut], argv[cut + 1:]
+
+
+def cmd_launch(args: argparse.Namespace) -> int:
+    agent = AGENTS[args.agent]
+    program = shutil.which(agent.command)
+    if program is None:
+        raise LaunchRefused(f"{agent.title} is not installed (no `{agent.command}` on PATH): install it with "
+                            f"`npm install -g {agent.package}`")
+    settings = Settings.from_env()
+    url = (args.url or f"http://127.0.0.1:{settings.port}").rstrip("/")
+    with tempfile.TemporaryDirectory(prefix=f"fireside-{agent.name}-") as home:
+        server = None
+        if not _answers(url, args.api_key):
+            if args.url:
+                raise LaunchRefused(f"no Fireside server answers at {url}")
+            n_ctx = _planned_context(agent, args.model, args.ctx, settings)
+            server, url = _start_server(args.model, n_ctx, Path(home), args.api_key)
+        try:
+            n_ctx = _loaded_context(agent, url, args.api_key, args.model, args.ctx)
+            env = {**os.environ, **configure(agent, Path(home) / "agent", url, args.api_key, args.model, n_ctx)}
+            print(f"fireside: {agent.title} on {args.model} ({n_ctx:,} tokens of context) at {url}", file=sys.stderr)
+            return _run_agent([program, *args.agent_args], env)
+        finally:
+            if server is not None:
+                _stop(server)
+
+
+def _planned_context(agent: Agent, model: str, ctx: int | None, settings: Settings) -> int:
+    """The context to start a server with for ``agent``; refused with the numbers when the model was
+    trained on too little (unless ``--ctx`` says otherwise) or when memory cannot hold it."""
+    info = inspect_file(resolve_model(model, settings))
+    if ctx is None:
+        why = refusal(agent, info.context_length, model)
+        if why:
+            raise LaunchRefused(why)
+        ctx = context_for(agent, info.context_length)
+    elif ctx < agent.need:
+        raise LaunchRefused(f"--ctx {ctx:,} is too small for {agent.title}: its first request alone is about "
+                            f"{agent.first_request:,} tokens ({agent.measured}); it needs at least {agent.need:,}")
+    elif ctx > info.context_length:
+        print(f"fireside: warning: {model} was trained on {info.context_length:,} tokens; --ctx {ctx:,} goes past it",
+              file=sys.stderr)
+    plan = plan_fit(info, hardware.detect(), LoadOptions(context=ctx))
+    if not plan.fits:
+        raise LaunchRefused(f"{model} with {ctx:,} tokens of context (what {agent.title} needs) does not fit in this "
+                            f"machine's memory:\n{describe_plan(plan)}")
+    return ctx
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _answers(url: str, key: str | None) -> bool:
+    """Whether a Fireside server answers at ``url`` (a wrong key is said at once, not taken for none)."""
+    try:
+        r = httpx.get(f"{url}/api/ps", headers=_headers(key), timeout=3)
+    except httpx.HTTPError:
+        return False
+    if r.status_code == 401:
+        said = r.json().get("error", r.text) if r.headers.get("content-type", "").startswith("application/json") else r.text
+        asked = "refused the API key given" if key else "needs an API key: pass --api-key or set FIRESIDE_API_KEY"
+        raise LaunchRefused(f"the server at {url} {asked} ({said})")
+    return r.status_code == 200
+
+
+def _loaded_context(agent: Agent, url: str, key: str | None, model: str, ctx: int | None) -> int:
+    """Load ``model`` on the server (if it is not yet) and return its context, refused when it is less
+    than the agent needs."""
+    r = httpx.post(f"{url}/api/generate", json={"model": model, "prompt": "", "stream": False},
+                   headers=_headers(key), timeout=LOAD_TIMEOUT_S)
+    if r.status_code != 200:
+        raise LaunchRefused(f"the server at {url} could not load {model}: {r.text}")
+    loaded = httpx.get(f"{url}/api/ps", headers=_headers(key), timeout=10).json().get("models", [])
+    n_ctx = next((m.get("context_length") for m in loaded if model in (m.get("name"), m.get("model"))), None)
+    if n_ctx is None:  # listed under another name (a path, an alias): the server's own checks will do
+        return ctx or agent.need
+    if n_ctx < (ctx or agent.need):
+        raise LaunchRefused(f"the server at {url} has {model} loaded with {n_ctx:,} tokens of context, but "
+                            f"{agent.title}'s first request alone is about {agent.first_request:,} tokens "
+                            f"({agent.measured}): it needs at least {agent.need:,}. Restart the server with "
+                            f"`fireside serve --ctx {context_for(agent, agent.need)}`, or stop it and let "
+                            f"`fireside launch` start one")
+    return n_ctx
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start_server(model: str, n_ctx: int, home: Path, key: str | None) -> tuple[subprocess.Popen, str]:
+    """``fireside serve`` on a free loopback port with ``model`` loaded at ``n_ctx``, in its own session
+    (Ctrl-C in the agent's terminal does not reach it); its log goes to ``home``. It asks for the key
+    stored in the keyring, if there is one, as ``fireside serve`` does."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = home / "serve.log"
+    print(f"fireside: starting a server at {url} with {model} at {n_ctx:,} tokens of context (log: {log})",
+          file=sys.stderr)
+    with log.open("wb") as out:  # two slots: the agent's turn and its background requests (titles, summaries)
+        proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "serve", "--port", str(port),
+                                 "--ctx", str(n_ctx), "--parallel", str(SLOTS), "--load", model, "--keep-alive", "-1"],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while not _answers(url, key):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise LaunchRefused(f"the server did not start:\n{log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+    except BaseException:  # a refused key, Ctrl-C: the server started in its own session stops here too
+        _stop(proc)
+        raise
+    return proc, url
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _run_agent(argv: list[str], env: dict[str, str]) -> int:
+    """Run the agent in this terminal; Ctrl-C is its to handle while it runs."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return subprocess.run(argv, env=env).returncode
+    finally:
+        signal.signal(signal.SIGINT, previous)
