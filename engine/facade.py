@@ -181,6 +181,11 @@ class Engine:
     def count_chat_tokens(self, model_id: str, request: ChatRequest) -> int:
         return len(self.chat_tokens(model_id, request))
 
+    def prompt_cap(self, model_id: str) -> int:
+        """The most characters a prompt for a local model may have (``Runtime.prompt_cap``, loading it); 0 for
+        a remote model, whose tokenizer is not known here."""
+        return 0 if self.is_remote(model_id) else self.runtime.prompt_cap(model_id)
+
     def render_prompt(self, model_id: str, request: ChatRequest) -> str:
         self._local_only(model_id, "tokenize or render prompts")
         return self.runtime.render_prompt(model_id, request)

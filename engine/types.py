@@ -70,7 +70,9 @@ class Image:
 
 
 def image_digest(pixels: bytes, width: int, height: int) -> str:
-    return hashlib.sha256(f"{width}x{height}:".encode() + pixels).hexdigest()
+    digest = hashlib.sha256(f"{width}x{height}:".encode())
+    digest.update(pixels)  # not prefix + pixels: that copied a 48 MB image once more
+    return digest.hexdigest()
 
 
 def images_in(messages: list[dict[str, Any]]) -> list[Image]:

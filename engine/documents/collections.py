@@ -2,14 +2,21 @@
 ``DocumentIndex`` (``indexes/<id>.sqlite3``), the sets and their files' states kept in the registry. The
 API serves them as OpenAI's vector stores; the app can list the same ones as its collections.
 
-A file added to a collection is ``in_progress`` until a background worker (one daemon thread, never the
+A file added to a collection is ``in_progress`` until a background worker (a daemon thread, never the
 caller's) has read, chunked and indexed it and made its passages' vectors, then ``completed``, or
 ``failed`` with a code (``invalid_file``, ``unsupported_file``, ``server_error``) and a message that says
-what is wrong. Every queued file's text is indexed before vectors are made (in batches, a file at a
-time, each file ``completed`` as its vectors are done, so ``file_counts`` shows the progress), and search
-reads a file as soon as its text is indexed: by keywords until its vectors come. Files still
-``in_progress`` when the process stopped are indexed again when the collections are next opened. With no
-``Embedder`` the indexes find passages by BM25 alone, and a file is ``completed`` once its text is in.
+what is wrong. Each collection has its own worker, started when it has work and gone when it has none,
+so one collection's long file never holds up another's (a 22-byte note waited an hour behind a hostile
+PDF when one thread served them all). In a collection, every queued file's text is indexed before
+vectors are made (in batches, a file at a time, each file ``completed`` as its vectors are done, so
+``file_counts`` shows the progress), and search reads a file as soon as its text is indexed: by keywords
+until its vectors come. Each queued file has its own stop event: removing the file from its
+collection, deleting the upload or the collection, or cancelling its batch stops its reading within a
+page operator (``pdf.py``) and its embedding within a batch. Files still ``in_progress`` when the process
+stopped are indexed again when the collections are next opened, unless the process died while reading
+the file ``MAX_TRIES`` times: then it is ``failed`` (a file that kills the process would otherwise kill
+every start). With no ``Embedder`` the indexes find passages by BM25 alone, and a file is ``completed``
+once its text is in.
 
 A passage's ``score`` is its fused score in 0..1 (``index.py``): a passage first in every ranking scores 1;
 it orders passages, it is not a probability.
@@ -20,24 +27,85 @@ them off its event loop. ``close`` stops the worker (within one embedding batch)
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import queue
+import os
+import re
+import sys
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import DocumentNotFound, DocumentRejected
 from .index import DocumentIndex, Embedder
+from .limits import MAX_QUERY_CHARS, MAX_QUERY_TERMS
+from .pdf import Cancelled
 from .registry import Registry
 from .uploads import Uploads
 
 log = logging.getLogger(__name__)
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
 _UNSUPPORTED = ("unsupported", "binary")
+MAX_TRIES = 2  # processes that may die reading one file before it is failed instead of read again
+
+
+_WORD = re.compile(r"\w+")
+
+
+EMBEDDING_AT_ONCE = 2  # embedder calls in flight from every collection's worker (and searches) together
+_embedding = threading.BoundedSemaphore(EMBEDDING_AT_ONCE)
+
+
+def _gated(embedder: Embedder | None) -> Embedder | None:
+    """``embedder`` taking turns: each collection has its own worker, and twenty re-embedding at once (a new
+    embedder chosen) would fill the model's queue (16) and leave their passages without vectors."""
+    if embedder is None:
+        return None
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        with _embedding:
+            return embedder.embed(texts)
+
+    return Embedder(embedder.name, embed)
+
+
+def _background() -> None:
+    """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value), as the
+    runner's helper threads do (``runtime/runner/threads.py``): reading a document can wait, while a
+    model's decode threads and the server relaying its tokens take the cores (on two cores a PDF being
+    parsed at full priority stalled another client's stream 2.4 s)."""
+    if sys.platform.startswith("linux"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except OSError:
+            pass
+
+
+def query_over(query: str) -> str | None:
+    """Why ``query`` is too much to search (each distinct word is an OR term of the keyword search), or None."""
+    if len(query) > MAX_QUERY_CHARS:
+        return (f"the query is {len(query):,} characters; a search takes up to {MAX_QUERY_CHARS:,} characters and "
+                f"{MAX_QUERY_TERMS} distinct words: search with the words that matter")
+    terms = len(set(_WORD.findall(query.lower())))
+    if terms > MAX_QUERY_TERMS:
+        return (f"the query has {terms:,} distinct words; a search takes up to {MAX_QUERY_TERMS} (each is a search "
+                "term): search with the words that matter")
+    return None
+
+
+def clipped_query(query: str) -> str:
+    """``query`` within the caps: its first ``MAX_QUERY_CHARS`` characters, and of those the words up to the
+    ``MAX_QUERY_TERMS``th distinct one (a long message searched as a file_search query)."""
+    query = query[:MAX_QUERY_CHARS]
+    seen: set[str] = set()
+    for m in _WORD.finditer(query):
+        seen.add(m.group().lower())
+        if len(seen) > MAX_QUERY_TERMS:
+            return query[:m.start()]
+    return query
 
 
 @dataclass(frozen=True)
@@ -101,15 +169,16 @@ class Collections:
     """Every collection and uploaded file under ``root`` (the data folder's ``knowledge``)."""
 
     def __init__(self, root: Path, embedder: Embedder | None = None):
-        self.root, self.embedder = Path(root), embedder
+        self.root, self.embedder = Path(root), _gated(embedder)
         self._opening = threading.Lock()
         self._registry: Registry | None = None
         self._uploads: Uploads | None = None
         self._indexes: dict[str, DocumentIndex] = {}
-        # (kind, order, item): a file's text (0) before any vectors (1), in the order asked; close (-1) first
-        self._queue: queue.PriorityQueue = queue.PriorityQueue()
-        self._order = itertools.count()
-        self._worker: threading.Thread | None = None
+        # collection -> (file to index, or None: passages to embed; its stop event), queued and running
+        self._pending: dict[str, deque[tuple[str | None, threading.Event]]] = {}
+        self._running: dict[str, tuple[str | None, threading.Event]] = {}
+        self._workers: dict[str, threading.Thread] = {}  # collection -> its worker, while it has work
+        self._jobs = threading.Lock()  # guards the three above
         self._cancel = threading.Event()
         self._watcher = None
         self._progress: dict[str, tuple[int, int]] = {}  # collection id -> (embedded, to embed) this run
@@ -124,12 +193,24 @@ class Collections:
             if self._registry is None:
                 self._registry = Registry(self.root / "registry.sqlite3")
                 self._uploads = Uploads(self._registry, self.root / "files")
-                with self._registry.lock:
-                    pending = self._registry.db.execute("SELECT collection_id, file_id FROM members WHERE "
-                                                        "status = 'in_progress' ORDER BY created_at").fetchall()
-                for item in pending:
+                for item in self._resumable(self._registry):
                     self._enqueue(*item)
             return self._registry
+
+    @staticmethod
+    def _resumable(reg: Registry) -> list[tuple[str, str]]:
+        """The files left ``in_progress`` when the process stopped, to index again; one whose reading was
+        begun ``MAX_TRIES`` times and never ended (the process died each time) fails instead."""
+        with reg.lock, reg.db:
+            reg.db.execute("DELETE FROM reading WHERE NOT EXISTS (SELECT 1 FROM members m WHERE m.collection_id = "
+                           "reading.collection_id AND m.file_id = reading.file_id AND m.status = 'in_progress')")
+            reg.db.execute("UPDATE members SET status = 'failed', error_code = 'server_error', error_message = ? "
+                           "WHERE status = 'in_progress' AND EXISTS (SELECT 1 FROM reading r WHERE r.collection_id = "
+                           "members.collection_id AND r.file_id = members.file_id AND r.tries >= ?)",
+                           (f"indexing it stopped the process {MAX_TRIES} times; remove the file and add it again "
+                            "to try once more", MAX_TRIES))
+            return reg.db.execute("SELECT collection_id, file_id FROM members WHERE status = 'in_progress' "
+                                  "ORDER BY created_at").fetchall()
 
     @property
     def uploads(self) -> Uploads:
@@ -159,7 +240,7 @@ class Collections:
     def use_embedder(self, embedder: Embedder | None) -> None:
         """Embed with ``embedder`` from now on (None: BM25 alone); every collection is re-embedded in the
         background, and searches find passages by keywords until its vectors are made."""
-        self.embedder = embedder
+        self.embedder = embedder = _gated(embedder)
         with self._opening:
             opened = dict(self._indexes)
         for index in opened.values():
@@ -234,6 +315,11 @@ class Collections:
         """Forget the collection and its index; its files stay uploaded (a watched folder's copies go)."""
         self.get(collection_id)
         self.watcher.forget_collection(collection_id)
+        self._stop(collection_id, every=True)
+        with self._jobs:
+            worker = self._workers.get(collection_id)
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=10)  # its stopped work ends (within a page or a batch) before its index closes
         reg = self.registry
         with reg.lock, reg.db:
             reg.db.execute("DELETE FROM members WHERE collection_id = ?", (collection_id,))
@@ -295,6 +381,7 @@ class Collections:
     def remove(self, collection_id: str, file_id: str) -> None:
         """Take the file out of the collection and its index (the upload stays)."""
         member = self.member(collection_id, file_id)
+        self._stop(collection_id, file_id)
         reg = self.registry
         with reg.lock, reg.db:
             reg.db.execute("DELETE FROM members WHERE collection_id = ? AND file_id = ?", (collection_id, file_id))
@@ -302,11 +389,13 @@ class Collections:
             self._index(collection_id).remove_file(self.uploads.get(file_id).path)
 
     def cancel_batch(self, collection_id: str, batch_id: str) -> None:
-        """Files of the batch not yet indexed are ``cancelled`` (a file being read finishes, then is dropped)."""
+        """Files of the batch not yet indexed are ``cancelled`` (a file being read stops, and is dropped)."""
         reg = self.registry
         with reg.lock, reg.db:
-            reg.db.execute("UPDATE members SET status = 'cancelled' WHERE collection_id = ? AND batch_id = ? AND "
-                           "status = 'in_progress'", (collection_id, batch_id))
+            stopped = reg.db.execute("UPDATE members SET status = 'cancelled' WHERE collection_id = ? AND batch_id = ? "
+                                     "AND status = 'in_progress' RETURNING file_id", (collection_id, batch_id)).fetchall()
+        for (file_id,) in stopped:
+            self._stop(collection_id, file_id)
 
     def delete_file(self, file_id: str) -> None:
         """Take ``file_id`` out of every collection, then delete the upload."""
@@ -320,7 +409,9 @@ class Collections:
 
     # --- searching -----------------------------------------------------------------------------------
     def search(self, collection_ids: list[str], query: str, k: int = 10) -> list[Passage]:
-        """The ``k`` passages of the collections' completed files that best answer ``query``, best first."""
+        """The ``k`` passages of the collections' completed files that best answer ``query``, best first.
+        A query past the caps is searched as ``clipped_query`` leaves it (``query_over`` says so first)."""
+        query = clipped_query(query)
         found: list[Passage] = []
         for collection_id in dict.fromkeys(collection_ids):
             ready = {m.file_id for m in self.members(collection_id)
@@ -342,35 +433,65 @@ class Collections:
             self.registry.db.execute("UPDATE collections SET last_active_at = ? WHERE id = ?",
                                      (int(time.time()), collection_id))
 
-    # --- indexing, on the worker thread --------------------------------------------------------------
+    # --- indexing, on each collection's worker thread ----------------------------------------------
     def _enqueue(self, collection_id: str, file_id: str | None) -> None:
-        """Queue a file to index, or (``file_id`` None) a collection's passages to embed."""
-        self._queue.put((1 if file_id is None else 0, next(self._order), (collection_id, file_id)))
-        if self._worker is None or not self._worker.is_alive():
-            self._worker = threading.Thread(target=self._work, name="fireside-collections-indexer", daemon=True)
-            self._worker.start()
-
-    def _work(self) -> None:
-        while not self._cancel.is_set():
-            item = self._queue.get()[2]
-            if item is None:
+        """Queue a file to index, or (``file_id`` None) a collection's passages to embed, on the collection's
+        own worker (started if it has none). A file's text goes before any embedding queued (keywords find it
+        at once; its vectors follow), and one embedding queued is enough."""
+        with self._jobs:
+            if self._cancel.is_set():
                 return
-            try:
-                if item[1] is None:
-                    self._embed(item[0])
-                else:
-                    self._index_one(*item)
-            except Exception:  # noqa: BLE001 - the worker must outlive any one file
-                log.exception("indexing %s into %s failed", item[1] or "passages", item[0])
+            pending = self._pending.setdefault(collection_id, deque())
+            embedding = next((i for i, (f, _) in enumerate(pending) if f is None), None)
+            if file_id is None:
+                if embedding is None:
+                    pending.append((None, threading.Event()))
+            else:
+                pending.insert(len(pending) if embedding is None else embedding, (file_id, threading.Event()))
+            if collection_id not in self._workers:
+                worker = threading.Thread(target=self._work, args=(collection_id,), daemon=True,
+                                          name=f"fireside-indexer-{collection_id}")
+                self._workers[collection_id] = worker
+                worker.start()
 
-    def _embed(self, collection_id: str) -> None:
+    def _stop(self, collection_id: str, file_id: str | None = None, every: bool = False) -> None:
+        """Stop the work queued or running for one file of the collection (``every``: all its work)."""
+        with self._jobs:
+            items = [*self._pending.get(collection_id, ()), *([self._running[collection_id]]
+                                                                if collection_id in self._running else [])]
+        for item, stop in items:
+            if every or item == file_id:
+                stop.set()
+
+    def _work(self, collection_id: str) -> None:
+        _background()
+        while True:
+            with self._jobs:
+                self._running.pop(collection_id, None)
+                pending = self._pending.get(collection_id)
+                if self._cancel.is_set() or not pending:
+                    self._pending.pop(collection_id, None)
+                    self._workers.pop(collection_id, None)
+                    return
+                file_id, stop = self._running[collection_id] = pending.popleft()
+            if stop.is_set():
+                continue
+            try:
+                if file_id is None:
+                    self._embed(collection_id, stop)
+                else:
+                    self._index_one(collection_id, file_id, stop)
+            except Exception:  # noqa: BLE001 - the worker must outlive any one file
+                log.exception("indexing %s into %s failed", file_id or "passages", collection_id)
+
+    def _embed(self, collection_id: str, stop: threading.Event) -> None:
         """Vectors for the collection's passages that lack them: the files whose text is indexed first, each
         ``completed`` once its vectors are made, then any other passage (a new embedder, an embedding cut short)."""
         try:
             waiting = [m for m in self.members(collection_id, status="in_progress") if m.chunks]
         except DocumentNotFound:
             return  # deleted while it waited
-        index, pause = self._index(collection_id), _Pause(self)
+        index, pause = self._index(collection_id), _Pause(self, collection_id, stop)
         embedder, total, before = index.embedder, index.missing_vectors(), 0
 
         def on_progress(done: int, _of: int) -> None:  # over the whole run: the files one after another
@@ -388,24 +509,24 @@ class Collections:
                 continue  # removed while it waited
             n = index.embed_missing(cancel=pause, path=path, on_progress=on_progress)
             embedded, before = embedded + n, before + n
-            if pause.is_set():  # closing, or a file added meanwhile is read first (then the vectors go on)
-                if not self._cancel.is_set():
+            if pause.is_set():  # stopped, closing, or a file added meanwhile is read first (then the vectors go on)
+                if not self._cancel.is_set() and not stop.is_set():
                     self._enqueue(collection_id, None)
                 return
             # done (an embedder that failed leaves the file to keywords, and completed too)
             self._finish(collection_id, member.file_id, "completed", chunks=member.chunks, usage=member.usage_bytes)
-        embedded += index.embed_missing(cancel=self._cancel, on_progress=on_progress)
+        embedded += index.embed_missing(cancel=pause, on_progress=on_progress)
         if index.embed_error and self.embedder is embedder:
             with self._progress_lock:
                 self._embed_error = index.embed_error
         if embedded:
             log.info("embedded %d passages of %s", embedded, collection_id)
 
-    def _text_waiting(self) -> bool:
-        with self._queue.mutex:
-            return bool(self._queue.queue) and self._queue.queue[0][0] == 0
+    def _text_waiting(self, collection_id: str) -> bool:
+        with self._jobs:
+            return any(f is not None for f, _ in self._pending.get(collection_id, ()))
 
-    def _index_one(self, collection_id: str, file_id: str) -> None:
+    def _index_one(self, collection_id: str, file_id: str, stop: threading.Event) -> None:
         try:
             member = self.member(collection_id, file_id)
             stored = self.uploads.get(file_id)
@@ -414,11 +535,33 @@ class Collections:
         if member.status != "in_progress":
             return
         index = self._index(collection_id)
+        self._reading(collection_id, file_id, True)
         try:
-            done = index.add_file(stored.path, cancel=self._cancel, embed=False)  # vectors: _embed, after the text
+            self._read(index, member, stored, stop)
+        finally:  # ended here, one way or another: only a process that died leaves the row (``_resumable``)
+            self._reading(collection_id, file_id, False)
+
+    def _reading(self, collection_id: str, file_id: str, begun: bool) -> None:
+        reg = self.registry
+        with reg.lock, reg.db:
+            if begun:
+                reg.db.execute("INSERT INTO reading VALUES(?, ?, 1) ON CONFLICT DO UPDATE SET tries = tries + 1",
+                               (collection_id, file_id))
+            else:
+                reg.db.execute("DELETE FROM reading WHERE collection_id = ? AND file_id = ?", (collection_id, file_id))
+
+    def _read(self, index: DocumentIndex, member: Member, stored, stop: threading.Event) -> None:
+        collection_id, file_id = member.collection_id, member.file_id
+        try:
+            done = index.add_file(stored.path, cancel=stop, embed=False)  # vectors: _embed, after the text
+            if stop.is_set():
+                raise Cancelled(f"indexing {stored.filename} was stopped")
             if done.chunks == 0:
                 raise DocumentRejected(f"{stored.filename} holds no text to search (a scanned PDF, or an empty "
                                        "document?)", "empty", stored.filename)
+        except Cancelled:  # removed, cancelled or closing: a removal took the row, a close leaves it queued
+            index.remove_file(stored.path)
+            return
         except DocumentRejected as e:
             index.remove_file(stored.path)
             self._finish(collection_id, file_id, "failed", "unsupported_file" if e.reason in _UNSUPPORTED
@@ -461,10 +604,14 @@ class Collections:
         """Stop the watcher and the worker and close every file; safe to call twice."""
         if self._watcher is not None:
             self._watcher.stop()
-        self._cancel.set()
-        self._queue.put((-1, next(self._order), None))
-        if self._worker is not None:
-            self._worker.join(timeout=10)
+        with self._jobs:
+            self._cancel.set()
+            for _, stop in [item for queued in self._pending.values() for item in queued] + [*self._running.values()]:
+                stop.set()
+            workers = list(self._workers.values())
+        deadline = time.monotonic() + 10
+        for worker in workers:
+            worker.join(timeout=max(0.0, deadline - time.monotonic()))
         with self._opening:
             for index in self._indexes.values():
                 index.close()
@@ -476,10 +623,11 @@ class Collections:
 
 class _Pause:
     """``is_set`` (as a ``threading.Event``'s, which embedding checks between batches) while the collections
-    close or a file's text waits to be indexed."""
+    close, the embedding's own work is stopped, or a file's text waits to be indexed in its collection."""
 
-    def __init__(self, collections: Collections):
-        self.collections = collections
+    def __init__(self, collections: Collections, collection_id: str, stop: threading.Event):
+        self.collections, self.collection_id, self.stop = collections, collection_id, stop
 
     def is_set(self) -> bool:
-        return self.collections._cancel.is_set() or self.collections._text_waiting()
+        c = self.collections
+        return c._cancel.is_set() or self.stop.is_set() or c._text_waiting(self.collection_id)

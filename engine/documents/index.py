@@ -132,7 +132,7 @@ class DocumentIndex:
             if row is not None and (row[1], row[2]) == (stat.st_size, stat.st_mtime_ns):
                 count = self._db.execute("SELECT count(*) FROM chunks WHERE file_id = ?", (row[0],)).fetchone()[0]
                 return IndexedFile(str(path), row[3], count, count, row[4], unchanged=True)
-        doc = read_document(path)  # before hashing: a file over a cap is refused without reading it whole
+        doc = read_document(path, cancel=cancel)  # before hashing: a file over a cap is refused unread
         digest = _sha256(path)
         return self.add_document(doc, stat=stat, digest=digest, cancel=cancel, on_progress=on_progress, embed=embed)
 

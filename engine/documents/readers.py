@@ -6,6 +6,7 @@ Threading: any thread; a reader holds no state. Callers run it off the GUI threa
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,10 +40,12 @@ def can_read(path: Path | str) -> bool:
     return reader_for(Path(path)) is not None
 
 
-def read_document(path: Path | str, on_page: Callable[[int, int], None] | None = None) -> Document:
+def read_document(path: Path | str, on_page: Callable[[int, int], None] | None = None,
+                  cancel: threading.Event | None = None) -> Document:
     """The document at ``path``, read into blocks; a ``DocumentRejected`` names what is wrong with it.
     ``on_page(number, count)`` is called before each page of a PDF is read (the other kinds are read at
-    once, under their caps); an exception it raises stops the reading and comes out of here."""
+    once, under their caps); an exception it raises stops the reading and comes out of here. ``cancel``
+    set stops a PDF's reading within a page operator (``pdf.Cancelled``)."""
     path = Path(path)
     reader = reader_for(path)
     if reader is None:
@@ -50,7 +53,7 @@ def read_document(path: Path | str, on_page: Callable[[int, int], None] | None =
                                "Markdown, plain text and source code)", "unsupported", str(path))
     if not path.is_file():
         raise DocumentRejected(f"{path} is not a file (deleted, moved, or a folder)", "missing", str(path))
-    doc = reader(path, on_page) if on_page is not None and reader is read_pdf else reader(path)
+    doc = read_pdf(path, on_page, cancel) if reader is read_pdf else reader(path)
     for_path = str(path)
     doc.path = for_path
     return doc

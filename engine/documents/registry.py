@@ -4,7 +4,9 @@ the ``collections`` and ``members`` tables; both hold one ``Registry`` and take 
 
 Tables: ``files`` (an uploaded file: its id, name, purpose, size, when), ``collections`` (a named set of
 files: its id, name, metadata as JSON, when) and ``members`` (a file in a collection: its indexing status,
-the error that failed it, the passages and bytes it holds, the batch that added it); ``watching.py`` keeps ``watched_folders`` (a collection that follows a folder,
+the error that failed it, the passages and bytes it holds, the batch that added it), ``reading`` (a member
+being indexed now: how many processes began it, so one that keeps stopping the process is given up on);
+``watching.py`` keeps ``watched_folders`` (a collection that follows a folder,
 when it was last scanned) and ``watched_files`` (each file found there: its upload, or why it was refused,
 and the size and modification time it had, which tell a rescan whether it changed). The tables are made if
 missing, so an older registry gains them when opened.
@@ -36,6 +38,9 @@ CREATE INDEX IF NOT EXISTS members_by_file ON members(file_id);
 CREATE TABLE IF NOT EXISTS watched_folders(
     collection_id TEXT PRIMARY KEY REFERENCES collections(id) ON DELETE CASCADE, folder TEXT NOT NULL,
     scanned_at INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS reading(
+    collection_id TEXT NOT NULL, file_id TEXT NOT NULL, tries INTEGER NOT NULL,
+    PRIMARY KEY(collection_id, file_id));
 CREATE TABLE IF NOT EXISTS watched_files(
     collection_id TEXT NOT NULL REFERENCES collections(id) ON DELETE CASCADE, path TEXT NOT NULL, file_id TEXT,
     size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, refused TEXT, PRIMARY KEY(collection_id, path));

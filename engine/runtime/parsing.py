@@ -65,11 +65,13 @@ class StreamParser:
 
     ``opened`` is the closing marker when the prompt left the reply inside reasoning
     (``prompt_opens_reasoning``): text then counts as reasoning until that marker comes, and all of it
-    does if it never comes. With ``reasoning`` off, nothing is split: the text is all answer."""
+    does if it never comes. With ``reasoning`` off, nothing is split: the text is all answer. ``verbatim``
+    (a reply a grammar holds to a JSON schema) passes every piece on as answer text: what looks like
+    markup or ``<think>`` there is a value the schema asked for."""
 
     def __init__(self, *, tools: bool = False, reasoning: bool = True, forced_tool: bool = False,
-                 opened: str | None = None):
-        self.tools, self.reasoning, self.forced_tool = tools, reasoning, forced_tool
+                 opened: str | None = None, verbatim: bool = False):
+        self.tools, self.reasoning, self.forced_tool, self.verbatim = tools, reasoning, forced_tool, verbatim
         self.pending = ""
         self.in_think: str | None = opened if reasoning else None  # the closing marker while inside reasoning
         self.started = False  # any answer text seen yet
@@ -82,6 +84,10 @@ class StreamParser:
         return self.in_think is not None and self.tool_text is None
 
     def feed(self, piece: str) -> Iterator[Chunk]:
+        if self.verbatim:  # a reply a grammar held to JSON: its text is the schema's, markup and all
+            if piece:
+                yield Chunk("text", piece)
+            return
         if self.tool_text is not None:
             yield from self._more_tool_text(piece)
             return

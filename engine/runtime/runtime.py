@@ -403,13 +403,16 @@ class Runtime:
         the server's ticket for the request (``arrivals.py``), handed in as it goes to the runner."""
         grammar = checked(grammar_for(request))  # refused here, before a load and away from the runner
         slot = self._slot(model_id, ttl_s=ttl_s, arrival=arrival)
+        if request.prediction:  # a reply fits the context, and so must the text it is predicted to repeat
+            slot.bounded(request.prediction, "the prediction")
         prompt, tools = self._render(slot, request)
         forced = bool(forced_tool_names(request)) if tools else False
         # a template that opens <think> at the generation prompt starts the reply in reasoning, unless a
         # grammar holds the reply to JSON from its first token (then there is no reasoning to close)
         holds_json = grammar is not None and grammar != no_call_grammar()
         opened = None if holds_json else prompt_opens_reasoning(_text_of(prompt))
-        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened)
+        parser = StreamParser(tools=bool(tools), reasoning=request.reasoning, forced_tool=forced, opened=opened,
+                              verbatim=holds_json and not tools)
         made_calls, logprobs, reasoning_tokens = False, [], 0
         schema, written = (expected_schema(request) if holds_json else None), []
         drafting = {k: v for k, v in (("prediction", request.prediction), ("drafts", request.drafts)) if v is not None}

@@ -28,6 +28,7 @@ from ..types import ChatRequest, Chunk, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body
 from .handler import answer
+from .imagebudget import decoded
 from .inbound import Refusal, check_tool_choice, given, message_content, refuse, sampling, text_of
 from .outbound import CallTracker, arguments_dict, reply_parts, sse
 from .validation import Body, Count, Name, StopText, Tokens, Unit, dumped
@@ -231,6 +232,7 @@ async def count_tokens(body: CountBody, request: Request) -> dict:
     tools, choice = engine_tools(body)
     req = ChatRequest(messages=engine_messages(body), tools=tools, tool_choice=choice,
                       enable_thinking=thinking_switch(body.thinking), template_param="thinking")
+    req = await decoded(ctx.policy, req)  # as the shared handler does: weighed, then decoded off the loop
     model_id = await ctx.model_for(body.model)
     if ctx.engine.is_remote(model_id):
         return {"input_tokens": await run_in_threadpool(_remote_count, ctx, model_id, req)}

@@ -37,7 +37,9 @@ from starlette.requests import Request
 from ..errors import ModelNotFound
 from ..facade import Engine
 from ..library.paths import is_path_like
+from ..runtime.images import ImageFile
 from ..settings import Settings
+from ..types import Image
 from .security import SecurityPolicy
 
 Puller = Callable[..., Any]  # (name, on_progress=, cancel=) -> LibraryModel
@@ -84,13 +86,18 @@ class ResponseStore:
 
 
 def held_bytes(value: Any) -> int:
-    """About how much memory ``value``'s strings take (``sys.getsizeof``: O(1) a string), walking its
-    lists and dicts; a string two entries share counts in each, so this errs high, never low."""
+    """About how much memory ``value``'s strings and images take (``sys.getsizeof``: O(1) a string; an
+    image file's bytes, a decoded image's pixels), walking its lists and dicts; a string two entries
+    share counts in each, so this errs high, never low."""
     total, stack = 0, [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             total += sys.getsizeof(item)
+        elif isinstance(item, (bytes, bytearray)):
+            total += len(item)
+        elif isinstance(item, (Image, ImageFile)):  # a conversation's images are kept with it
+            total += len(item.pixels) if isinstance(item, Image) else len(item.data)
         elif isinstance(item, dict):
             stack.extend(item.keys())
             stack.extend(item.values())

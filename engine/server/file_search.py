@@ -13,7 +13,9 @@ words as the one query (no rewriting); and a reply that cites no source by numbe
 its replies without markers carry no annotations; a small local model often answers from the sources
 without writing a marker, and its reader should still see where the answer came from (the app lists a
 reply's sources the same way). ``max_num_results`` defaults to 5,
-not OpenAI's 10 or 20, since a local model's context is small. ``filters`` are refused (400).
+not OpenAI's 10 or 20, since a local model's context is small. ``filters`` are refused (400). A message
+longer than the model's context could hold is refused (400) before any store is searched, and a long
+message is searched by its first 256 distinct words (``documents/limits.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..documents.collections import Passage
+from ..documents.collections import Passage, clipped_query
 from ..documents.sources import grounded_prompt
 from .context import context, new_id
 from .errors import ApiError
@@ -81,16 +83,20 @@ def search_tool(tools: list[Any] | None) -> Any | None:
     return tool
 
 
-async def run_search(request: Request, tool: Any, messages: list[dict[str, Any]],
-                     include: list[str] | None) -> tuple[FileSearch, list[dict[str, Any]]]:
-    """The search for the last user message, and the messages with the sources put into it."""
+async def run_search(request: Request, tool: Any, messages: list[dict[str, Any]], include: list[str] | None,
+                     model: str | None = None) -> tuple[FileSearch, list[dict[str, Any]]]:
+    """The search for the last user message, and the messages with the sources put into it. With ``model``,
+    a message too long for that model's context is refused first (``fits``), before any store is read."""
     last = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=None)
-    query = text_of(_texts(messages[last]["content"])) if last is not None else ""
+    message = text_of(_texts(messages[last]["content"])) if last is not None else ""
     k = tool.max_num_results or DEFAULT_RESULTS
     ctx = context(request)
     if ctx.collections is None:  # the shared listener: a paired device uses this machine's models, not its files
         raise ApiError("tools: file_search is not offered to paired devices (this machine's documents stay on it); "
                        "search a vector store on your own device", param="tools")
+    if model is not None:
+        await fits(request, model, message)
+    query = clipped_query(message)  # a long message is searched by its first words (the caps: documents/limits.py)
     passages = await run_in_threadpool(ctx.collections.search, tool.vector_store_ids, query, k) \
         if query.strip() else []
     search = FileSearch(new_id("fs_"), [query] if query.strip() else [], passages, RESULTS in (include or []))
@@ -98,6 +104,19 @@ async def run_search(request: Request, tool: Any, messages: list[dict[str, Any]]
         messages = list(messages)
         messages[last] = _grounded(messages[last], query, passages)
     return search, messages
+
+
+async def fits(request: Request, model: str, message: str) -> None:
+    """A 400 when ``message`` alone is longer than ``model``'s context could hold (``Runtime.prompt_cap``):
+    the reply could never be made, so its stores are not searched (a 1 MB message was searched for 17 s,
+    then refused). A remote model's cap is not known here: its engine answers for it."""
+    ctx = context(request)
+    model_id = await ctx.model_for(model)
+    cap = await run_in_threadpool(ctx.engine.prompt_cap, model_id)
+    if cap and len(message) > cap:
+        raise ApiError(f"{model_id}: the message to search and answer is {len(message):,} characters, and its "
+                       f"context holds at most {cap:,} characters of this model's text; send a shorter message",
+                       code="context_length_exceeded", param="input")
 
 
 def _texts(content: Any) -> Any:

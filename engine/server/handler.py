@@ -20,7 +20,7 @@ from starlette.requests import Request
 
 from ..types import ChatRequest, Chunk, CompletionRequest
 from .context import ServerContext, context
-from .imagelinks import fetch_links
+from .imagebudget import decoded
 from .streaming import Encoder, collect, stream
 
 TICKET = "fireside.ticket"  # the scope key of a generation request's ticket among the arrivals
@@ -63,7 +63,7 @@ async def answer(request: Request, model: str, req: ChatRequest | CompletionRequ
     from now (None: as it was); ``unload``: unload the model once the reply is over."""
     ctx = context(request)
     if isinstance(req, ChatRequest):
-        req = await fetch_links(ctx.policy, req)  # images named by URL, fetched or refused
+        req = await decoded(ctx.policy, req)  # images fetched, weighed, then decoded on a worker thread
     model_id = await ctx.model_for(model)
     if prepare is not None:
         req = await run_in_threadpool(prepare, ctx, model_id, req)

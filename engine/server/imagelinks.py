@@ -6,8 +6,8 @@ runs in the shared handler, before the request reaches the engine. With the poli
 server that fetches whatever URL a client names can be made to reach the network behind it (the
 machine's other services, a LAN). On, each link is fetched with ``httpx`` at most ``FETCH_S`` seconds
 and ``MAX_IMAGE_BYTES`` bytes (read as it streams: a body that says nothing of its size, or lies,
-is cut at the cap), following at most ``MAX_REDIRECTS`` redirects, http(s) only, and decoded and
-checked like inline data (``runtime/images.py``). Every failure is a 400 naming the part and why.
+is cut at the cap), following at most ``MAX_REDIRECTS`` redirects, http(s) only, and checked, weighed
+and decoded like inline data (``imagebudget.py``). Every failure is a 400 naming the part and why.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from starlette.concurrency import run_in_threadpool
 
-from ..runtime.images import MAX_IMAGE_BYTES, decode_image
+from ..runtime.images import MAX_IMAGE_BYTES, probe_image
 from ..types import ChatRequest
 from .errors import ApiError
 from .inbound import LINK_PART
@@ -35,8 +35,9 @@ def links_in(req: ChatRequest) -> list[dict[str, Any]]:
 
 
 async def fetch_links(policy: SecurityPolicy, req: ChatRequest) -> ChatRequest:
-    """``req`` with every link part replaced by its image, fetched (all at once); ``req`` itself when it
-    has none. A 400 when the server does not fetch images or one cannot be fetched or read."""
+    """``req`` with every link part replaced by its image file, fetched (all at once) and its header
+    checked (``imagebudget.decoded`` decodes it); ``req`` itself when it has none. A 400 when the server
+    does not fetch images or one cannot be fetched or read."""
     links = links_in(req)
     if not links:
         return req
@@ -62,7 +63,7 @@ async def _fetch(client: httpx.AsyncClient, link: dict[str, Any]):
     except httpx.HTTPError as exc:
         raise ApiError(f"{where}: could not fetch the image at {url}: {exc or type(exc).__name__}",
                        param="messages", code="invalid_image") from None
-    return await run_in_threadpool(decode_image, data, media_type, where)
+    return await run_in_threadpool(probe_image, data, media_type, where)  # decoded within the budget
 
 
 async def _download(client: httpx.AsyncClient, url: str, where: str) -> tuple[bytes, str | None]:

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..runtime.images import MAX_IMAGE_BYTES, decode_image
-from ..types import ChatRequest, Image, Sampling
+from ..runtime.images import MAX_IMAGE_BYTES, ImageFile, probe_image
+from ..types import ChatRequest, Sampling
 from .errors import ApiError
 from .validation import Body, Name
 
@@ -87,7 +87,7 @@ def text_of(content: Any) -> str:
 
 def content_of(content: Any, where: str = "messages") -> str | list[dict[str, Any]]:
     """A user message's content for the engine: its text, or, when it holds images, a list of text parts
-    and ``Image`` parts (``types.Image.part``), in order. A bad image is a 400 naming where it was."""
+    and ``ImageFile`` parts (``runtime/images.py``), in order. A bad image is a 400 naming where it was."""
     if not (isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PARTS for p in content)):
         return text_of(content)
     parts: list[dict[str, Any]] = []
@@ -107,8 +107,9 @@ def message_content(role: str, content: Any, where: str) -> str | list[dict[str,
 def image_of(part: dict[str, Any], where: str) -> dict[str, Any]:
     """The image part of one content part, in any dialect's shape: OpenAI chat's ``image_url``
     (``{"url"}``), Responses' ``input_image`` (``image_url`` a string) and Anthropic's ``image``
-    (``source``). Inline data is decoded here (``Image.part()``); an http(s) URL becomes a link part,
-    fetched or refused once the request is in the shared handler (``imagelinks.py``)."""
+    (``source``). Inline data becomes an ``ImageFile`` part (its header checked); an http(s) URL a link
+    part, fetched or refused once the request is in the shared handler (``imagelinks.py``), where every
+    image is weighed and decoded (``imagebudget.py``)."""
     source = part.get("source")
     if part.get("type") == "image" and isinstance(source, dict):
         if source.get("type") == "base64":
@@ -124,7 +125,7 @@ def image_of(part: dict[str, Any], where: str) -> dict[str, Any]:
     return image_from_url(url, where).part()
 
 
-def image_from_url(url: str, where: str) -> Image:
+def image_from_url(url: str, where: str) -> ImageFile:
     """An image from a ``data:`` URL (http(s) URLs are links: ``image_of``); any other scheme is a 400."""
     m = _DATA_URL.match(url)
     if m is None:
@@ -134,8 +135,9 @@ def image_from_url(url: str, where: str) -> Image:
     return image_from_base64(url[m.end():], m.group(1), where)
 
 
-def image_from_base64(data: Any, media_type: str | None, where: str) -> Image:
-    """Decode base64 image data (Ollama's ``images`` items, Anthropic's ``source.data``) into an ``Image``."""
+def image_from_base64(data: Any, media_type: str | None, where: str) -> ImageFile:
+    """Base64 image data (Ollama's ``images`` items, Anthropic's ``source.data``) as an ``ImageFile``: its
+    header checked here, its pixels decoded in the shared handler (``imagebudget.py``)."""
     if not isinstance(data, str) or not data:
         raise ApiError(f"{where}: the image data is missing", param="messages", code="invalid_image")
     if len(data) > MAX_IMAGE_BYTES * 4 // 3 + 4:
@@ -144,7 +146,7 @@ def image_from_base64(data: Any, media_type: str | None, where: str) -> Image:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise ApiError(f"{where}: the image data is not valid base64", param="messages", code="invalid_image") from None
-    return decode_image(raw, media_type, where)
+    return probe_image(raw, media_type, where)
 
 
 def check_tool_choice(tools: list[dict] | None, choice: Any) -> str | dict:

@@ -345,7 +345,7 @@ async def create_response(body: ResponsesBody, request: Request):
     chat_request(body, messages)  # every field checked before a store is searched or the model loaded
     tool, search, prompt = search_tool(body.tools), None, messages
     if tool is not None and body.tool_choice != "none":
-        search, prompt = await run_search(request, tool, messages, body.include)
+        search, prompt = await run_search(request, tool, messages, body.include, body.model)
     req = chat_request(body, prompt)
     encoder = ResponseEncoder(new_id("resp_"), body, messages, ctx.responses, search)
     return await answer(request, body.model, req, encoder, streamed=body.stream, call_limit=body.call_limit,

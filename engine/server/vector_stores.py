@@ -25,7 +25,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
-from ..documents.collections import Collection, Member, Passage
+from ..documents.collections import Collection, Member, Passage, query_over
 from .context import context
 from .errors import ApiError
 from .outbound import cursor_page
@@ -179,7 +179,9 @@ async def cancel_batch(request: Request, store_id: str, batch_id: str) -> JSONRe
 @router.get("/vector_stores/{store_id}/file_batches/{batch_id}/files")
 async def list_batch_files(request: Request, store_id: str, batch_id: str, limit: Limit = 20, order: Order = "desc",
                            after: str | None = None, before: str | None = None, filter: Status | None = None) -> dict:
-    members = await run_in_threadpool(context(request).collections.members, store_id, filter, batch_id)
+    collections = context(request).collections
+    await _batch(collections, store_id, batch_id)  # an unknown batch is a 404, as the batch itself is
+    members = await run_in_threadpool(collections.members, store_id, filter, batch_id)
     return cursor_page([file_object(m) for m in members], limit, order, after, before)
 
 
@@ -196,6 +198,8 @@ async def search_store(request: Request, store_id: str, body: SearchBody) -> dic
     queries = [body.query] if isinstance(body.query, str) else body.query
     if not any(q.strip() for q in queries):
         raise ApiError("query: give some words to search for", param="query")
+    if why := query_over(" ".join(queries)):  # refused before any index is read
+        raise ApiError(f"query: {why}", param="query")
     passages = await run_in_threadpool(context(request).collections.search, [store_id], " ".join(queries),
                                        body.max_num_results)
     return {"object": "vector_store.search_results.page", "search_query": queries,

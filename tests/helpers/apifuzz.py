@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import httpx
 from hypothesis import strategies as st
 
+from fireside.engine.documents.limits import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from fireside.engine.facade import Engine
 from fireside.engine.library import Library
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
@@ -51,8 +52,14 @@ texts = st.text(max_size=20) | any_text
 roles = st.sampled_from(["system", "user", "assistant", "tool", "developer"]) | any_text
 small_ints = st.integers(-3, 40)
 unit = st.floats(-0.5, 1.5)
+MARKUP = "</s><|im_end|>\n<|im_start|>system"  # chat markup a schema may demand (issue 42, case 6)
 schema = st.sampled_from([{"type": "object"}, {"type": "string"}, {"type": "array", "items": {"type": "integer"}},
-                          {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}])
+                          {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                          {"type": "object", "properties": {"a": {"const": MARKUP}}, "required": ["a"]},
+                          {"type": "string", "enum": [MARKUP, "<think>x</think>"]}])
+# texts past the caps, made once: a query of too many words or characters, a prediction, a long message
+long_texts = st.sampled_from([" ".join(f"w{i}" for i in range(MAX_QUERY_TERMS + 1)), "x" * (MAX_QUERY_CHARS + 1),
+                              "lorem ipsum " * 30_000])
 stops = texts | st.lists(texts, max_size=3)
 fn_tool = st.fixed_dictionaries({"type": st.just("function"), "function": body(
     {"name": st.sampled_from(["get_time", "add"])}, {"description": texts, "parameters": schema})})
@@ -69,7 +76,8 @@ openai_chat = body({"model": models, "messages": st.lists(oai_message, min_size=
     "response_format": st.sampled_from([{"type": "text"}, {"type": "json_object"}, {"type": "json_schema",
                                         "json_schema": {"name": "x", "schema": {"type": "object"}}}]),
     "stream_options": st.just({"include_usage": True}), "n": small_ints,
-    "frequency_penalty": st.floats(-3, 3), "presence_penalty": st.floats(-3, 3)})
+    "frequency_penalty": st.floats(-3, 3), "presence_penalty": st.floats(-3, 3),
+    "prediction": body({"type": st.just("content")}, {"content": texts | long_texts})})
 openai_completion = body({"model": models, "prompt": texts | st.lists(texts, max_size=2)}, {
     "max_tokens": small_ints, "temperature": st.floats(-1, 3), "stop": stops, "stream": st.booleans()})
 openai_embedding = body({"model": models, "input": texts | st.lists(texts, max_size=2)},
@@ -88,7 +96,7 @@ responses = body({"model": models, "input": texts | st.lists(body({"type": st.sa
                                          "file_search_call.results"]) | texts, max_size=2)})
 vector_store = body({}, {"name": texts, "file_ids": st.lists(texts, max_size=2), "metadata": st.dictionaries(texts, texts),
                          "chunking_strategy": st.just({"type": "auto"}), "expires_after": json_values})
-store_search = body({"query": texts | st.lists(texts, max_size=2)}, {
+store_search = body({"query": texts | long_texts | st.lists(texts, max_size=2)}, {
     "max_num_results": small_ints, "filters": json_values, "ranking_options": json_values, "rewrite_query": st.booleans()})
 
 ant_block = body({"type": st.sampled_from(["text", "image", "tool_use", "tool_result", "thinking"])},
@@ -117,6 +125,36 @@ ollama_generate = body({"model": models}, {"prompt": texts, "system": texts, "op
                                            "raw": st.booleans(), "stream": st.booleans(), "format": st.just("json")})
 ollama_show = body({}, {"model": models, "name": models})
 
+
+def _png(size: int, mode: str = "RGB") -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new(mode, (size, size)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _data_url(data: bytes, media_type: str = "image/png") -> str:
+    import base64
+
+    return f"data:{media_type};base64," + base64.b64encode(data).decode()
+
+
+BIG_PNG = _png(4096, "1")  # 4096x4096, a few KB: the per-request pixel budget's unit (issue 42, case 3)
+image_urls = st.sampled_from([_data_url(_png(8)), _data_url(BIG_PNG), _data_url(_png(1024, "1")),
+                              _data_url(BIG_PNG[:len(BIG_PNG) // 2]), _data_url(_png(8), "image/jpeg"),
+                              _data_url(b"<svg xmlns='http://www.w3.org/2000/svg'/>", "image/svg+xml"),
+                              "data:image/png;base64,not base64!", "file:///etc/passwd"])
+image_part = st.fixed_dictionaries({"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": image_urls})})
+openai_images = body({"model": models, "messages": st.lists(st.fixed_dictionaries({"role": st.just("user"), "content": st.lists(
+    image_part | st.just({"type": "text", "text": "What is this?"}), max_size=20)}), min_size=1, max_size=2)},
+    {"max_tokens": small_ints, "stream": st.booleans()})
+query_params = st.fixed_dictionaries({}, optional={"limit": st.integers(-1, 200) | texts, "order": st.sampled_from(
+    ["asc", "desc"]) | texts, "after": texts, "before": texts, "filter": st.sampled_from(
+    ["in_progress", "completed", "failed", "cancelled"]) | texts})
+
 ROUTES: dict[str, tuple[str, str, st.SearchStrategy]] = {
     "openai.chat": ("POST", "/v1/chat/completions", openai_chat),
     "openai.completions": ("POST", "/v1/completions", openai_completion),
@@ -124,6 +162,8 @@ ROUTES: dict[str, tuple[str, str, st.SearchStrategy]] = {
     "openai.responses": ("POST", "/v1/responses", responses),
     "openai.vector_stores": ("POST", "/v1/vector_stores", vector_store),
     "openai.vector_store_search": ("POST", "/v1/vector_stores/vs_none/search", store_search),
+    "openai.chat_images": ("POST", "/v1/chat/completions", openai_images),
+    "openai.batch_files": ("GET", "/v1/vector_stores/vs_none/file_batches/vsfb_none/files", query_params),
     "anthropic.messages": ("POST", "/v1/messages", anthropic_messages),
     "anthropic.count_tokens": ("POST", "/v1/messages/count_tokens", anthropic_messages),
     "ollama.chat": ("POST", "/api/chat", ollama_chat),
@@ -149,6 +189,10 @@ class FuzzServer:
 
     def send(self, route: str, value: object, raw: bytes | None = None) -> Outcome:
         method, path, _ = ROUTES[route]
+        if method == "GET" and raw is None:  # the value is the query string
+            params = {k: str(v).encode("utf-8", "backslashreplace").decode() for k, v in (value or {}).items()}
+            r = self.client.get(path, params=params)
+            return Outcome(r.status_code, r.text)
         data = raw if raw is not None else json.dumps(value).encode("ascii")  # escapes lone surrogates
         r = self.client.request(method, path, content=data, headers={"Content-Type": "application/json"})
         return Outcome(r.status_code, r.text)

@@ -126,8 +126,10 @@ class Runner:
                 if op == "generate":
                     started = time.perf_counter()
                     msg["tokens"] = self._tokens(msg["prompt"], msg.get("add_bos", False), msg)
-                    if msg.get("prediction"):  # Predicted Outputs: plain text, the drafts' source (drafts.py)
-                        msg["prediction_tokens"] = prompt_tokens(self.llama, [(msg["prediction"], False)], False)
+                    if msg.get("prediction"):  # Predicted Outputs: plain text, the drafts' source (drafts.py);
+                        # no reply is longer than the context, so no more of the prediction can be used
+                        predicted = prompt_tokens(self.llama, [(msg["prediction"], False)], False)
+                        msg["prediction_tokens"] = predicted[:self.llama.n_ctx()]
                     msg["tokenize_s"] = time.perf_counter() - started  # part of the time to first token
                 else:  # embed: each input's length, checked against the context before any is embedded
                     msg["counts"] = [len(prompt_tokens(self.llama, text, True)) for text in msg["inputs"]]

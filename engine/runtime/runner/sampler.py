@@ -19,7 +19,8 @@ With a grammar the chain is run in two halves (the penalties and the grammar, th
 candidate array of our own, so a row the grammar masks completely (every candidate -inf: no token can
 continue) is seen before anything is accepted: llama.cpp would pick a masked token anyway and abort
 the whole runner in ``llama_grammar_accept_impl``. That request ends with ``DeadEnd`` instead, and
-the other slots go on.
+the other slots go on. With a grammar the control tokens are masked too (``control_tokens``): what the
+grammar admits must reach the client as text, and a control token's text never does.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class Chain:
         # (the first of equals), without copying the row into a candidate array first
         self.argmax = own and s.temperature == 0 and not grammar
         self.banned = eog_tokens(llama) if s.ignore_eos else ()  # masked in the row before any sampler
-        if grammar:
+        if grammar:  # the grammar's text in ordinary tokens: a control token matches it but reads as nothing
+            self.banned = (*self.banned, *control_tokens(llama))
             g = lc.llama_sampler_init_grammar(llama._model.vocab, grammar.encode("utf-8"), b"root")
             if not g:
                 self.free()
@@ -179,6 +181,24 @@ def eog_tokens(llama: Any) -> tuple[int, ...]:
         vocab = llama._model.vocab
         _EOG[llama] = tuple(t for t in range(llama.n_vocab()) if lc.llama_vocab_is_eog(vocab, t))
     return _EOG[llama]
+
+
+_CONTROL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a loaded model's control tokens
+
+
+def control_tokens(llama: Any) -> tuple[int, ...]:
+    """The control tokens of ``llama``'s vocabulary that do not end a generation (``<|im_start|>``,
+    ``<think>`` where it is one token, ...). A grammar matches such a token by its text, but a reply's
+    text leaves control tokens out, so a grammar that spells ``<|im_start|>`` (a JSON-schema ``const``)
+    would reach the client without it; masked, the grammar's text is spelled in ordinary tokens. The
+    end-of-generation tokens stay: the grammar itself allows them only where the text is complete."""
+    import llama_cpp as lc
+
+    if llama not in _CONTROL:
+        vocab = llama._model.vocab
+        _CONTROL[llama] = tuple(t for t in range(llama.n_vocab()) if lc.llama_vocab_get_attr(vocab, t)
+                                & lc.LLAMA_TOKEN_ATTR_CONTROL and not lc.llama_vocab_is_eog(vocab, t))
+    return _CONTROL[llama]
 
 
 def _f32(x: float) -> float:

@@ -1,0 +1,97 @@
+"""Another client's stream, watched while a hostile request is served: a streamed chat on its own thread
+that notes when each chunk arrived, so a test can assert the worst gap while something else ran (issue
+42: the server must not stall one client while another's documents, images or predictions are handled).
+It also reads the test process's resident memory (the servers under test run in it)."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+import openai
+import psutil
+
+MAX_GAP_S = 1.0  # the worst wait between two chunks while the other request runs
+BUSY_GAPS = 4    # on a shared machine where a token alone takes longer: this many of the stream's usual gaps
+
+
+class Stream(threading.Thread):
+    """A long streamed chat; ``stop`` ends it a few chunks later. ``started`` is set after four chunks."""
+
+    def __init__(self, base_url: str, max_tokens: int = 2000):
+        super().__init__(daemon=True)
+        self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0, timeout=300)
+        self.max_tokens = max_tokens
+        self.times: list[float] = []
+        self.started, self.stop = threading.Event(), threading.Event()
+        self.after_stop = 0
+
+    def run(self) -> None:
+        chunks = self.client.chat.completions.create(
+            model="starter", stream=True, max_tokens=self.max_tokens, temperature=0,
+            messages=[{"role": "user", "content": "Write a long story about a lighthouse keeper."}])
+        for _ in chunks:
+            self.times.append(time.monotonic())
+            if len(self.times) >= 4:
+                self.started.set()
+            self.after_stop += self.stop.is_set()
+            if self.after_stop >= 3:
+                chunks.close()
+                return
+
+    def __enter__(self) -> Stream:
+        self.start()
+        assert self.started.wait(120), "the watching stream never started"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.join(120)
+
+    def gap_during(self, start: float, end: float) -> float:
+        """The longest wait between chunks that overlaps ``[start, end]``."""
+        pairs = zip(self.times, self.times[1:])
+        return max((b - a for a, b in pairs if b >= start and a <= end), default=0.0)
+
+    def allowed_gap(self, start: float) -> float:
+        """``MAX_GAP_S``, or ``BUSY_GAPS`` of this stream's usual gaps before ``start`` when the shared
+        machine makes every token slower than that."""
+        before = [b - a for a, b in zip(self.times, self.times[1:]) if b < start]
+        return max(MAX_GAP_S, BUSY_GAPS * statistics.median(before)) if before else MAX_GAP_S
+
+    def assert_flowed(self, start: float, end: float) -> None:
+        gap = self.gap_during(start, end)
+        assert gap < self.allowed_gap(start), f"the other client's stream stalled {gap:.2f} s"
+        assert any(start <= t <= end for t in self.times) or end - start < MAX_GAP_S, "no chunk came meanwhile"
+
+
+def rss() -> int:
+    """This process's resident memory, in bytes."""
+    return psutil.Process().memory_info().rss
+
+
+def cpu_s() -> float:
+    """The CPU time this process has used, user and system, in seconds."""
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+def peak_rss_during(fn, *args, **kwargs) -> tuple[object, int]:
+    """``fn(*args, **kwargs)``'s result and how far this process's resident memory rose above where it
+    started while it ran (sampled every 5 ms)."""
+    start, peak, done = rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss())
+            done.wait(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        done.set()
+        sampler.join()
+    return result, max(0, max(peak[0], rss()) - start)
