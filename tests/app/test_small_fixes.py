@@ -13,6 +13,7 @@ from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QPushButton, QStyle
 
 from fireside.engine.library import Library
+from fireside.engine.library import library as library_module
 from fireside.engine.models import hardware
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import LoadOptions, plan_fit
@@ -66,7 +67,8 @@ def test_greyed_context_shows_the_auto_plan(qtbot, make_app, shared_runtime):
     dialog.reject()
 
 
-def test_hard_linked_imports_take_no_new_space(qtbot, make_app, shared_runtime, tmp_path):
+def test_hard_linked_imports_take_no_new_space(qtbot, make_app, shared_runtime, tmp_path, monkeypatch):
+    monkeypatch.setattr(library_module, "embedder_path", lambda settings: None)  # no built-in embedder's wheel
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
     settings.ensure_dirs()
     own = build_gguf(settings.models_dir / "local" / "mine" / "Mine-Q8_0.gguf", payload_bytes=3 << 20, seed=3)
@@ -90,7 +92,8 @@ def test_hard_linked_imports_take_no_new_space(qtbot, make_app, shared_runtime, 
     assert f"{human_bytes(other.stat().st_size + starter_linked)} more are links" in summary, summary
 
 
-def test_a_library_of_one_says_one_model(qtbot, make_app, shared_runtime, tmp_path):
+def test_a_library_of_one_says_one_model(qtbot, make_app, shared_runtime, tmp_path, monkeypatch):
+    monkeypatch.setattr(library_module, "embedder_path", lambda settings: None)  # no built-in embedder's wheel
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
     settings.ensure_dirs()
     app = make_app(shared_runtime, settings)  # nothing but the built-in starter

@@ -38,8 +38,8 @@ def test_the_wheel_over_settings_changes_nothing_until_a_control_is_focused(qtbo
     window.show_page("Settings")
     page = window.pages["Settings"]
     box = page.documents
-    qtbot.waitUntil(lambda: box.embedder.count() > 1, timeout=10_000)  # None, and the starter to pick
-    assert box.embedder.currentIndex() == 0  # None: keywords alone
+    qtbot.waitUntil(lambda: box.embedder.count() > 1, timeout=10_000)  # None, and the models to pick
+    chosen = chosen_embedder(Settings.from_env())  # the built-in one, by default
     controls = [w for kind in GUARDED for w in page.findChildren(kind)
                 if w.isVisible() and not isinstance(w, QScrollBar)]
     assert box.embedder in controls and page.default_kv in controls and page.default_context in controls
@@ -51,7 +51,7 @@ def test_the_wheel_over_settings_changes_nothing_until_a_control_is_focused(qtbo
         wheel(control, -1)
         assert _value(control) == before, control.objectName() or type(control).__name__
     assert not box.confirm.isVisible()
-    assert chosen_embedder(Settings.from_env()) is None and not app.ctx.prefs.get("default_load")
+    assert chosen_embedder(Settings.from_env()) == chosen and not app.ctx.prefs.get("default_load")
 
     scroll = page.findChild(QScrollArea)
     assert scroll.verticalScrollBar().maximum() > 0  # the page is taller than the window
@@ -61,4 +61,4 @@ def test_the_wheel_over_settings_changes_nothing_until_a_control_is_focused(qtbo
     page.default_kv.setFocus()  # clicked or tabbed to: now the wheel is the user's choice
     qtbot.waitUntil(page.default_kv.hasFocus)
     wheel(page.default_kv, -1)
-    assert page.default_kv.currentText() == "q8_0"
+    assert page.default_kv.currentText() == "f16"  # the one after auto

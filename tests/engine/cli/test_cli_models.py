@@ -49,4 +49,4 @@ def test_info_shows_the_parallel_slots_and_parallel_sets_them():
     assert "4 parallel slots, each with its own context" in fireside("info", "starter").stdout
     data = json.loads(fireside("info", "starter", "--json", "--ctx", "2048", "--parallel", "2").stdout)
     assert data["plan"]["parallel"] == 2
-    assert data["plan"]["ram"]["kv_bytes"] == 2 * 2048 * 23040  # a KV cache per slot
+    assert data["plan"]["ram"]["kv_bytes"] == 2 * 2048 * 23040 * 17 // 32  # a q8_0 KV cache (auto, exact) per slot
