@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,8 @@ class EngineBridge(QObject):
         reply_failed(int, object): reply id, the exception.
         reply_sources(int, object): reply id, the sources its documents gave it (``{"items", "note"}``),
             before its first text.
+        reply_prompt(int, int): reply id, the tokens its prompt takes of the context, counted beside the
+            reply (at once when the model is loaded, else by its first text), for the context meter.
         unload_failed(str, object): model id, the exception stopping its runner raised.
     """
 
@@ -103,6 +106,7 @@ class EngineBridge(QObject):
     reply_finished = Signal(int, object)
     reply_failed = Signal(int, object)
     reply_sources = Signal(int, object)
+    reply_prompt = Signal(int, int)
     unload_failed = Signal(str, object)
 
     def __init__(self, engine, tasks: Tasks, extras: dict[str, Any] | None = None, parent: QObject | None = None):
@@ -190,7 +194,10 @@ class EngineBridge(QObject):
                 self.reply_sources.emit(reply_id, sources)
             if getattr(request, "messages", None):  # saved images, decoded (once)
                 request.messages = self.images.resolve(request.messages)
-            done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel))
+            count = partial(self._count_prompt, reply_id, model_id, request)
+            if loaded := self.engine.is_loaded(model_id):
+                count()  # at once; else by the first text, once the load is done
+            done = self._stream(reply_id, self.engine.chat(model_id, request, cancel=cancel), None if loaded else count)
         except Exception as exc:
             self.reply_failed.emit(reply_id, exc)
         else:
@@ -200,10 +207,29 @@ class EngineBridge(QObject):
             if not was_loaded or not self.engine.is_loaded(model_id):
                 self.loaded_changed.emit()
 
-    def _stream(self, reply_id: int, chunks) -> Chunk:
+    def _count_prompt(self, reply_id: int, model_id: str, request: ChatRequest) -> None:
+        """Count the prompt's tokens on another worker, so the reply's first token waits for nothing (the
+        runner tokenizes on a thread of its own), and say it with ``reply_prompt``. Only for a local model
+        that is loaded: a count must never load one (nor ask a remote)."""
+        def count() -> int | None:
+            if self.engine.is_remote(model_id) or not self.engine.is_loaded(model_id):
+                return None
+            return self.engine.count_chat_tokens(model_id, request)
+
+        def said(tokens: int | None, error) -> None:
+            if error is None and tokens:  # a failed count only leaves the meter as it was
+                self.reply_prompt.emit(reply_id, tokens)
+
+        self.tasks.run_in_background(count, said)
+
+    def _stream(self, reply_id: int, chunks, first: Callable[[], Any] | None = None) -> Chunk:
+        """Pass ``chunks`` on as batched text; ``first`` is called at the first chunk."""
         batcher = TextBatcher(lambda kind, text: self.reply_text.emit(reply_id, kind, text))
         try:
             for chunk in chunks:
+                if first is not None:
+                    first, call = None, first
+                    call()
                 if chunk.kind == "done":
                     return chunk
                 batcher.add(chunk)

@@ -149,6 +149,7 @@ class ChatPage(QWidget):
         s.busy_changed.connect(self._on_session_busy_changed)
         s.message_grew.connect(self._on_session_message_grew)
         s.message_ended.connect(self._on_session_message_ended)
+        s.prompt_counted.connect(self._on_session_prompt_counted)
         s.editing_changed.connect(self._on_session_editing_changed)
         s.tool_changed.connect(self._on_session_tool_changed)
         s.reply_started.connect(self.reply_started)
@@ -352,6 +353,10 @@ class ChatPage(QWidget):
         if view is not None:
             view.set_stats(msg.stats, msg.state)
         self._update_meter(msg.stats)
+
+    @Slot(int)
+    def _on_session_prompt_counted(self, tokens: int) -> None:
+        self._update_meter({"prompt_tokens": tokens})  # the reply's own tokens join it when it ends
 
     @Slot(object)
     def _on_session_editing_changed(self, msg) -> None:

@@ -93,6 +93,7 @@ class ChatSession(QObject):
         reply_started(int): reply message id.
         message_grew(object): a streaming ``Message`` whose new text is saved and may be shown.
         message_ended(object): a ``Message`` whose final state and stats are saved.
+        prompt_counted(int): the tokens the reply under way's prompt takes (before its stats are known).
         reply_ended(int, str): reply id, its final state (``complete``, ``stopped`` or ``error``).
         editing_changed(object): the ``Message`` being edited, or None when no edit is under way.
         tool_changed(object): a ``tool`` Message (one call) whose state changed: awaiting approval,
@@ -104,6 +105,7 @@ class ChatSession(QObject):
     reply_started = Signal(int)
     message_grew = Signal(object)
     message_ended = Signal(object)
+    prompt_counted = Signal(int)
     reply_ended = Signal(int, str)
     editing_changed = Signal(object)
     tool_changed = Signal(object)
@@ -126,6 +128,7 @@ class ChatSession(QObject):
         bridge.reply_finished.connect(self._on_bridge_reply_finished)
         bridge.reply_failed.connect(self._on_bridge_reply_failed)
         bridge.reply_sources.connect(self._on_bridge_reply_sources)
+        bridge.reply_prompt.connect(self._on_bridge_reply_prompt)
 
     def dispose(self) -> None:
         """The window is closing: a reply with tools still running is stopped and no longer written down."""
@@ -369,6 +372,11 @@ class ChatSession(QObject):
             self.active.sources = sources
             self.store.update_message(self.active.id, sources=sources)
             self.message_grew.emit(self.active)
+
+    @Slot(int, int)
+    def _on_bridge_reply_prompt(self, reply_id: int, tokens: int) -> None:
+        if self.active is not None and reply_id == self.active.id:
+            self.prompt_counted.emit(tokens)
 
     @Slot(int, object)
     def _on_bridge_reply_finished(self, reply_id: int, done) -> None:

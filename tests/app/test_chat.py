@@ -46,6 +46,26 @@ def test_stop_mid_reply_keeps_what_was_shown(qtbot, app):
     assert page.send_button.isVisible() and not page.stop_button.isVisible()
 
 
+def test_the_context_meter_counts_the_prompt_while_the_reply_streams(qtbot, app):
+    """Issue 45: the meter read 0 in a new chat until the reply ended; it shows the prompt's tokens by the
+    reply's first text, the same count the reply's stats give at the end."""
+    page = app.window.chat
+    page.new_chat()
+    assert page.meter.value() == 0
+    page.settings_panel.max_tokens.setValue(400)
+    page.composer.setPlainText("Write a long story about a dragon.")
+    with qtbot.waitSignal(page.reply_shown, timeout=60_000):
+        page.send_button.click()
+    qtbot.waitUntil(lambda: page.meter.value() > 0 or not page.session.busy, timeout=10_000)
+    during, busy = page.meter.value(), page.session.busy
+    if busy:
+        with qtbot.waitSignal(page.reply_ended, timeout=30_000):
+            page.stop_button.click()
+    reply = app.ctx.store.thread(page.conv_id)[-1]
+    assert busy, "the reply ended before the meter showed anything"
+    assert during == reply.stats["prompt_tokens"] > 0
+
+
 def test_regenerate_and_flip_branches(qtbot, app):
     page, store = app.window.chat, app.ctx.store
     first_id, _ = send(qtbot, page, "Name a colour.")
