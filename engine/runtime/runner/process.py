@@ -382,8 +382,8 @@ class Runner:
                            message=f"an input is {n:,} tokens but the context holds {n_ctx:,}")
                 return
         normalize, timed = msg.get("normalize", True), self.step_threads
-        # all the inputs in one call: llama-cpp-python packs as many sequences as fit in a batch into each decode
-        # (a passage at a time cost 2-3x as much on two cores: bench/retrieval.py)
+        # all the inputs in one request (a request per passage cost 2-3x as much on two cores: bench/retrieval.py),
+        # embedded a batch's worth at a time, each a timed step of the thread controller (StepThreads.embed)
         vectors = (timed.embed(self.llama, msg["inputs"], msg["counts"], n_ctx, normalize, cancel) if timed else
                    self.llama.embed(msg["inputs"], normalize=normalize)) if msg["inputs"] else []
         if vectors is None:
