@@ -25,11 +25,13 @@ The last line is ``retrieval: held-out recall@5 X.XX, MRR Y.YY, index Z s``.
 from __future__ import annotations
 
 import argparse
+import atexit
 import glob
 import math
 import os
 import random
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -221,7 +223,9 @@ def _embedder(args):
     from fireside.engine.runtime.runtime import Runtime
     from fireside.engine.settings import Settings
 
-    settings = Settings.from_env({"FIRESIDE_HOME": tempfile.mkdtemp(prefix="fireside-bench-")})
+    home = tempfile.mkdtemp(prefix="fireside-bench-")
+    atexit.register(shutil.rmtree, home, True)  # its converted embedder and runner logs (46 MB a run)
+    settings = Settings.from_env({"FIRESIDE_HOME": home})
     settings.ensure_dirs()
     library = Library(settings)
     t = time.perf_counter()
