@@ -382,11 +382,13 @@ class Runner:
                            message=f"an input is {n:,} tokens but the context holds {n_ctx:,}")
                 return
         normalize, timed = msg.get("normalize", True), self.step_threads
-        # all the inputs in one call: llama-cpp-python packs as many sequences as fit in a batch into each decode
-        # (a passage at a time cost 2-3x as much on two cores: bench/retrieval.py)
-        tokens = sum(min(n, n_ctx) for n in msg["counts"])
-        vectors = (timed.embed(self.llama, msg["inputs"], tokens, normalize) if timed else
+        # all the inputs in one request (a request per passage cost 2-3x as much on two cores: bench/retrieval.py),
+        # embedded a batch's worth at a time, each a timed step of the thread controller (StepThreads.embed)
+        vectors = (timed.embed(self.llama, msg["inputs"], msg["counts"], n_ctx, normalize, cancel) if timed else
                    self.llama.embed(msg["inputs"], normalize=normalize)) if msg["inputs"] else []
+        if vectors is None:
+            self.reply(req_id, "error", error="Cancelled", message="the embedding was cancelled")
+            return
         self.reply(req_id, "result", vectors=vectors, tokens=sum(min(n, n_ctx) for n in msg["counts"]))
 
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:

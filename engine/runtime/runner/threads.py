@@ -280,15 +280,24 @@ class StepThreads:
             self.decode.quiet()
             self.prompt.quiet()
 
-    def embed(self, llama: Any, texts: list[str], tokens: int, normalize: bool) -> list[list[float]]:
-        """``llama.embed(texts)`` on the prompt phase's count, timed as a step of ``tokens`` (all the texts'):
-        an embedder (long batches of passages) falls off the same cliff on a busy machine as a prompt does."""
-        control, threads = self._apply(True)
-        started = time.perf_counter()
-        vector = llama.embed(texts, normalize=normalize)
-        control.observe(threads, time.perf_counter() - started, max(1, tokens))
-        self._look()
-        return vector
+    def embed(self, llama: Any, texts: list[str], counts: list[int], room: int, normalize: bool,
+              cancel: threading.Event | None = None) -> list[list[float]] | None:
+        """``llama.embed`` over ``texts`` (``counts`` tokens each, ``room`` a batch's), each step a batch's worth
+        of them (a passage of ``room`` tokens, or several short ones) on the prompt phase's count, timed: the
+        controller sees every ~0.1 s step, as it does a prompt's, so an embedder (long runs of passages) finds
+        the count that is fastest now within a few passages; timed a whole call of 16 passages at a time
+        it probed once every few seconds and spent most of bench/retrieval.py's indexing on two threads
+        taking turns on one free core. None when ``cancel`` is set between steps."""
+        vectors: list[list[float]] = []
+        for start, end, tokens in _steps(counts, room):
+            if cancel is not None and cancel.is_set():
+                return None
+            control, threads = self._apply(True)
+            started = time.perf_counter()
+            vectors += llama.embed(texts[start:end], normalize=normalize)
+            control.observe(threads, time.perf_counter() - started, max(1, tokens))
+            self._look()
+        return vectors
 
     def _apply(self, prefill: bool) -> tuple[ThreadController, int]:
         """The phase's controller and its count, set on the context if it changed."""
@@ -305,6 +314,20 @@ class StepThreads:
             lc.llama_set_n_threads(self.ctx, *wanted)
             self.applied = wanted
         return control, threads
+
+
+def _steps(counts: list[int], room: int):
+    """``(start, end, tokens)`` runs of consecutive inputs whose tokens (each cut at ``room``) fit one batch of
+    ``room``: llama-cpp-python packs them into one decode, as it would the whole list."""
+    start, used = 0, 0
+    for i, n in enumerate(counts):
+        n = min(n, room)
+        if i > start and used + n > room:
+            yield start, i, used
+            start, used = i, 0
+        used += n
+    if start < len(counts):
+        yield start, len(counts), used
 
 
 def yield_cpu() -> None:

@@ -38,12 +38,17 @@ def test_it_is_converted_once_into_the_cache_and_embeds_as_the_oracle(settings, 
     config = json.loads((source / "config.json").read_text())
     want = embed(load_file(str(source / "model.safetensors")), config, QUESTION_IDS, MEAN)
     runtime = Runtime(settings, resolver=lambda ref: library.get(ref).path, idle_ttl_s=0)
+    long = " ".join([QUESTION] * 20)  # 242 tokens: a passage past the window is embedded from its start
+    read = ([101] + QUESTION_IDS[1:-1] * 20)[:minilm.WINDOW]
     try:
         [got], tokens = runtime.embed("minilm", [QUESTION])
+        [got_long], long_tokens = runtime.embed("minilm", [long], truncate=True)
     finally:
         runtime.close()
     assert tokens == len(QUESTION_IDS)
     assert float(np.asarray(got) @ want) > 0.999
+    assert long_tokens == minilm.WINDOW == 128
+    assert float(np.asarray(got_long) @ embed(load_file(str(source / "model.safetensors")), config, read, MEAN)) > 0.999
 
 
 def test_a_wheel_with_other_weights_is_refused_and_the_rest_is_listed(settings, tmp_path, monkeypatch):

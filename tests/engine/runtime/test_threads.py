@@ -220,3 +220,54 @@ def test_machine_load_sees_a_real_busy_process():
     finally:
         spinner.kill()
         spinner.wait()
+
+
+class _EmbedMachine:
+    """A fake llama.cpp context to embed with, on a clock it moves itself: each token takes ``per_token[n]``
+    seconds on ``n`` threads (the count ``llama_set_n_threads`` last set). Records each call's inputs."""
+
+    def __init__(self, per_token: dict[int, float]):
+        self.per_token, self.now, self.threads, self.calls = per_token, 0.0, 1, []
+
+    def set_threads(self, _ctx, n_threads: int, _n_batch: int) -> None:
+        self.threads = n_threads
+
+    def embed(self, texts: list[str], normalize: bool = True) -> list[list[float]]:
+        self.calls.append((list(texts), self.threads))
+        self.now += self.per_token[self.threads] * sum(min(256, len(t.split())) for t in texts)
+        return [[float(t.split()[0])] for t in texts]
+
+
+def _step_threads(monkeypatch, per_token: dict[int, float]):
+    from fireside.engine.runtime.runner import threads
+
+    machine = _EmbedMachine(per_token)
+    monkeypatch.setattr("llama_cpp.llama_set_n_threads", machine.set_threads)
+    monkeypatch.setattr(threads.time, "perf_counter", lambda: machine.now)
+    steps = threads.StepThreads(ctx=None, most=2)
+    steps.load = None  # no /proc/stat hint: the steps' own times decide
+    return steps, machine
+
+
+def test_a_long_embedding_moves_to_one_thread_within_the_call_when_two_are_slower(monkeypatch):
+    """The busy shared machine of issue 44: two threads took three times one's time per passage. Within one
+    call of 40 passages the runner finds that and embeds the most of them on one thread (timed a call at
+    once, all 40 ran on two), and every passage still gets its own vector, in order."""
+    steps, machine = _step_threads(monkeypatch, {1: 0.0003, 2: 0.001})
+    texts = [f"{i} " + "word " * 300 for i in range(40)]  # each past the 256-token batch: a step each
+    vectors = steps.embed(machine, texts, [301] * 40, 256, True)
+    assert [v[0] for v in vectors] == list(range(40))
+    on_one = sum(len(t) for t, threads in machine.calls if threads == 1)
+    assert on_one >= 30
+
+
+def test_short_passages_share_a_step_and_a_cancelled_embedding_stops_between_steps(monkeypatch):
+    import threading
+
+    steps, machine = _step_threads(monkeypatch, {1: 0.001, 2: 0.0006})
+    vectors = steps.embed(machine, [f"{i} a b" for i in range(8)] + ["8 " + "w " * 300], [4] * 8 + [301], 256, True)
+    assert [len(texts) for texts, _ in machine.calls] == [8, 1]  # eight short ones in one batch, the long one alone
+    assert [v[0] for v in vectors] == list(range(9))
+    stop = threading.Event()
+    stop.set()
+    assert steps.embed(machine, ["9 a"], [2], 256, True, stop) is None
