@@ -12,8 +12,10 @@ one-at-a-time run and SAME or DIFFERENT per case, then llama.cpp's system info.
 
 Found on llama-cpp-python 0.3.36 (issue 50): Q4_0 and Q4_1 are SAME everywhere; with extra buffer
 types on an AVX2 build, Q4_K's repacked gemm (4+ rows) and gemv (1-3 rows) differ; with them off,
-batches of 8+ rows of K-quants take the tiled kernel (``GGML_CPU_TILED_MM``) and IQ4_NL batches take
-llamafile's sgemm, each rounding differently from the one-row kernel.
+batches of K-quant weights (Q4_K, Q6_K) take the tiled kernel, which rounds differently from the
+one-row kernel: DIFFERENT at 8 rows on the AMX Xeon's build too, SAME with ``GGML_CPU_TILED_MM=0``.
+A Q4_K_M starter copy also DIFFERS as one of four rows with extra buffer types on (the repacked gemm).
+An IQ4_NL copy (three of its tensors fall back to Q5_K) differed with them off too; not yet traced.
 """
 
 from __future__ import annotations
