@@ -40,6 +40,7 @@ def fireside_home(tmp_path, monkeypatch):
     home = tmp_path / "fireside-home"
     monkeypatch.setenv("FIRESIDE_HOME", str(home))
     monkeypatch.delenv("FIRESIDE_MODELS", raising=False)
+    monkeypatch.setenv("FIRESIDE_ATTENTION_CALIBRATION", "off")  # no background measurements beside the tests
     return home
 
 
