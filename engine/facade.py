@@ -45,7 +45,7 @@ class Engine:
     def __init__(self, settings: Settings, runtime: Runtime | None = None, *, remotes: RemoteEngine | None = None,
                  library: Library | None = None, **runtime_options):
         self.settings = settings
-        self.runtime = runtime if runtime is not None else Runtime(settings, **runtime_options)
+        self.runtime = runtime if runtime is not None else Runtime(settings, **{"calibrate": settings.attention_calibration, **runtime_options})
         self.remotes = remotes or RemoteEngine(settings)
         self._library = library
 

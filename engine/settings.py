@@ -65,6 +65,7 @@ class Settings:
     hf_token: str | None = None
     prompt_cache: bool = True  # keep slots' KV states on disk so conversations resume after a restart
     prompt_cache_cap_bytes: int = int(DEFAULT_PROMPT_CACHE_GIB * 2**30)
+    attention_calibration: bool = True  # measure which attention decodes fastest after a first load (runtime/attention.py)
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -94,6 +95,10 @@ class Settings:
             prompt_cache=env.get("FIRESIDE_PROMPT_CACHE", "on").strip().lower() not in ("off", "0", "no", "false"),
             prompt_cache_cap_bytes=int(float(env.get("FIRESIDE_PROMPT_CACHE_GIB") or DEFAULT_PROMPT_CACHE_GIB)
                                        * 2**30),
+            # the process's own environment too: a test run turns it off for every Settings it makes
+            attention_calibration=(env.get("FIRESIDE_ATTENTION_CALIBRATION")
+                                   or os.environ.get("FIRESIDE_ATTENTION_CALIBRATION", "on")).strip().lower()
+            not in ("off", "0", "no", "false"),
         )
 
     def __repr__(self) -> str:

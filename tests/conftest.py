@@ -12,6 +12,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from tests.helpers.keyrings import MemoryKeyring  # noqa: E402
 from tests.helpers.models import smollm2_file  # noqa: E402
 
+# no background attention measurements (runtime/attention.py) beside the tests, in this process or the
+# servers it starts (module fixtures start them before any function fixture could set this)
+os.environ["FIRESIDE_ATTENTION_CALIBRATION"] = "off"
+
 
 def pytest_configure(config):
     # Module- and session-scoped fixtures are set up before the per-test keyring below, so they would

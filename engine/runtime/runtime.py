@@ -34,11 +34,11 @@ from ..errors import (
 )
 from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, plan_fit, with_draft, with_projector
+from ..models.planner import FitPlan, LoadOptions, kv_fits, plan_fit, with_draft, with_projector
 from ..models.projector import read_projector
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
-from . import healing, images
+from . import attention, healing, images
 from .arrivals import Arrivals, Ticket
 from .client import RunnerClient
 from .embedders import embedder_facts, embedding_kwargs
@@ -105,7 +105,8 @@ class _Spawn:
 class Runtime:
     def __init__(self, settings: Settings, resolver: Resolver | None = None, *, max_queue: int = 16,
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
-                 load_defaults: LoadOptions | None = None, projectors: ProjectorFinder | None = None):
+                 load_defaults: LoadOptions | None = None, projectors: ProjectorFinder | None = None,
+                 calibrate: bool = False):
         from ..library.resolve import resolve_model
 
         self.settings = settings
@@ -116,6 +117,8 @@ class Runtime:
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
         self.projectors = projectors or images.LibraryProjectors(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
+        self.attention = attention.Choices(settings.data_dir / "attention.json")
+        self.calibrate = calibrate  # measure attention in the background after a first load (attention.py)
         self.arrivals = Arrivals()  # requests a server is preparing for the runners (arrivals.py)
         self._slots: dict[str, _Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
@@ -185,6 +188,7 @@ class Runtime:
                              "(the embeddings API, or the documents' embedder in Settings) and cannot write replies")
         template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
         plan, mmproj, draft = self._plan(model_id, Path(path), info, opts, embedding)
+        plan, measure = self._attention(model_id, path, info, opts, plan, embedding)
         notes = list(plan.notes)
         warnings: list[str] = []
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
@@ -222,11 +226,40 @@ class Runtime:
             draft=result.get("draft") or "",
         )
         _note_threads(loaded, result.get("threads"))
+        if measure is not None:
+            threading.Thread(target=measure, name="fireside-attention-calibration", daemon=True).start()
         log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
                  loaded.parallel)
         return _Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
                      self.idle_ttl_s if ttl_s is None else ttl_s, notes=notes,
                      max_chars=max_prompt_chars(loaded.n_ctx, result.get("longest_piece", 0)))
+
+    def _attention(self, model_id: str, path, info: ModelInfo, opts: LoadOptions, plan: FitPlan,
+                   embedding: bool) -> tuple[FitPlan, Callable[[], None] | None]:
+        """The plan with the attention this machine measured fastest for the model's architecture
+        (``attention.py``), when the load left the choice to Fireside (KV type auto, flash attention
+        unset, on the CPU); and, when nothing is remembered yet, the calibration to run after the load."""
+        if embedding or opts.kv_type != "auto" or opts.flash_attn is not None or plan.n_gpu_layers > 0:
+            return plan, None
+        threads = opts.threads or hardware.detect().cpu_cores
+        k = attention.model_key(hardware.detect(), info, threads)
+        entry = self.attention.get(k)
+        if entry is None:
+            if not self.calibrate:
+                return plan, None
+
+            def measure() -> None:
+                try:
+                    self.attention.remember(k, attention.calibrate(str(path), threads), model_id)
+                    log.info("attention calibrated for %s: %s", model_id, attention.describe(self.attention.get(k)))
+                except Exception as exc:  # a crash or a timeout: the default stays, measured again next time
+                    log.warning("attention calibration for %s failed: %s", model_id, exc)
+            return plan, measure
+        kv, flash = attention.KINDS[entry["kind"]]
+        if kv != "f16" and not kv_fits(info, kv):
+            return plan, None
+        note = f"attention: {attention.describe(entry)}, measured on this machine"
+        return replace(plan, kv_type=kv, flash_attn=flash, notes=[*plan.notes, note]), None
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk

@@ -6,10 +6,10 @@ sequence plus a chunk of prompt tokens of sequences still evaluating their promp
 a long new prompt shares each step with the streams already running instead of stalling them), runs
 one ``llama_decode``, and samples each sequence from its own logits row with its own sampler chain.
 
-Slots keep the tokens their cache holds after a reply ends. A new request takes the idle slot whose
-tokens share the longest prefix with its prompt when that covers half of it (turn N of a
-conversation reuses turns 1..N-1), else the idle slot used longest ago; it copies another slot's
-cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
+Slots keep the tokens their cache holds after a reply ends. A new request takes the idle slot holding
+its conversation (the prompt keeps all of that slot's last prompt and half of it is shared: turn N of
+a conversation reuses turns 1..N-1), else the idle slot used longest ago (``_slot_for``); it copies
+another slot's cache when that shares a longer prefix (``llama_memory_seq_cp``, then the
 tail is trimmed: two clients with one long system prompt evaluate it once). Requests beyond the
 slots wait in arrival order. ``cached_tokens`` in usage says how many prompt tokens were reused.
 
@@ -144,7 +144,8 @@ class _Slot:
     seq_id: int
     tokens: list[int] = field(default_factory=list)
     seq: _Seq | None = None
-    used_at: float = 0.0
+    used_at: float = 0.0  # when its last request ended (0: never used)
+    prompt_n: int = 0  # its last request's prompt length: a prompt keeping that much continues its conversation
 
 
 @contextlib.contextmanager
@@ -288,13 +289,26 @@ class BatchEngine:
             if not idle:
                 return
             seq = self.waiting.popleft()
-            slot = max(idle, key=lambda s: common_prefix(s.tokens, seq.prompt))
-            if common_prefix(slot.tokens, seq.prompt) < SIMILAR * len(seq.prompt):
-                # no slot holds this conversation: take the one used longest ago (an empty one first)
-                # rather than overwrite another conversation for the sake of a few shared tokens
-                slot = min(idle, key=lambda s: s.used_at)
+            slot = self._slot_for(seq.prompt, idle)
             self._reuse(slot, seq)
-            slot.seq = seq
+            slot.seq, slot.prompt_n = seq, len(seq.prompt)
+
+    @staticmethod
+    def _slot_for(prompt: list[int], idle: list[_Slot]) -> _Slot:
+        """The idle slot a prompt overwrites: the one holding its conversation, else the least recently
+        used (an empty one first).
+
+        A slot holds the prompt's conversation when the prompt keeps everything the slot's last prompt
+        was (this is its next turn, or the same turn again) and that covers ``SIMILAR`` of it. Sharing a
+        long system prompt is not enough: a new conversation's prompt is mostly its system prompt, so by
+        llama-server's share rule alone it matched every slot holding that system prompt and took the
+        first of them (slot 0, by a tie-break), which could be the conversation being had. The shared
+        prefix is copied from that slot instead (``_reuse``), and the slot itself is left to its own."""
+        owners = [s for s in idle if s.tokens and (n := common_prefix(s.tokens, prompt)) >= s.prompt_n
+                  and n >= SIMILAR * len(prompt)]
+        if owners:  # the longest shared prefix; between equals, the one used longest ago
+            return max(owners, key=lambda s: (common_prefix(s.tokens, prompt), -s.used_at))
+        return min(idle, key=lambda s: s.used_at)
 
     def _reuse(self, slot: _Slot, seq: _Seq) -> None:
         """Keep the longest prefix of the prompt this slot (or, copied, another slot) already holds."""

@@ -17,7 +17,14 @@ runner spends nothing on the cache. A write that fails (a full disk, a
 read-only folder) turns saving off for the runner's life with one logged notice; a reply never fails
 or waits for it.
 
-Threading: ``lookup`` and ``read`` run on the runner's worker thread, the writer on its own.
+The index of this identity's entries is kept in memory (``_Index``): a lookup scans it, and every
+write of this runner goes to the disk and to it. Other processes (another runner, ``fireside cache
+clear``) change the file too, so a lookup first reads sqlite's file change counter (4 bytes of the
+file's header, bumped by every committed write) and reads the index again only when a write it did
+not make has happened. Before, every admission opened the index and read every entry's tokens.
+
+Threading: ``lookup`` and ``read`` run on the runner's worker thread, the writer on its own; the
+in-memory index has a lock of its own.
 """
 
 from __future__ import annotations
@@ -35,12 +42,22 @@ import time
 import zlib
 from array import array
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...fsutil import atomic_write
-from ..kvcache import HEADER, MAGIC, CacheConfig, evict, open_index, remove_all, remove_stale_temp_files
+from ..kvcache import (
+    HEADER,
+    INDEX,
+    MAGIC,
+    CacheConfig,
+    evict,
+    open_index,
+    remove_all,
+    remove_stale_temp_files,
+)
 from .threads import yield_cpu
 
 WRITE_QUIET_S = 0.3  # the runner decodes nothing this long before the writer writes
@@ -98,12 +115,72 @@ def _common_bytes(a: bytes, b: bytes) -> int:
     return lo
 
 
+def _change_counter(path: Path) -> tuple[int, int] | None:
+    """The index file's identity and sqlite's file change counter (offset 24 of its header, bumped by
+    each committed write in rollback-journal mode); None when there is no file."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(24)
+            head = fh.read(4)
+            return os.fstat(fh.fileno()).st_ino, int.from_bytes(head, "big") if len(head) == 4 else -1
+    except OSError:
+        return None
+
+
+class _Index:
+    """This identity's entries, in memory, with the change counter they were read at."""
+
+    def __init__(self, folder: Path, ident: str):
+        self.path, self.identity = folder / INDEX, ident
+        self.rows: dict[int, tuple[bytes, str, int, int]] = {}  # id: (tokens, file, size, crc)
+        self.version: tuple[int, int] | None | bool = False  # False: never read
+        self.lock = threading.Lock()
+
+    def current(self) -> dict[int, tuple[bytes, str, int, int]]:
+        """The entries, read again only when another process has written the index since."""
+        with self.lock:
+            if self.version is False or _change_counter(self.path) != self.version:
+                self._load()
+            return self.rows
+
+    def _load(self) -> None:
+        for _ in range(3):  # a write between the counter and the rows: read again
+            before = _change_counter(self.path)
+            try:
+                with open_index(self.path.parent) as db:
+                    rows = db.execute("SELECT id, tokens, file, size, crc FROM entries WHERE identity = ?",
+                                      (self.identity,)).fetchall()
+            except (OSError, sqlite3.Error):
+                rows, before = [], None  # no index (never saved, cleared, unreadable): no entries
+            if before == _change_counter(self.path):
+                break
+        self.rows, self.version = {r[0]: tuple(r[1:]) for r in rows}, before
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One transaction of this runner's: the caller changes ``rows`` to match; when another process
+        wrote in between (the counter moved by more than this write), the next lookup reads the file."""
+        with self.lock:
+            before = _change_counter(self.path)
+            with open_index(self.path.parent) as db:
+                yield db
+            after = _change_counter(self.path)
+            if before != self.version or before is None or after is None or after[0] != before[0] \
+                    or after[1] - before[1] > 1:
+                self.version = False
+
+    def reload(self) -> None:
+        with self.lock:
+            self._load()
+
+
 class PromptCache:
     """One runner's view of the cache folder, for one model identity."""
 
     def __init__(self, config: CacheConfig, ident: str, model: str = ""):
         self.folder, self.cap, self.min_tokens = Path(config.folder), config.cap_bytes, config.min_tokens
         self.identity, self.model = ident, model
+        self._index = _Index(self.folder, ident)
         self.saving = True
         self.notice = ""  # why saving is off, once it is
         self._pending: deque[tuple] = deque()  # snapshots waiting: (tokens, state, tag, taken at)
@@ -135,17 +212,11 @@ class PromptCache:
     def lookup(self, prompt: list[int]) -> tuple[Entry, int] | None:
         """The entry sharing the longest prefix with ``prompt``, and that prefix's length in tokens."""
         want = _token_bytes(prompt)
-        try:
-            with open_index(self.folder) as db:
-                rows = db.execute("SELECT id, tokens, file, size, crc FROM entries WHERE identity = ?",
-                                  (self.identity,)).fetchall()
-        except (OSError, sqlite3.Error):
-            return None  # no index (never saved, cleared, unreadable): a miss
         best, best_n = None, 0
-        for row in rows:
-            n = _common_bytes(row[1], want) // 4
+        for entry_id, row in list(self._index.current().items()):
+            n = _common_bytes(row[0], want) // 4
             if n > best_n:
-                best, best_n = row, n
+                best, best_n = (entry_id, *row), n
         if best is None:
             return None
         tokens = array("i")
@@ -184,13 +255,14 @@ class PromptCache:
         try:
             if delete_file:
                 (self.folder / entry.file).unlink(missing_ok=True)
-            with open_index(self.folder) as db:
+            with self._index.write() as db:
                 db.execute("DELETE FROM entries WHERE id = ?", (entry.id,))
+                self._index.rows.pop(entry.id, None)
         except (OSError, sqlite3.Error):
             pass  # a read-only folder: the entry stays refused by its checksum next time too
 
     def _touch(self, entry_id: int) -> None:
-        with contextlib.suppress(OSError, sqlite3.Error), open_index(self.folder) as db:
+        with contextlib.suppress(OSError, sqlite3.Error), self._index.write() as db:
             db.execute("UPDATE entries SET last_used = ? WHERE id = ?", (time.time(), entry_id))
 
     def wants(self, tokens: list[int]) -> bool:
@@ -266,7 +338,7 @@ class PromptCache:
         size = HEADER.size + len(data)
         if size > self.cap:
             return
-        with open_index(self.folder) as db:
+        with open_index(self.folder) as db:  # tags are not kept in memory: the writer reads them here
             rows = db.execute("SELECT id, tokens, file, tag FROM entries WHERE identity = ?",
                               (self.identity,)).fetchall()
         covered = [r for r in rows if len(r[1]) <= len(raw) and raw.startswith(r[1])]
@@ -292,6 +364,7 @@ class PromptCache:
             if row[2] != name:
                 (self.folder / row[2]).unlink(missing_ok=True)
         evict(self.folder, self.cap)
+        self._index.reload()  # here, on the writer thread, so the worker's next lookup finds it current
 
     def _stop_saving(self, why: str) -> None:
         if self.saving:

@@ -118,6 +118,43 @@ def test_a_prefix_held_by_a_busy_slot_is_copied_not_evaluated_again(runtime):
     assert text == again  # and what was copied is the prefix itself: the reply reads as it does from its own cache
 
 
+def test_three_conversations_over_two_slots_resume_with_their_prefixes(runtime):
+    """A new conversation sharing the system prompt overwrites the slot used longest ago, never the one
+    being talked in (before, every slot matched it by the system prompt and slot 0 won the tie): each
+    conversation's next turn finds its history in its slot, and the one that lost its slot resumes from
+    the prompt cache on disk. Each round makes the other slot the recent one, so slot 0 is in use once."""
+    from fireside.engine.runtime import kvcache
+
+    system = [{"role": "system", "content": SYSTEM}]
+    talks = {name: [*system, *user(q)] for name, q in
+             (("a", "Which room has the lens?"), ("b", "My grandmother kept this lighthouse in the fifties and left a "
+              "logbook and three photographs of the lamp room; would the museum like them, and whom do I ask?"),
+              ("c", "Is there a cafe?"),
+              ("d", "How tall is the tower?"))}
+    last: dict = {}
+
+    def say(name: str, follow_up: str | None = None):
+        if follow_up:
+            talks[name] += [{"role": "assistant", "content": last[name][0]}, *user(follow_up)]
+        text, usage, _ = chat(runtime, talks[name], max_tokens=8, temperature=0)
+        last[name] = (text, usage)
+        return usage
+
+    say("a")
+    b1 = say("b")
+    folder = runtime.settings.prompt_cache_dir  # b's first turn on disk before it loses its slot
+    wait_until(lambda: any(e.n_tokens >= b1.prompt_tokens for e in kvcache.entries(folder)), 30)
+    for ours, new in (("a", "c"), ("c", "d")):  # slots: ours and another; ours is talked in last
+        before = say(ours, "Tell me more.")
+        fresh = say(new)
+        assert fresh.cached_tokens >= len(system[0]["content"]) // 8  # the system prompt was copied, not evaluated
+        after = say(ours, "Thanks, and then?")
+        assert after.restored_tokens == 0  # its own slot still held it
+        assert after.cached_tokens >= before.prompt_tokens, (ours, new)
+    b2 = say("b", "What about cats?")  # b lost its slot to c: its history comes back from disk
+    assert b2.restored_tokens >= b1.prompt_tokens
+
+
 def test_logprobs_at_temperature_zero_name_the_sampled_token_first(runtime):
     text, usage, chunks = chat(runtime, user("List the planets of the solar system."), max_tokens=16,
                                temperature=0, repeat_penalty=1.0, logprobs=5)

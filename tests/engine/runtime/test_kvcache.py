@@ -375,3 +375,25 @@ def test_a_state_still_being_written_when_its_chat_is_deleted_is_dropped(tmp_pat
         assert sorted(e.tag or "" for e in kvcache.entries(tmp_path)) == ["", "chat-9"]
     finally:
         cache.close()
+
+
+def test_lookups_read_the_index_from_memory_and_see_other_processes_writes(tmp_path, monkeypatch):
+    """A runner's admissions look the prompt cache up in memory (before, each one opened the index and
+    read every entry's tokens); a write by another runner or by ``fireside cache clear`` is still seen."""
+    config = kvcache.CacheConfig(str(tmp_path), 1 << 30, min_tokens=1)
+    ours, other = kvstate.PromptCache(config, "model-a"), kvstate.PromptCache(config, "model-a")
+    try:
+        _saved(ours, [1, 2, 3], 100)
+        opened = []
+        real = kvstate.open_index
+        monkeypatch.setattr(kvstate, "open_index", lambda *a, **k: opened.append(a) or real(*a, **k))
+        for _ in range(50):
+            assert ours.lookup([1, 2, 3, 4])[1] == 3
+        assert opened == []  # nothing changed on disk: not one read of the index
+        _saved(other, [5, 6, 7], 100)  # another runner of the same model saves a conversation
+        assert ours.lookup([5, 6, 7, 8])[1] == 3
+        assert kvcache.clear(tmp_path) == 2  # the CLI empties the cache
+        assert ours.lookup([1, 2, 3, 4]) is None and ours.lookup([5, 6, 7, 8]) is None
+    finally:
+        ours.close()
+        other.close()

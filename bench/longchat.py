@@ -1,0 +1,137 @@
+"""Long chats (issue 47): one stream decoding 128 tokens on top of 0, 2k, 4k and 8k tokens of history,
+Fireside against llama-server with its defaults (``-fa auto``) and with the better of ``-fa on`` /
+``-fa off`` at each depth.
+
+Each depth is a realistic multi-turn chat: a history of alternating turns of about the depth in
+tokens is sent once (a one-token reply: the server evaluates and caches it), then the next turn
+(the history, that reply and a new question) decodes ``--tokens`` tokens from the cached history;
+the figure is that turn's decode speed (tokens after the first over the time after the first). Every
+server runs the starter model (SmolLM2-135M) in a process of its own with the same threads and one
+slot, as users run them, and the servers take turns depth by depth (the order alternating each
+round), with the same client and greedy sampling. Fireside runs as it does for a user: its own
+attention (``runtime/attention.py``: q8_0 with flash attention unless this machine's calibration chose
+otherwise; the home is a fresh one, so no calibration is remembered and the default is measured).
+On an AMX CPU llama-server runs with ``--no-repack``, as Fireside's load heals to (healing.py).
+
+About 4-6 minutes for one round on 2 cores. The machine may be shared: the turns alternate so a
+busy spell falls on each server alike, and more ``--rounds`` take medians. The last line reads
+``longchat: vs default 0k X.XXx 2k X.XXx 4k X.XXx 8k X.XXx; vs best 0k ... 8k X.XXx``.
+
+    python bench/longchat.py --llama-server /path/to/llama-server [--rounds 1] [--depths 0,2048,4096,8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import tempfile
+
+from batching import WORDS, start_fireside
+
+from fireside.engine.bench.targets import HttpTarget, free_port, started
+from fireside.engine.library.starter import starter_path
+from fireside.engine.runtime.healing import cpu_has_amx
+
+SYSTEM = "You are a helpful assistant. Answer the last question, using the conversation so far."
+
+
+class ChatTarget(HttpTarget):
+    """A server asked with a whole conversation (``messages``), sampling as Fireside does by default."""
+
+    messages: list[dict] = []
+
+    def body(self, prompt: str, max_tokens: int, seed: int | None = None) -> dict:
+        body = {**super().body(prompt, max_tokens, seed), "messages": self.messages,
+                "repeat_penalty": 1.1, "repeat_last_n": 64, "ignore_eos": True}
+        return body
+
+
+def start_llama_server(binary: str, threads: int, ctx: int, fa: str | None, no_repack: bool):
+    port = free_port()
+    cmd = [binary, "-m", str(starter_path()), "-t", str(threads), "-c", str(ctx), "-np", "1",
+           "--host", "127.0.0.1", "--port", str(port), "--no-webui", *(["-fa", fa] if fa else []),
+           *(["--no-repack"] if no_repack else [])]
+    return started(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port, "/health")
+
+
+def history(depth: int, nonce: int) -> list[dict]:
+    """A chat of about ``depth`` tokens: turns of about 200 words (a word of WORDS is one token or two)."""
+    rng = random.Random(nonce)
+    messages = [{"role": "system", "content": f"({nonce}) {SYSTEM}"}]
+    words = 0
+    while words < depth * 0.8:
+        n = min(200, int(depth * 0.8) - words + 1)
+        messages.append({"role": "user", "content": "Note: " + " ".join(rng.choice(WORDS) for _ in range(n))})
+        messages.append({"role": "assistant", "content": "Noted. " + " ".join(rng.choice(WORDS) for _ in range(20))})
+        words += n + 22
+    return messages
+
+
+def decode_speed(target: ChatTarget, depth: int, tokens: int, nonce: int) -> tuple[float, int]:
+    """The next turn's decode tokens/s after a history of ``depth`` tokens, and the history's size."""
+    target.messages = history(depth, nonce)
+    first = target.send("", 1)  # the history, evaluated and cached
+    assert first.ok, first.error
+    target.messages = [*target.messages, {"role": "assistant", "content": "Noted."},
+                       {"role": "user", "content": "Now write a long story about everything above."}]
+    r = target.send("", tokens)
+    assert r.ok, r.error
+    return (r.completion_tokens - 1) / max(r.latency_s - r.ttft_s, 1e-9), first.prompt_tokens
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llama-server", required=True, help="path to a llama-server binary")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--depths", default="0,2048,4096,8192")
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--no-repack", action=argparse.BooleanOptionalAction, default=cpu_has_amx(),
+                    help="llama-server without repacked/AMX kernels (default: on where the CPU has AMX)")
+    args = ap.parse_args()
+    depths = [int(d) for d in args.depths.split(",")]
+    ctx = max(depths) + args.tokens + 1024
+    print(f"one stream, {args.tokens} tokens after each depth, {args.threads} threads; llama-server "
+          f"{'with --no-repack (AMX CPU)' if args.no_repack else 'with its default kernels'}", flush=True)
+    with tempfile.TemporaryDirectory() as home:
+        procs = []
+        try:
+            procs.append(start_fireside(home, args.threads, ctx, 1))
+            for fa in (None, "on", "off"):
+                procs.append(start_llama_server(args.llama_server, args.threads, ctx, fa, args.no_repack))
+            names = ["fireside", "llama-server default", "llama-server -fa on", "llama-server -fa off"]
+            targets = {n: ChatTarget(url, "starter", endpoint="chat", exact_length=False)
+                       for n, (_, url) in zip(names, procs, strict=True)}
+            speeds: dict[tuple[str, int], list[float]] = {}
+            for rnd in range(args.rounds):
+                for i, depth in enumerate(depths):
+                    order = names if (rnd + i) % 2 == 0 else names[::-1]
+                    for name in order:
+                        speed, n = decode_speed(targets[name], depth, args.tokens, 1000 * rnd + depth)
+                        speeds.setdefault((name, depth), []).append(speed)
+                        print(f"round {rnd + 1} depth {depth:5} ({n:5} tokens) {name:22} {speed:7.1f} tok/s", flush=True)
+            report(speeds, names, depths)
+        finally:
+            env_note = "the machine may have been shared while measuring"
+            for proc, _ in procs:
+                proc.terminate()
+                proc.wait(timeout=30)
+            print(f"({env_note})")
+
+
+def report(speeds: dict, names: list[str], depths: list[int]) -> None:
+    med = {k: statistics.median(v) for k, v in speeds.items()}
+    print(f"{'depth':>6} " + " ".join(f"{n:>22}" for n in names) + "   (decode tok/s, medians)")
+    for d in depths:
+        print(f"{d:6} " + " ".join(f"{med[(n, d)]:22.1f}" for n in names))
+    vs_default = " ".join(f"{d // 1024}k {med[('fireside', d)] / med[('llama-server default', d)]:.2f}x" for d in depths)
+    vs_best = " ".join(f"{d // 1024}k {med[('fireside', d)] / max(med[('llama-server -fa on', d)], med[('llama-server -fa off', d)]):.2f}x"
+                       for d in depths)
+    print(f"longchat: vs default {vs_default}; vs best {vs_best}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""Attention chosen by measurement: which KV cache and attention kernel decode fastest on this machine.
+
+llama.cpp offers, on the CPU, flash attention over a quantized (q8_0) KV cache (the planner's default:
+replies are exact, ``kv_for``), flash attention over an f16 cache, and plain attention (``mul_mat``
+over the whole stream, which needs an f16 cache). Which decodes fastest deep in a long chat depends
+on the CPU: on one 2-core EPYC plain f16 attention decoded twice as fast as f16 flash attention at
+4,000 tokens, while on others (AVX-512, AMX) it is the other way round. So a short calibration, run
+in a process of its own in the background after a model architecture's first load on a machine
+(``calibrate``), decodes a few tokens at a few depths with each kind, and the next loads use the
+fastest (``choose``). The choice is one per load, not per depth: the kinds hold the cache in
+different types, so switching would mean converting or re-evaluating every slot's history.
+
+Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
+step (issue 41: ``batch.py``), so a kind that is not exact must beat it by ``MARGIN`` to be chosen, and
+a load that uses it says that batched and drafted replies may then differ from a reply decoded alone.
+
+Remembered per machine like the healing rungs (``healing.py``): ``attention.json`` in the data
+folder, keyed by the llama.cpp build, the CPU and its flags, the GPU devices, the thread count and the
+model's architecture and shape. ``fireside hw`` and ``fireside info`` show the figures and the choice.
+
+Threading: ``Choices`` may be used from any thread (one lock, whole-file rewrites); ``calibrate``
+blocks for the measurement (run it on a thread of its own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..models.hardware import Hardware
+from .healing import _cpu_identity
+
+log = logging.getLogger(__name__)
+
+KINDS = {"q8_0+fa": ("q8_0", True), "f16+fa": ("f16", True), "f16": ("f16", False)}  # kv type, flash attention
+EXACT = "q8_0+fa"  # the kind whose replies are the same alone, batched and drafted (the default)
+MARGIN = 1.15  # a kind that is not exact must decode this much faster than the exact one to be chosen
+DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of
+N_DECODE = 8  # tokens decoded (and timed) at each depth
+TIMEOUT_S = 300.0
+
+
+def key(hw: Hardware, architecture: str, shape: str, threads: int) -> str:
+    """A key for (llama.cpp build, CPU and its flags, GPU devices, threads, model architecture and shape)."""
+    parts = [hw.llama_cpp_version, hw.system_info, _cpu_identity(), str(threads), architecture, shape,
+             ";".join(f"{d.backend}/{d.name}" for d in hw.devices if d.is_gpu)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def model_key(hw: Hardware, info, threads: int) -> str:
+    """``key`` for a model (a ``ModelInfo``): its architecture and the shape of its attention."""
+    shape = f"{info.block_count}x{info.embedding_length}/{info.head_count}:{info.key_length}"
+    return key(hw, info.architecture, shape, threads)
+
+
+def choose(figures: dict[str, dict[str, float]]) -> str:
+    """The kind that decodes fastest at the deepest measured depth (a long chat is where it is felt);
+    a kind that is not exact only when it beats the exact one by ``MARGIN``."""
+    deepest = max(int(d) for f in figures.values() for d in f)
+    speed = {k: f.get(str(deepest), 0.0) for k, f in figures.items() if k in KINDS}
+    best = max(speed, key=speed.__getitem__)
+    if best != EXACT and EXACT in speed and speed[best] < MARGIN * speed[EXACT]:
+        return EXACT
+    return best
+
+
+class Choices:
+    """The measured figures and the chosen kind, per key, in one JSON file."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, dict]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring unreadable %s: %s", self.path, exc)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, k: str) -> dict | None:
+        """The remembered entry (``kind``, ``figures``, ``model``, ``since``), or None: not measured yet."""
+        with self._lock:
+            entry = self._read().get(k)
+        return entry if isinstance(entry, dict) and entry.get("kind") in KINDS else None
+
+    def remember(self, k: str, figures: dict[str, dict[str, float]], model: str) -> str:
+        kind = choose(figures)
+        with self._lock:
+            data = self._read()
+            data[k] = {"kind": kind, "figures": figures, "model": model, "since": time.time()}
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
+            os.replace(tmp, self.path)
+        return kind
+
+    def entries(self) -> list[dict]:
+        with self._lock:
+            return [{"key": k, **v} for k, v in self._read().items() if isinstance(v, dict)]
+
+
+def describe(entry: dict) -> str:
+    """"q8_0+fa (decode tok/s at depth 0/1024: q8_0+fa 95/50, f16+fa 90/31, f16 88/45)"."""
+    figs = entry.get("figures", {})
+    depths = sorted({int(d) for f in figs.values() for d in f})
+    shown = ", ".join(f"{k} " + "/".join(f"{f.get(str(d), 0):.0f}" for d in depths) for k, f in figs.items())
+    note = "" if entry["kind"] == EXACT else "; batched and drafted replies may differ from one decoded alone"
+    return f"{entry['kind']} (decode tok/s at depth {'/'.join(map(str, depths))}: {shown}){note}"
+
+
+def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n: int = N_DECODE) -> dict:
+    """Measure every kind in a process of its own (llama.cpp may crash; this process must not), at
+    background priority. Returns {kind: {depth: decode tok/s}}; a kind llama.cpp refused is left out."""
+    cmd = [sys.executable, "-m", "fireside.engine.runtime.attention", model_path, str(threads),
+           ",".join(map(str, depths)), str(n)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S,
+                         preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
+    figures = {}
+    for line in out.stdout.splitlines():
+        kind, _, rest = line.partition(" ")
+        if kind in KINDS and rest:
+            figures[kind] = json.loads(rest)
+    if not figures:
+        raise RuntimeError(f"the attention calibration measured nothing (exit {out.returncode}): "
+                           f"{out.stderr.strip()[-300:]}")
+    return figures
+
+
+def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: int = 3) -> None:
+    """Runs in the calibration process: one model, a context per kind, one line per kind on stdout.
+    The kinds take turns, ``rounds`` times at each depth, and each keeps its best round: on a shared
+    machine another process's burst then costs one round of one kind, not the kind's figure."""
+    import llama_cpp as lc
+
+    lc.llama_backend_init()
+    mp = lc.llama_model_default_params()
+    mp.n_gpu_layers, mp.use_extra_bufts = 0, False  # AMX kernels crash on batches (healing.py); the CPU's attention is measured
+    model = lc.llama_model_load_from_file(model_path.encode(), mp)
+    n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
+    batch = lc.llama_batch_init(512, 0, 1)
+    contexts = {}
+    for kind, (kv, flash) in KINDS.items():
+        cp = lc.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch = max(depths) + n + 64, 512, 512
+        cp.n_threads = cp.n_threads_batch = threads
+        cp.flash_attn_type = 1 if flash else 0
+        cp.type_k = cp.type_v = 8 if kv == "q8_0" else 1
+        ctx = lc.llama_init_from_model(model, cp)
+        if ctx:
+            contexts[kind] = ctx
+    figures: dict[str, dict[str, float]] = {kind: {} for kind in contexts}
+    filled = dict.fromkeys(contexts, 0)
+
+    def decode(ctx, first: int, count: int, logits: bool) -> None:
+        batch.n_tokens = count
+        for i in range(count):  # arbitrary tokens: attention's cost depends on how many, not which
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = (first + i) * 7919 % n_vocab, first + i, 1
+            batch.seq_id[i][0], batch.logits[i] = 0, logits
+        lc.llama_decode(ctx, batch)
+
+    for depth in sorted(depths):
+        for kind, ctx in contexts.items():
+            while filled[kind] < depth:
+                count = min(512, depth - filled[kind])
+                decode(ctx, filled[kind], count, False)
+                filled[kind] += count
+        for _ in range(rounds):
+            for kind, ctx in contexts.items():
+                started = time.perf_counter()
+                for i in range(n):
+                    decode(ctx, depth + i, 1, True)
+                rate = n / (time.perf_counter() - started)
+                figures[kind][str(depth)] = round(max(rate, figures[kind].get(str(depth), 0.0)), 2)
+                lc.llama_memory_seq_rm(lc.llama_get_memory(ctx), 0, depth, -1)  # the timed tokens leave
+    for kind, ctx in contexts.items():
+        print(kind, json.dumps(figures[kind]), flush=True)
+        lc.llama_free(ctx)
+    lc.llama_batch_free(batch)
+    lc.llama_model_free(model)
+
+
+if __name__ == "__main__":
+    _measure(sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")], int(sys.argv[4]))
