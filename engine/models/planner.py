@@ -176,6 +176,19 @@ class FitPlan:
                     "ratio": planned[k] / reported[k] if reported.get(k) else float("nan")}
                 for k in planned if k in reported}
 
+    def compare_devices(self, buffers: dict[str, float]) -> dict[str, dict[str, int]]:
+        """Set the planned bytes on the offload devices and in host memory (weights, KV, compute; no
+        reserve) beside llama.cpp's logged buffers (MiB by "BUFFER kind", as the runner collects them): a
+        buffer named after a planned device (``Vulkan0``, ``CUDA0``) is on the device, the rest
+        (``CPU``, ``CPU_Mapped``, ``Vulkan_Host``, ``CUDA_Host``) in host memory."""
+        names = tuple(g.name for g in self.gpus)
+        reported = {"device": 0.0, "host": 0.0}
+        for key, mib in buffers.items():
+            reported["device" if key.split(" ", 1)[0] in names else "host"] += mib
+        planned = {"device": sum(g.weights_bytes + g.kv_bytes + g.compute_bytes for g in self.gpus),
+                   "host": self.ram.weights_bytes + self.ram.kv_bytes + self.ram.compute_bytes}
+        return {k: {"planned": planned[k], "reported": int(reported[k] * 2**20)} for k in planned}
+
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
         d["fits"] = self.fits

@@ -198,3 +198,15 @@ def test_the_gpu_budget_caps_what_the_planner_puts_on_the_device(q8b):
     assert 0 < capped.n_gpu_layers < free.n_gpu_layers
     assert capped.gpus[0].total_bytes <= 2 * GiB == capped.gpus[0].available_bytes
     assert any("2 GiB" in n for n in capped.notes)
+
+
+def test_planned_device_and_host_bytes_are_set_beside_llama_cpps_buffers(q8b):
+    plan = plan_fit(q8b, _with_llvmpipe(machine()), LoadOptions(context=4096, parallel=1, device="llvmpipe",
+                                                                n_gpu_layers=18))
+    buffers = {"Vulkan0 model": 2000.0, "Vulkan0 KV": 288.0, "Vulkan0 compute": 300.0,
+               "CPU_Mapped model": 2400.0, "CPU KV": 288.0, "Vulkan_Host compute": 20.0}
+    cmp = plan.compare_devices(buffers)
+    assert cmp["device"]["reported"] == int(2588 * 2**20) and cmp["host"]["reported"] == int(2708 * 2**20)
+    g = plan.gpus[0]
+    assert cmp["device"]["planned"] == g.weights_bytes + g.kv_bytes + g.compute_bytes  # the reserve is not allocated
+    assert 0 < cmp["device"]["planned"] < plan.gpu_bytes
