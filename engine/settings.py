@@ -14,6 +14,8 @@ Environment variables:
     HF_TOKEN          a hub token for this session, used when the OS keyring holds none
     FIRESIDE_PROMPT_CACHE      ``off`` keeps no KV state on disk (the prompt cache; on by default)
     FIRESIDE_PROMPT_CACHE_GIB  the prompt cache's size cap in GiB (default 4)
+    FIRESIDE_GPU_BUDGET_GIB    the most memory the planner uses on each GPU (default: all that is free);
+                               the load option ``gpu_budget_gib`` and ``--gpu-budget-gib`` win over it
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ class Secret(str):
         return "'<redacted>'"
 
 
+def _gib(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        gib = float(value)
+    except ValueError:
+        raise ValueError(f"FIRESIDE_GPU_BUDGET_GIB must be a number of GiB, not {value!r}") from None
+    if gib < 0:
+        raise ValueError(f"FIRESIDE_GPU_BUDGET_GIB must not be negative ({value})")
+    return gib
+
+
 def secret(value: str | None) -> Secret | None:
     return None if value is None else Secret(value)
 
@@ -66,6 +80,7 @@ class Settings:
     prompt_cache: bool = True  # keep slots' KV states on disk so conversations resume after a restart
     prompt_cache_cap_bytes: int = int(DEFAULT_PROMPT_CACHE_GIB * 2**30)
     attention_calibration: bool = True  # measure which attention decodes fastest after a first load (runtime/attention.py)
+    gpu_budget_gib: float | None = None  # a cap on the device memory the planner uses (None: what is free)
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -99,6 +114,7 @@ class Settings:
             attention_calibration=(env.get("FIRESIDE_ATTENTION_CALIBRATION")
                                    or os.environ.get("FIRESIDE_ATTENTION_CALIBRATION", "on")).strip().lower()
             not in ("off", "0", "no", "false"),
+            gpu_budget_gib=_gib(env.get("FIRESIDE_GPU_BUDGET_GIB")),
         )
 
     def __repr__(self) -> str:

@@ -204,6 +204,7 @@ class LoadedModel:
     embedding: bool = False
     notes: list[str] = field(default_factory=list)
     reported_bytes: dict[str, int] = field(default_factory=dict)  # what llama.cpp said it allocated
+    reported_buffers: dict[str, float] = field(default_factory=dict)  # MiB per "buffer kind" ("Vulkan0 model")
     calibration: dict[str, dict[str, float]] = field(default_factory=dict)  # planned vs reported
     warnings: list[str] = field(default_factory=list)  # what the user should be told: a healed or shrunk load
     parallel: int = 1  # slots: requests decoded together, each with a context of n_ctx tokens

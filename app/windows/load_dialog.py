@@ -175,7 +175,7 @@ class LoadDialog(QDialog):
             return
         self.estimate.setText(
             f"<b>{VERDICTS.get(plan.verdict, plan.verdict)}</b> · {plan.n_gpu_layers} GPU layers · "
-            f"context {plan.context:,} · {plan.parallel} slot{'s' * (plan.parallel != 1)}<br>VRAM {human_bytes(plan.gpu_bytes)} · RAM {human_bytes(plan.ram.total_bytes)}"
+            f"context {plan.context:,} · {plan.parallel} slot{'s' * (plan.parallel != 1)}<br>{_split_text(plan)}"
             f" · largest context that fits: {plan.max_context:,}<br>Drafts: {drafting_text(plan)}")
         if self.auto.isChecked():
             self._show_plan(plan)
@@ -202,3 +202,9 @@ class LoadDialog(QDialog):
         if self.save_on_accept:
             self.ctx.prefs.put("load_options", self.model_id, options_dict(self.options()))
         super().accept()
+
+
+def _split_text(plan) -> str:
+    """Where the layers and bytes go, device by device: "Vulkan0 120 MB (15 layers) · RAM 300 MB (15 layers)"."""
+    gpus = " · ".join(f"{g.name} {human_bytes(g.total_bytes)} ({g.layers} layers)" for g in plan.gpus if g.layers)
+    return f"{gpus or 'VRAM ' + human_bytes(0)} · RAM {human_bytes(plan.ram.total_bytes)} ({plan.ram.layers} layers)"

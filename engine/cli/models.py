@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from ..fmt import human_bytes, human_count
 from ..library.resolve import resolve_model
@@ -45,6 +46,11 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tensor-split", type=lambda s: tuple(float(x) for x in s.split(",")),
                    help="ratios across GPUs, e.g. 3,1")
     g.add_argument("--main-gpu", type=int)
+    g.add_argument("--device", help="offload to this device alone (a name, number or description word from "
+                                    "`fireside hw`, e.g. llvmpipe); a software device is used only when named")
+    g.add_argument("--gpu-budget-gib", type=float, metavar="GIB",
+                   help="plan for at most this much memory on each GPU (default: FIRESIDE_GPU_BUDGET_GIB, else "
+                        "all that is free)")
     g.add_argument("--kv-type", choices=["auto", *sorted(KV_TYPE_BYTES)], default="auto",
                    help="the KV cache's type (auto: q8_0 on the CPU, which keeps replies exact, else f16)")
     g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)
@@ -61,7 +67,9 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    return LoadOptions.from_dict(vars(args))
+    options = LoadOptions.from_dict(vars(args))
+    budget = Settings.from_env().gpu_budget_gib
+    return options if options.gpu_budget_gib is not None or budget is None else replace(options, gpu_budget_gib=budget)
 
 
 def cmd_hw(args: argparse.Namespace) -> int:

@@ -24,6 +24,9 @@ from ..errors import HardwareError
 
 # enum ggml_backend_dev_type, in the order ggml.h declares it (IGPU arrived after GPU).
 _DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
+# Vulkan drivers that run on the CPU (Mesa's llvmpipe, Google's SwiftShader): real devices, slower than
+# llama.cpp's own CPU path. ggml reports them as integrated GPUs; Fireside calls them "software".
+_SOFTWARE_DRIVERS = ("llvmpipe", "lavapipe", "swiftshader")
 
 
 @dataclass(frozen=True)
@@ -33,14 +36,20 @@ class Device:
     index: int
     name: str
     description: str
-    kind: str  # "cpu", "gpu", "igpu" or "accel"
+    kind: str  # "cpu", "gpu", "igpu", "accel" or "software" (a Vulkan driver that runs on the CPU)
     backend: str  # the registry it comes from: "CPU", "CUDA", "Metal", "Vulkan", ...
     total_bytes: int
     free_bytes: int
 
     @property
     def is_gpu(self) -> bool:
+        """A device the planner offloads to on its own; a software device is not one (only when named)."""
         return self.kind in ("gpu", "igpu")
+
+    @property
+    def can_offload(self) -> bool:
+        """A device layers can be placed on when a load names it (``LoadOptions.device``)."""
+        return self.kind in ("gpu", "igpu", "software")
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,20 @@ class Hardware:
     @property
     def gpus(self) -> list[Device]:
         return [d for d in self.devices if d.is_gpu]
+
+    @property
+    def software(self) -> list[Device]:
+        return [d for d in self.devices if d.kind == "software"]
+
+    def named(self, name: str) -> Device | None:
+        """The offload device called ``name`` (its ggml name such as ``Vulkan0``, its index, or a word of
+        its description such as ``llvmpipe``), or None."""
+        wanted = name.strip().lower()
+        for d in self.devices:
+            if d.can_offload and wanted in (d.name.lower(), str(d.index)):
+                return d
+        matches = [d for d in self.devices if d.can_offload and wanted and wanted in d.description.lower()]
+        return matches[0] if len(matches) == 1 else None
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -110,10 +133,30 @@ def _load_ggml() -> ctypes.CDLL:
         ("ggml_backend_dev_memory", [c_p, ctypes.POINTER(c_sz), ctypes.POINTER(c_sz)], None),
         ("ggml_backend_dev_type", [c_p], ctypes.c_int),
         ("ggml_backend_dev_backend_reg", [c_p], c_p),
+        ("ggml_backend_dev_by_name", [ctypes.c_char_p], c_p),
     ]:
         f = getattr(lib, fn)
         f.argtypes, f.restype = args, res
     return lib
+
+
+def device_handles(names: list[str]) -> ctypes.Array:
+    """A NULL-terminated array of ggml's handles for the devices called ``names``, as
+    ``llama_model_params.devices`` takes it (an empty list: no offload device at all). Raises
+    ``HardwareError`` for a name ggml does not know. The caller keeps the array alive while it loads."""
+    lib = _ggml()
+    handles = (ctypes.c_void_p * (len(names) + 1))()
+    for i, name in enumerate(names):
+        handle = lib.ggml_backend_dev_by_name(name.encode())
+        if not handle:
+            raise HardwareError(f"llama.cpp has no device called {name!r}")
+        handles[i] = handle
+    return handles
+
+
+@functools.lru_cache(maxsize=1)
+def _ggml() -> ctypes.CDLL:
+    return _load_ggml()
 
 
 def _read_devices(lib: ctypes.CDLL) -> tuple[list[str], list[Device]]:
@@ -125,11 +168,15 @@ def _read_devices(lib: ctypes.CDLL) -> tuple[list[str], list[Device]]:
         free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
         lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
         reg = lib.ggml_backend_dev_backend_reg(dev)
+        description = (lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace")
+        kind = _DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "accel")
+        if kind != "cpu" and any(word in description.lower() for word in _SOFTWARE_DRIVERS):
+            kind = "software"
         devices.append(Device(
             index=i,
             name=(lib.ggml_backend_dev_name(dev) or b"").decode(errors="replace"),
-            description=(lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
-            kind=_DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "accel"),
+            description=description,
+            kind=kind,
             backend=lib.ggml_backend_reg_name(reg).decode() if reg else "",
             total_bytes=total.value,
             free_bytes=free.value,
@@ -153,14 +200,19 @@ def _detect() -> Hardware:
     import llama_cpp
 
     try:
-        lib = _load_ggml()
-        backends, devices = _read_devices(lib)
+        backends, devices = _read_devices(_ggml())
     except (OSError, AttributeError) as exc:
         raise HardwareError(f"could not read llama.cpp's devices: {exc}") from exc
     mem = psutil.virtual_memory()
     notes = []
     gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
-    if not any(d.is_gpu for d in devices):
+    if any(d.kind == "software" for d in devices):
+        notes.append("a software Vulkan device (it runs on the CPU, slower than llama.cpp's CPU path) is used only "
+                     "when a load names it (--device)")
+    elif not any(d.is_gpu for d in devices) and "Vulkan" in backends:
+        notes.append("no Vulkan GPU found: models run on the CPU (llama.cpp hides software Vulkan devices such as "
+                     "Mesa's llvmpipe unless GGML_VK_VISIBLE_DEVICES names them, e.g. GGML_VK_VISIBLE_DEVICES=0)")
+    elif not any(d.is_gpu for d in devices):
         notes.append("no GPU backend in this llama.cpp build: models run on the CPU")
     return Hardware(
         backends=backends,

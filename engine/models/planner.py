@@ -74,6 +74,8 @@ class LoadOptions:
     drafts: bool = False  # speculative decoding's prompt-lookup drafts (runtime/runner/drafts.py): off until
     # bench/speculative.py shows they pay; on, short replies ran about 11% slower (tests/server/test_conformance.py)
     draft: str | None = None  # a draft model (a library id or a .gguf path) with the same vocabulary (draftmodel.py)
+    device: str | None = None  # offload to this device alone (``Hardware.named``); the only way onto a software one
+    gpu_budget_gib: float | None = None  # the most device memory to plan for on each device (FIRESIDE_GPU_BUDGET_GIB)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
@@ -130,6 +132,7 @@ class FitPlan:
     draft_model: str = ""  # the draft model's file name, when one is loaded beside it (with_draft)
     draft_gpu: bool = False  # and whether it goes on the main GPU (else it runs on the CPU)
     draft_kv: str = "f16"  # and its KV cache's type
+    devices: list[str] | None = None  # the devices llama.cpp may offload to (None: all it found)
 
     @property
     def fits(self) -> bool:
@@ -156,6 +159,8 @@ class FitPlan:
             kw["drafts"] = True  # the runner takes this one too (off when left out)
         if len(self.tensor_split) > 1:
             kw["tensor_split"] = self.tensor_split
+        if self.devices is not None:
+            kw["devices"] = list(self.devices)  # the runner takes this one: llama_model_params.devices
         if self.kv_type != "f16":
             kw["type_k"] = kw["type_v"] = _GGML_KV_TYPE[self.kv_type]
         return kw
@@ -170,6 +175,19 @@ class FitPlan:
         return {k: {"planned": planned[k], "reported": reported[k],
                     "ratio": planned[k] / reported[k] if reported.get(k) else float("nan")}
                 for k in planned if k in reported}
+
+    def compare_devices(self, buffers: dict[str, float]) -> dict[str, dict[str, int]]:
+        """Set the planned bytes on the offload devices and in host memory (weights, KV, compute; no
+        reserve) beside llama.cpp's logged buffers (MiB by "BUFFER kind", as the runner collects them): a
+        buffer named after a planned device (``Vulkan0``, ``CUDA0``) is on the device, the rest
+        (``CPU``, ``CPU_Mapped``, ``Vulkan_Host``, ``CUDA_Host``) in host memory."""
+        names = tuple(g.name for g in self.gpus)
+        reported = {"device": 0.0, "host": 0.0}
+        for key, mib in buffers.items():
+            reported["device" if key.split(" ", 1)[0] in names else "host"] += mib
+        planned = {"device": sum(g.weights_bytes + g.kv_bytes + g.compute_bytes for g in self.gpus),
+                   "host": self.ram.weights_bytes + self.ram.kv_bytes + self.ram.compute_bytes}
+        return {k: {"planned": planned[k], "reported": int(reported[k] * 2**20)} for k in planned}
 
     def to_dict(self) -> dict[str, object]:
         d = asdict(self)
@@ -229,6 +247,30 @@ class _Costs:
 
     def compute(self, with_output: bool) -> int:
         return _compute_bytes(self.info, self.ctx, self.ubatch, self.flash, with_output)
+
+
+def _offload_devices(hw: Hardware, o: LoadOptions, notes: list[str]) -> tuple[list[Device], list[Device] | None, str | None]:
+    """The devices to plan layers on, their memory capped by the GPU budget (llvmpipe reports host
+    memory as its own), what to tell llama.cpp (None: let it use all it found) and a refusal for a device
+    that is not there."""
+    gpus, devices, refusal = _named_devices(hw, o.device)
+    if o.gpu_budget_gib is not None and gpus:
+        cap = int(o.gpu_budget_gib * 2**30)
+        gpus = [replace(g, free_bytes=min(g.free_bytes, cap), total_bytes=min(g.total_bytes, cap)) for g in gpus]
+        notes.append(f"device memory capped at {o.gpu_budget_gib:g} GiB (the GPU budget)")
+    return gpus, devices, refusal
+
+
+def _named_devices(hw: Hardware, name: str | None) -> tuple[list[Device], list[Device] | None, str | None]:
+    """A named device is used alone; a software one (llvmpipe) is used only when named, and when one is
+    present llama.cpp is told the devices, since it would otherwise offload to it too."""
+    if name:
+        dev = hw.named(name)
+        if dev is None:
+            have = ", ".join(f"{d.name} ({d.description})" for d in hw.devices if d.can_offload) or "none"
+            return [], [], f"there is no offload device called {name!r} (devices: {have}; see `fireside hw`)"
+        return [dev], [dev], None
+    return hw.gpus, (hw.gpus if hw.software else None), None
 
 
 def _reserve(dev: Device) -> int:
@@ -299,8 +341,9 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     notes: list[str] = []
     if o.context and o.context > trained:
         notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
-    gpus = [d for d in hw.devices if d.is_gpu]
+    gpus, devices, named_refusal = _offload_devices(hw, o, notes)
     o, flash, refusal = _attention(info, o, bool(gpus), notes)
+    refusal = named_refusal or refusal
     costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel))
     user_ratios = list(o.tensor_split) if o.tensor_split else None
     if user_ratios and len(user_ratios) != len(gpus):
@@ -333,6 +376,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         threads=o.threads or max(1, hw.cpu_cores), use_mmap=o.use_mmap, use_mlock=o.use_mlock,
         n_batch=o.n_batch, gpus=uses, ram=ram, shortfall_bytes=shortfall, notes=notes, refusal=refusal,
         parallel=max(1, o.parallel), drafts=o.drafts,
+        devices=None if devices is None else [g.name for g, u in zip(gpus, uses) if u.layers or o.device],
     )
     if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)

@@ -153,6 +153,8 @@ class Runtime:
         """The fit plan for a load, the vision projector's and draft model's memory counted, the
         projector's path and the draft model's path; raises ``ModelTooLarge`` for a load llama.cpp would
         refuse or that does not fit, ``ModelNotFound`` for a draft model that is not there."""
+        if opts.gpu_budget_gib is None and self.settings.gpu_budget_gib is not None:
+            opts = replace(opts, gpu_budget_gib=self.settings.gpu_budget_gib)
         plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
         mmproj = None if embedding else (opts.mmproj or self.projectors(model_id, path))
         projector = read_projector(mmproj) if mmproj else None
@@ -221,6 +223,7 @@ class Runtime:
             n_layers=info.block_count, verdict=plan.verdict, planned_ram_bytes=plan.ram.total_bytes,
             planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
             last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
+            reported_buffers=dict(result.get("buffers", {})),
             calibration=plan.compare(reported) if reported else {}, warnings=warnings,
             parallel=result.get("n_seq", plan.parallel), vision=bool(result.get("vision")),
             draft=result.get("draft") or "",

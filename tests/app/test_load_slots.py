@@ -56,3 +56,10 @@ def test_load_dialog_chooses_prompt_lookup_and_a_draft_model(qtbot, make_app, sh
     saved = LoadOptions.from_dict(app.ctx.prefs.get("load_options")["starter"])
     assert saved.draft == draft_id and saved.drafts
     assert f"draft model {draft_id}" in describe_options(saved) and "prompt lookup" in describe_options(saved)
+
+
+def test_load_dialog_shows_where_the_layers_go(qtbot, make_app, shared_runtime):
+    """The split, device by device, before loading: on this GPU-less machine every layer in RAM."""
+    dialog = open_load_dialog(qtbot, make_app(shared_runtime))
+    plan = plan_fit(inspect_file(shared_runtime.resolver("starter")), hardware.detect(), LoadOptions())
+    assert " · RAM " in dialog.estimate.text() and f"({plan.ram.layers} layers)" in dialog.estimate.text()

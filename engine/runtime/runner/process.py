@@ -38,19 +38,25 @@ _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s
 
 
 @contextlib.contextmanager
-def model_params(extra_bufts: bool, on_progress: Any = None) -> Iterator[None]:
+def model_params(extra_bufts: bool, on_progress: Any = None, devices: list[str] | None = None) -> Iterator[None]:
     """Around ``llama_cpp.Llama(...)``: its model is loaded with ``use_extra_bufts`` as given (off: no AMX
-    or CPU-repack kernels, see healing.py) and, given one, ``on_progress`` as its progress callback
-    (``Llama`` has no parameter for either, so its default model params are wrapped)."""
+    or CPU-repack kernels, see healing.py), given one, ``on_progress`` as its progress callback, and
+    given ``devices`` (names from ``fireside hw``), offloading to those devices only (``Llama`` has no
+    parameter for any of them, so its default model params are wrapped)."""
     import llama_cpp
 
+    from ...models.hardware import device_handles
+
     default_params = llama_cpp.llama_model_default_params
+    handles = device_handles(devices) if devices is not None else None  # alive until the load is done
 
     def params():
         p = default_params()
         p.use_extra_bufts = extra_bufts
         if on_progress is not None:
             p.progress_callback = on_progress
+        if handles is not None:
+            p.devices = ctypes.cast(handles, ctypes.c_void_p)
         return p
 
     llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = params
@@ -245,10 +251,11 @@ class Runner:
 
         kwargs = dict(msg["kwargs"])
         extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
+        devices = kwargs.pop("devices", None)  # llama_model_params.devices: not a Llama() keyword
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
         started = time.monotonic()
         try:
-            with model_params(extra_bufts, on_progress), sequences(kwargs) as seq_kwargs:
+            with model_params(extra_bufts, on_progress, devices), sequences(kwargs) as seq_kwargs:
                 self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **seq_kwargs)
         except Exception as exc:
             if cancel.is_set():
@@ -259,8 +266,9 @@ class Runner:
         self.n_seq = llama_cpp.llama_n_seq_max(self.llama._ctx.ctx)
         self.step_threads = _step_threads(self.llama, kwargs, msg.get("threads_fixed", False), self.share)
         vision_error = self._load_projector(msg.get("mmproj"), kwargs)
-        draft_error = self._load_draft(msg.get("draft"), kwargs, extra_bufts)
-        self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj")))
+        draft_error = self._load_draft(msg.get("draft"), dict(kwargs, devices=devices), extra_bufts)
+        self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj"),
+                                              devices=devices))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
         from .tokens import longest_piece
@@ -288,7 +296,7 @@ class Runner:
         if draft.get("kv_type") == "f16":  # its heads do not fit the model's quantized cache (planner.with_draft)
             draft_kwargs.pop("type_k", None), draft_kwargs.pop("type_v", None)
         try:
-            with model_params(extra_bufts), sequences(draft_kwargs) as seq_kwargs:  # kernels as the model's
+            with model_params(extra_bufts, devices=kwargs.get("devices")), sequences(draft_kwargs) as seq_kwargs:  # kernels as the model's
                 llama = llama_cpp.Llama(model_path=draft["path"], verbose=False, n_gpu_layers=draft.get("n_gpu_layers", 0),
                                         **seq_kwargs)
         except Exception as exc:

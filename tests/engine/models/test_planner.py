@@ -157,3 +157,56 @@ def test_auto_kv_is_exact_on_the_cpu_and_f16_on_a_gpu_or_by_choice(q8b):
     assert replies_text(cpu).startswith("yes") and "GPU" in replies_text(gpu)
     assert "f16 KV cache" in replies_text(chosen) and "flash attention is off" in replies_text(no_flash)
     assert not cpu.notes and not no_flash.refusal  # auto chose it: nothing to explain, nothing refused
+
+
+def _with_llvmpipe(hw: Hardware, total_gib: float = 32) -> Hardware:
+    """``hw`` with Mesa's software Vulkan device, as ``GGML_VK_VISIBLE_DEVICES=0`` shows it to llama.cpp."""
+    soft = Device(len(hw.devices), "Vulkan0", "llvmpipe (LLVM 15.0.6, 256 bits)", "software", "Vulkan",
+                  int(total_gib * GiB), int(total_gib * GiB))
+    return Hardware([*hw.backends, "Vulkan"], [*hw.devices, soft], hw.ram_total_bytes, hw.ram_available_bytes,
+                    hw.cpu_cores, hw.cpu_threads, True)
+
+
+def test_a_software_device_is_never_chosen_on_its_own_and_llama_cpp_is_told_so(q8b):
+    hw = _with_llvmpipe(machine())
+    plan = plan_fit(q8b, hw, LoadOptions(context=4096, parallel=1))
+    assert (plan.verdict, plan.n_gpu_layers) == ("cpu_only", 0)
+    assert plan.llama_kwargs()["devices"] == []  # else llama.cpp would offload to llvmpipe by itself
+
+
+def test_a_named_software_device_takes_the_layers(q8b):
+    hw = _with_llvmpipe(machine((8, 7.6)))
+    for name in ("llvmpipe", "Vulkan0"):
+        plan = plan_fit(q8b, hw, LoadOptions(context=4096, parallel=1, device=name))
+        assert plan.verdict == "full_gpu" and [g.name for g in plan.gpus] == ["Vulkan0"]
+        assert plan.llama_kwargs()["devices"] == ["Vulkan0"]
+    auto = plan_fit(q8b, hw, LoadOptions(context=4096, parallel=1))
+    assert [g.name for g in auto.gpus] == ["GPU0"] and auto.llama_kwargs()["devices"] == ["GPU0"]
+
+
+def test_a_device_that_is_not_there_is_refused_with_the_devices_that_are(q8b):
+    plan = plan_fit(q8b, _with_llvmpipe(machine()), LoadOptions(context=4096, parallel=1, device="CUDA3"))
+    assert not plan.fits and "'CUDA3'" in plan.refusal and "llvmpipe" in plan.refusal
+    assert "devices" not in plan_fit(q8b, machine((8, 7.6)), LoadOptions(parallel=1)).llama_kwargs()
+
+
+def test_the_gpu_budget_caps_what_the_planner_puts_on_the_device(q8b):
+    hw = _with_llvmpipe(machine(), total_gib=64)  # llvmpipe reports host memory as its own
+    free = plan_fit(q8b, hw, LoadOptions(context=4096, parallel=1, device="llvmpipe"))
+    capped = plan_fit(q8b, hw, LoadOptions(context=4096, parallel=1, device="llvmpipe", gpu_budget_gib=2))
+    assert free.verdict == "full_gpu" and capped.verdict == "partial"
+    assert 0 < capped.n_gpu_layers < free.n_gpu_layers
+    assert capped.gpus[0].total_bytes <= 2 * GiB == capped.gpus[0].available_bytes
+    assert any("2 GiB" in n for n in capped.notes)
+
+
+def test_planned_device_and_host_bytes_are_set_beside_llama_cpps_buffers(q8b):
+    plan = plan_fit(q8b, _with_llvmpipe(machine()), LoadOptions(context=4096, parallel=1, device="llvmpipe",
+                                                                n_gpu_layers=18))
+    buffers = {"Vulkan0 model": 2000.0, "Vulkan0 KV": 288.0, "Vulkan0 compute": 300.0,
+               "CPU_Mapped model": 2400.0, "CPU KV": 288.0, "Vulkan_Host compute": 20.0}
+    cmp = plan.compare_devices(buffers)
+    assert cmp["device"]["reported"] == int(2588 * 2**20) and cmp["host"]["reported"] == int(2708 * 2**20)
+    g = plan.gpus[0]
+    assert cmp["device"]["planned"] == g.weights_bytes + g.kv_bytes + g.compute_bytes  # the reserve is not allocated
+    assert 0 < cmp["device"]["planned"] < plan.gpu_bytes

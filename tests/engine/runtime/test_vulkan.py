@@ -1,0 +1,90 @@
+"""The GPU paths for real, on Mesa's software Vulkan device (llvmpipe): the starter model with 0, half and
+all of its layers on the device, through the runtime and its runner processes, against the CPU.
+
+Needs llama-cpp-python built with Vulkan (``scripts/build-vulkan.sh``) and ``GGML_VK_VISIBLE_DEVICES=0``
+(llama.cpp hides CPU-type Vulkan devices otherwise); without them every test here skips, saying why.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fireside.engine.models import hardware
+from fireside.engine.models.planner import LoadOptions
+from fireside.engine.runtime.runtime import Runtime
+from fireside.engine.settings import Settings
+from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.cli import fireside
+
+
+def _software_device() -> str | None:
+    """Why the Vulkan tests cannot run here, or None when they can."""
+    try:
+        hw = hardware.detect()
+    except Exception as exc:  # a missing or broken build: say so, do not fail the normal suite
+        return f"llama.cpp's devices could not be read: {exc}"
+    if "Vulkan" not in hw.backends:
+        return "this llama-cpp-python was not built with Vulkan (scripts/build-vulkan.sh)"
+    if not hw.software:
+        return "no software Vulkan device: install mesa-vulkan-drivers and set GGML_VK_VISIBLE_DEVICES=0"
+    return None
+
+
+pytestmark = [pytest.mark.vulkan, pytest.mark.model]
+_why = _software_device()
+if _why:
+    pytestmark.append(pytest.mark.skip(reason=f"vulkan: {_why}"))
+
+PROMPT = [{"role": "user", "content": "Write a short story about a lighthouse keeper and a storm."}]
+LAYERS = 30  # the starter's repeating layers; 31 offloads the output layer as well
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory, smollm2_path):
+    rt = Runtime(Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("vk"))}),
+                 resolver=lambda _: smollm2_path)
+    yield rt
+    rt.close()
+
+
+def _reply(rt: Runtime, options: LoadOptions) -> tuple[str, object]:
+    loaded = rt.load("starter", options)
+    text = "".join(c.text for c in rt.chat("starter", ChatRequest(PROMPT, Sampling(temperature=0, max_tokens=64)))
+                   if c.kind == "text")
+    return text, loaded
+
+
+@pytest.fixture(scope="module")
+def cpu_reply(runtime) -> str:
+    return _reply(runtime, LoadOptions(context=512, parallel=1, kv_type="f16"))[0]
+
+
+def test_fireside_hw_lists_the_software_device():
+    devices = json.loads(fireside("hw", "--json").stdout)["devices"]
+    soft = [d for d in devices if d["kind"] == "software"]
+    assert soft and "llvmpipe" in soft[0]["description"] and soft[0]["total_bytes"] > 0
+
+
+def test_the_software_device_is_not_used_unless_named(runtime):
+    _, loaded = _reply(runtime, LoadOptions(context=512, parallel=1))
+    assert loaded.n_gpu_layers == 0 and loaded.verdict == "cpu_only"
+    assert not any(name.startswith("Vulkan") for name in loaded.reported_buffers)
+
+
+@pytest.mark.parametrize("layers", [0, LAYERS // 2, LAYERS + 1])
+def test_layers_on_the_device_give_the_cpu_reply(runtime, cpu_reply, layers):
+    """Vulkan's kernels sum in another order than the CPU's, so a greedy reply may part from the CPU's
+    where two tokens were nearly tied; where it does, that place is printed, and the replies must agree
+    before it for a good stretch (a wrong offload, such as misplaced layers, garbles it at once)."""
+    text, loaded = _reply(runtime, LoadOptions(context=512, parallel=1, kv_type="f16", device="llvmpipe",
+                                               n_gpu_layers=layers))
+    assert loaded.n_gpu_layers == layers
+    on_device = sum(v for k, v in loaded.reported_buffers.items() if k == "Vulkan0 model")
+    assert (on_device > 0) == (layers > 0), loaded.reported_buffers
+    if text != cpu_reply:
+        at = next((i for i, (a, b) in enumerate(zip(text, cpu_reply)) if a != b), min(len(text), len(cpu_reply)))
+        print(f"\n{layers} layers on llvmpipe: the reply parts from the CPU's at character {at}: "
+              f"{text[at:at + 40]!r} vs {cpu_reply[at:at + 40]!r}")
+        assert at >= 40, (text, cpu_reply)
