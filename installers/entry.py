@@ -5,6 +5,7 @@ runners all start from the same executable, chosen by the first argument or the 
   runners this way when ``sys.frozen`` is set).
 - ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.runtime.grammarcheck``).
 - ``--fireside-template-worker``: a chat template worker (``fireside.engine.runtime.renderer``).
+- ``--fireside-document-reader``: a document reader process (``fireside.engine.documents.reader_process``).
 - ``--cli ARGS...``, or called as ``fireside`` (the ``/usr/bin/fireside`` link on Linux): the
   ``fireside`` command line.
 - ``--app``, or anything else (double-click, ``fireside-app``, ``Fireside.exe``): the desktop app.
@@ -21,6 +22,7 @@ import sys
 RUNNER_FLAG = "--fireside-runner"
 GRAMMAR_FLAG = "--fireside-check-grammar"
 TEMPLATE_FLAG = "--fireside-template-worker"
+READER_FLAG = "--fireside-document-reader"
 CLI_FLAG = "--cli"
 APP_FLAG = "--app"
 CLI_NAME = "fireside"
@@ -35,6 +37,8 @@ def choose(argv: list[str]) -> tuple[str, list[str]]:
         return "grammar", argv[2:]
     if first == TEMPLATE_FLAG:
         return "template", argv[2:]
+    if first == READER_FLAG:
+        return "reader", argv[2:]
     if first == CLI_FLAG:
         return "cli", argv[2:]
     if first == APP_FLAG:
@@ -60,6 +64,11 @@ def main() -> int:
         from fireside.engine.runtime import renderer
 
         renderer.main()
+        return 0
+    if mode == "reader":
+        from fireside.engine.documents import reader_process
+
+        reader_process.main()  # reads until its pipe closes, then ends the process itself
         return 0
     if mode == "cli":
         from fireside.engine.cli import main as cli_main

@@ -111,6 +111,13 @@ def test_frozen_template_workers_start_through_the_entry_script(entry, monkeypat
     assert entry.choose(worker_command()) == ("template", [])
 
 
+def test_frozen_document_readers_start_through_the_entry_script(entry, monkeypatch):
+    from fireside.engine.documents.reader_process import reader_command
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert entry.choose(reader_command()) == ("reader", [])
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["/usr/bin/fireside", "run", "starter", "Hi"], ("cli", ["run", "starter", "Hi"])),
     (["C:\\Fireside\\fireside.exe", "ls"], ("cli", ["ls"])),

@@ -11,8 +11,9 @@ PDF when one thread served them all). In a collection, every queued file's text 
 vectors are made (in batches, a file at a time, each file ``completed`` as its vectors are done, so
 ``file_counts`` shows the progress), and search reads a file as soon as its text is indexed: by keywords
 until its vectors come. Each queued file has its own stop event: removing the file from its
-collection, deleting the upload or the collection, or cancelling its batch stops its reading within a
-page operator (``pdf.py``) and its embedding within a batch. Files still ``in_progress`` when the process
+collection, deleting the upload or the collection, or cancelling its batch stops its reading at once (the
+file is read in the worker's reader process, ``reader_process.py``, which is killed) and its embedding
+within a batch. Files still ``in_progress`` when the process
 stopped are indexed again when the collections are next opened, unless the process died while reading
 the file ``MAX_TRIES`` times: then it is ``failed`` (a file that kills the process would otherwise kill
 every start). With no ``Embedder`` the indexes find passages by BM25 alone, and a file is ``completed``
@@ -43,12 +44,14 @@ from ..errors import DocumentNotFound, DocumentRejected
 from .index import DocumentIndex, Embedder
 from .limits import MAX_QUERY_CHARS, MAX_QUERY_TERMS
 from .pdf import Cancelled
+from .reader_process import ReaderProcess
 from .registry import Registry
 from .uploads import Uploads
 
 log = logging.getLogger(__name__)
 STATUSES = ("in_progress", "completed", "failed", "cancelled")
-_UNSUPPORTED = ("unsupported", "binary")
+# a refusal's error code by its reason; any other is ``invalid_file``
+_CODES = {"unsupported": "unsupported_file", "binary": "unsupported_file", "reader_died": "server_error"}
 MAX_TRIES = 2  # processes that may die reading one file before it is failed instead of read again
 
 
@@ -178,7 +181,8 @@ class Collections:
         self._pending: dict[str, deque[tuple[str | None, threading.Event]]] = {}
         self._running: dict[str, tuple[str | None, threading.Event]] = {}
         self._workers: dict[str, threading.Thread] = {}  # collection -> its worker, while it has work
-        self._jobs = threading.Lock()  # guards the three above
+        self._spare: ReaderProcess | None = None  # a reader process kept from a worker that ended, for the next
+        self._jobs = threading.Lock()  # guards the four above
         self._cancel = threading.Event()
         self._watcher = None
         self._progress: dict[str, tuple[int, int]] = {}  # collection id -> (embedded, to embed) this run
@@ -465,24 +469,37 @@ class Collections:
 
     def _work(self, collection_id: str) -> None:
         _background()
-        while True:
-            with self._jobs:
-                self._running.pop(collection_id, None)
-                pending = self._pending.get(collection_id)
-                if self._cancel.is_set() or not pending:
-                    self._pending.pop(collection_id, None)
-                    self._workers.pop(collection_id, None)
-                    return
-                file_id, stop = self._running[collection_id] = pending.popleft()
-            if stop.is_set():
-                continue
-            try:
-                if file_id is None:
-                    self._embed(collection_id, stop)
-                else:
-                    self._index_one(collection_id, file_id, stop)
-            except Exception:  # noqa: BLE001 - the worker must outlive any one file
-                log.exception("indexing %s into %s failed", file_id or "passages", collection_id)
+        with self._jobs:  # the last worker's reader process if one waits (a start is ~0.2 s), else a new one
+            reader, self._spare = self._spare or ReaderProcess(), None
+        try:
+            while True:
+                with self._jobs:
+                    self._running.pop(collection_id, None)
+                    pending = self._pending.get(collection_id)
+                    if self._cancel.is_set() or not pending:
+                        self._pending.pop(collection_id, None)
+                        self._workers.pop(collection_id, None)
+                        return
+                    file_id, stop = self._running[collection_id] = pending.popleft()
+                if stop.is_set():
+                    continue
+                try:
+                    if file_id is None:
+                        self._embed(collection_id, stop)
+                    else:
+                        self._index_one(collection_id, file_id, stop, reader)
+                except Exception:  # noqa: BLE001 - the worker must outlive any one file
+                    log.exception("indexing %s into %s failed", file_id or "passages", collection_id)
+        finally:
+            self._park(reader)
+
+    def _park(self, reader: ReaderProcess) -> None:
+        """Keep a worker's reader process for the next worker (one is kept), or close it."""
+        with self._jobs:
+            if reader.pid is not None and self._spare is None and not self._cancel.is_set():
+                self._spare, reader = reader, None
+        if reader is not None:
+            reader.close()
 
     def _embed(self, collection_id: str, stop: threading.Event) -> None:
         """Vectors for the collection's passages that lack them: the files whose text is indexed first, each
@@ -526,7 +543,7 @@ class Collections:
         with self._jobs:
             return any(f is not None for f, _ in self._pending.get(collection_id, ()))
 
-    def _index_one(self, collection_id: str, file_id: str, stop: threading.Event) -> None:
+    def _index_one(self, collection_id: str, file_id: str, stop: threading.Event, reader: ReaderProcess) -> None:
         try:
             member = self.member(collection_id, file_id)
             stored = self.uploads.get(file_id)
@@ -537,7 +554,7 @@ class Collections:
         index = self._index(collection_id)
         self._reading(collection_id, file_id, True)
         try:
-            self._read(index, member, stored, stop)
+            self._read(index, member, stored, stop, reader)
         finally:  # ended here, one way or another: only a process that died leaves the row (``_resumable``)
             self._reading(collection_id, file_id, False)
 
@@ -550,10 +567,10 @@ class Collections:
             else:
                 reg.db.execute("DELETE FROM reading WHERE collection_id = ? AND file_id = ?", (collection_id, file_id))
 
-    def _read(self, index: DocumentIndex, member: Member, stored, stop: threading.Event) -> None:
+    def _read(self, index: DocumentIndex, member: Member, stored, stop: threading.Event, reader: ReaderProcess) -> None:
         collection_id, file_id = member.collection_id, member.file_id
-        try:
-            done = index.add_file(stored.path, cancel=stop, embed=False)  # vectors: _embed, after the text
+        try:  # read in the reader process; vectors: _embed, after the text
+            done = index.add_file(stored.path, cancel=stop, embed=False, read=reader.read)
             if stop.is_set():
                 raise Cancelled(f"indexing {stored.filename} was stopped")
             if done.chunks == 0:
@@ -564,8 +581,7 @@ class Collections:
             return
         except DocumentRejected as e:
             index.remove_file(stored.path)
-            self._finish(collection_id, file_id, "failed", "unsupported_file" if e.reason in _UNSUPPORTED
-                         else "invalid_file", str(e))
+            self._finish(collection_id, file_id, "failed", _CODES.get(e.reason, "invalid_file"), str(e))
             return
         except Exception as e:  # noqa: BLE001 - a reader's bug fails this file, never the worker
             log.exception("indexing %s failed", stored.filename)
@@ -612,6 +628,10 @@ class Collections:
         deadline = time.monotonic() + 10
         for worker in workers:
             worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._jobs:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
         with self._opening:
             for index in self._indexes.values():
                 index.close()

@@ -116,10 +116,12 @@ class DocumentIndex:
 
     # --- adding --------------------------------------------------------------------------------------
     def add_file(self, path: Path | str, *, cancel: threading.Event | None = None,
-                 on_progress: Callable[[int, int], None] | None = None, embed: bool = True) -> IndexedFile:
+                 on_progress: Callable[[int, int], None] | None = None, embed: bool = True,
+                 read: Callable[..., Document] = read_document) -> IndexedFile:
         """Read, chunk, index and (``embed``) embed the file at ``path``; a file already indexed with the same
         bytes is left as it is. Without ``embed`` its passages are found by keywords at once and get their
-        vectors from ``embed_missing``. Raises ``DocumentRejected`` for a file that cannot be read."""
+        vectors from ``embed_missing``. Raises ``DocumentRejected`` for a file that cannot be read. ``read``
+        reads it (``read(path, cancel=cancel)``): in this process, or a ``ReaderProcess``'s ``read``."""
         try:
             path = Path(path).resolve()
             stat = path.stat()
@@ -132,7 +134,7 @@ class DocumentIndex:
             if row is not None and (row[1], row[2]) == (stat.st_size, stat.st_mtime_ns):
                 count = self._db.execute("SELECT count(*) FROM chunks WHERE file_id = ?", (row[0],)).fetchone()[0]
                 return IndexedFile(str(path), row[3], count, count, row[4], unchanged=True)
-        doc = read_document(path, cancel=cancel)  # before hashing: a file over a cap is refused unread
+        doc = read(path, cancel=cancel)  # before hashing: a file over a cap is refused unread
         digest = _sha256(path)
         return self.add_document(doc, stat=stat, digest=digest, cancel=cancel, on_progress=on_progress, embed=embed)
 

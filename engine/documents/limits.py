@@ -22,6 +22,8 @@ MAX_DOCX_RATIO = 200             # one part's unpacked size over its packed size
 MAX_DOCX_XML = 16 * MiB          # the XML parsed: the body, its styles, core properties, relationships and
                                  # content types; lxml holds ~15x its size (headers, comments... are not parsed)
 MAX_EXTRACTED_CHARS = 64 * MiB   # the text any one document yields, whatever its kind
+MAX_READ_SECONDS = 600           # one file's reading in its reader process (``reader_process.py``), then it is
+                                 # killed: the caps above keep a file to a few minutes of parsing at worst
 READ_BLOCK = 1 * MiB             # text is read this much at a time
 SNIFF_BYTES = 8192               # the first bytes checked for binary data
 MAX_CONTROL_RATIO = 0.05         # more control characters than this in the sniff is binary data

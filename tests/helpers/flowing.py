@@ -1,7 +1,8 @@
 """Another client's stream, watched while a hostile request is served: a streamed chat on its own thread
 that notes when each chunk arrived, so a test can assert the worst gap while something else ran (issue
 42: the server must not stall one client while another's documents, images or predictions are handled).
-It also reads the test process's resident memory (the servers under test run in it)."""
+It also reads the test process's resident memory and CPU time (the servers under test run in it), and
+finds the document reader processes it started (``documents/reader_process.py``)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,46 @@ def cpu_s() -> float:
     """The CPU time this process has used, user and system, in seconds."""
     times = psutil.Process().cpu_times()
     return times.user + times.system
+
+
+def tree_cpu_s() -> float:
+    """The CPU time this process and every process under it (runners, document readers) have used, in
+    seconds; a process that ended meanwhile no longer counts, so compare over a span where none ends."""
+    total = cpu_s()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:  # ended meanwhile
+            continue
+        total += times.user + times.system
+    return total
+
+
+def reader_processes() -> list[psutil.Process]:
+    """The document reader processes under this process that are still running."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "fireside.engine.documents.reader_process" in child.cmdline() and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def ended(proc: psutil.Process) -> bool:
+    """Whether ``proc`` has ended (a zombie not yet reaped counts as ended)."""
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def busiest_reader() -> psutil.Process:
+    """The reader process that has used the most CPU: the one reading a slow file."""
+    readers = reader_processes()
+    assert readers, "no document reader process is running"
+    return max(readers, key=lambda p: sum(p.cpu_times()[:2]))
 
 
 def peak_rss_during(fn, *args, **kwargs) -> tuple[object, int]:
