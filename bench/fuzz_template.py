@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests pac
 
 from fireside.engine.errors import FiresideError  # noqa: E402
 from fireside.engine.library import Library  # noqa: E402
-from fireside.engine.runtime import templates  # noqa: E402
+from fireside.engine.prompts import templates  # noqa: E402
 from fireside.engine.runtime.runtime import Runtime  # noqa: E402
 from fireside.engine.server import ServerThread, create_app  # noqa: E402
 from fireside.engine.settings import Settings  # noqa: E402

@@ -23,12 +23,12 @@ from .errors import FiresideError, RuntimeFailure
 from .library import Library
 from .models.inspection import ModelInfo, inspect_file
 from .models.planner import LoadOptions
+from .prompts import images
+from .protocol import Segments
 from .remote import RemoteEndpoint, RemoteEngine, RemoteModel
 from .remote.engine import RemoteStatus
-from .runtime import images
 from .runtime.arrivals import Arrivals, Ticket
 from .runtime.healing import Workarounds
-from .runtime.protocol import Segments
 from .runtime.runtime import ProgressFn, Runtime
 from .settings import Settings
 from .types import ChatRequest, Chunk, CompletionRequest, Image, LoadedModel

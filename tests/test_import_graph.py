@@ -69,7 +69,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def engine_package(name: str, _modules: dict) -> str | None:
-    """``fireside.engine.runtime.runner.batch`` -> ``runtime``; a top-level module (``types``) is its own node."""
+    """``fireside.engine.runner.batch`` -> ``runtime``; a top-level module (``types``) is its own node."""
     parts = name.split(".")
     return parts[2] if parts[:2] == ["fireside", "engine"] and len(parts) > 2 else None
 
@@ -108,13 +108,13 @@ def test_no_cycle_between_app_modules():
     assert _cycles(_graph(app_module)) == []
 
 
-RUNNER = "fireside.engine.runtime.runner"
+RUNNER = "fireside.engine.runner"
 # what both sides of the process boundary import: the pipe, and the prompt cache folder's format
-SHARED = {"fireside.engine.runtime.protocol", "fireside.engine.runtime.kvcache"}
+SHARED = {"fireside.engine.protocol", "fireside.engine.runner.kvcache"}
 
 
 def _crossings(modules: dict[str, Path]) -> list[tuple[str, str]]:
-    """Imports across the process boundary: into ``runtime/runner/`` from outside it, or out of it into the
+    """Imports across the process boundary: into ``runner/`` from outside it, or out of it into the
     rest of ``runtime/`` other than ``SHARED`` (the engine's leaf modules are anyone's)."""
     def in_runner(name: str) -> bool:
         return name == RUNNER or name.startswith(RUNNER + ".")
@@ -130,8 +130,8 @@ def _crossings(modules: dict[str, Path]) -> list[tuple[str, str]]:
 
 
 def test_the_runner_process_and_the_server_process_share_only_the_pipe():
-    """A runner is started by name (``python -m fireside.engine.runtime.runner``), never imported: what runs in
-    the runner process lives in ``runtime/runner/`` and reaches the server's side only through ``SHARED``."""
+    """A runner is started by name (``python -m fireside.engine.runner``), never imported: what runs in
+    the runner process lives in ``runner/`` and reaches the server's side only through ``SHARED``."""
     modules = _modules()
     assert {f"{RUNNER}.process", f"{RUNNER}.batch", "fireside.engine.runtime.runtime"} <= set(modules)
     assert _crossings(modules) == []
@@ -142,7 +142,7 @@ def test_the_boundary_check_sees_a_crossing(tmp_path):
     (tmp_path / "into.py").write_text("from .runner import batch\nfrom . import kvcache\n")
     modules = {**_modules(), f"{RUNNER}.out": tmp_path / "out.py", "fireside.engine.runtime.into": tmp_path / "into.py"}
     assert _crossings(modules) == [("fireside.engine.runtime.into", RUNNER), ("fireside.engine.runtime.into", f"{RUNNER}.batch"),
-                                   (f"{RUNNER}.out", "fireside.engine.runtime.grammar")]
+                                   (f"{RUNNER}.out", "fireside.engine.structured.grammar")]
 
 
 def test_the_walk_finds_a_cycle_when_there_is_one():
@@ -178,7 +178,7 @@ def test_windows_and_chat_widgets_import_only_the_engines_value_types():
 
 def test_the_door_rule_finds_a_window_that_reaches_past_the_bridge():
     found = _door_breaches({"fireside.app.windows.cache_settings": {"fireside.engine.fmt", "fireside.engine.runtime",
-                                                                    "fireside.engine.runtime.kvcache"},
-                            "fireside.app.bridge.prompt_cache": {"fireside.engine.runtime.kvcache"}})
-    assert found == {"fireside.app.windows.cache_settings": {"fireside.engine.runtime", "fireside.engine.runtime.kvcache"}}
+                                                                    "fireside.engine.runner.kvcache"},
+                            "fireside.app.bridge.prompt_cache": {"fireside.engine.runner.kvcache"}})
+    assert found == {"fireside.app.windows.cache_settings": {"fireside.engine.runtime", "fireside.engine.runner.kvcache"}}
 

@@ -105,7 +105,7 @@ def test_frozen_runners_start_through_the_entry_script(entry, monkeypatch):
 
 
 def test_frozen_template_workers_start_through_the_entry_script(entry, monkeypatch):
-    from fireside.engine.runtime.renderer import worker_command
+    from fireside.engine.prompts.renderer import worker_command
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert entry.choose(worker_command()) == ("template", [])

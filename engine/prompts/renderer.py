@@ -4,7 +4,7 @@ The sandbox (``sandbox.py``) sizes what a template builds and ticks a clock, but
 operations: one C call (a quadratic ``sum`` of lists, ``strftime`` of a huge format, Jinja's parser and
 Python's ``compile`` on a huge template) holds the GIL until it returns, and every other client of the
 process waits. So the work happens in a small pool of worker processes (``MAX_WORKERS``), each started
-with the same interpreter (``python -m fireside.engine.runtime.renderer``, or the frozen executable with
+with the same interpreter (``python -m fireside.engine.prompts.renderer``, or the frozen executable with
 ``--fireside-template-worker``), each under an address-space limit (``WORKER_MEMORY_BYTES``) and a CPU-time
 limit per job, and each killed by the caller when a job runs past ``JOB_SECONDS`` of wall time. A killed
 or dead worker is replaced on the next job. A worker keeps the templates it compiled (``CACHE_SIZE``,
@@ -27,7 +27,7 @@ from collections import Counter, OrderedDict
 from typing import Any
 
 from ..errors import ContextOverflow, QueueFull, TemplateError
-from .protocol import FramedPipe, PipeClosed
+from ..protocol import FramedPipe, PipeClosed
 from .sandbox import MAX_SECONDS
 
 MAX_WORKERS = 4                        # template jobs at once, over every model
@@ -42,7 +42,7 @@ FLAG = "--fireside-template-worker"    # see installers/entry.py
 def worker_command() -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, FLAG]
-    return [sys.executable, "-m", "fireside.engine.runtime.renderer"]
+    return [sys.executable, "-m", "fireside.engine.prompts.renderer"]
 
 
 class _Worker:

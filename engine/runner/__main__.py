@@ -1,4 +1,4 @@
-"""``python -m fireside.engine.runtime.runner``: how ``client.runner_command()`` starts a runner process."""
+"""``python -m fireside.engine.runner``: how ``client.runner_command()`` starts a runner process."""
 
 from .process import main
 

@@ -100,7 +100,7 @@ class Reply:
         return [*events, done]
 
     def usage(self) -> dict:
-        from ...types import Usage
+        from ..types import Usage
 
         end = time.perf_counter()
         first_at = self.first_at or end

@@ -1,4 +1,4 @@
-"""The runner's part of the prompt cache (``runtime/kvcache.py`` is the folder and its format): a
+"""The runner's part of the prompt cache (``runner/kvcache.py`` is the folder and its format): a
 slot's KV state looked up and restored before a prompt is evaluated, and saved after a reply.
 
 The runner (``batch.py``) takes a snapshot of a slot when a reply ends (a memcpy on the worker
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...fsutil import atomic_write
-from ..kvcache import HEADER, MAGIC, CacheConfig, evict, open_index, remove_all, remove_stale_temp_files
+from ..fsutil import atomic_write
+from .kvcache import HEADER, MAGIC, CacheConfig, evict, open_index, remove_all, remove_stale_temp_files
 from .threads import yield_cpu
 
 WRITE_QUIET_S = 0.3  # the runner decodes nothing this long before the writer writes

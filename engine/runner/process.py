@@ -3,7 +3,7 @@
 llama.cpp ends its process on some failures (GPU out of memory, failed asserts), which no Python
 ``try`` can catch, so each loaded model lives here, away from the app. The parent sends frames
 (``load``, ``generate``, ``tokenize``, ``embed``, ``stats``, ``prompt_cache``, ``cancel``, ``threads``, ``shutdown``;
-see ``runtime/protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
+see ``protocol.py``) on stdin; replies go back on the original stdout, each tagged with the request's id.
 
 Threads: a reader thread takes frames off the pipe and sets cancel events at once; a tokenizer
 thread turns the prompts of ``generate``, ``tokenize`` and ``embed`` requests into tokens (answering
@@ -341,8 +341,7 @@ class Runner:
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
 
     def _open_cache(self, config: dict) -> Any:
-        from .. import kvcache
-        from . import kvstate
+        from . import kvcache, kvstate
 
         path, kwargs = self._cache_from
         config = kvcache.CacheConfig(**config)

@@ -32,7 +32,7 @@ import weakref
 from collections import deque
 from typing import Any
 
-from ...types import Sampling, TokenLogprob
+from ..types import Sampling, TokenLogprob
 from .tokens import piece
 
 MIROSTAT_M = 100  # the tokens Mirostat v1 estimates its s_hat from (llama.cpp's and llama-cpp-python's value)

@@ -40,7 +40,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...types import Image
+from ..types import Image
 from .tokens import tokenize as tokenize_text
 
 IMAGE_TOKEN_SPACE = 2**31 - 2  # image tokens are -1 down to -(2**31 - 1)

@@ -36,18 +36,19 @@ from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit, with_draft, with_projector
 from ..models.projector import read_projector
+from ..prompts import images
+from ..prompts.templates import ChatTemplate
+from ..protocol import Segments, max_prompt_chars, prompt_chars
+from ..runner.kvcache import CacheConfig
 from ..settings import Settings
+from ..structured.grammar import checked, forced_tool_names, grammar_for, no_call_grammar
+from ..structured.parsing import StreamParser, prompt_opens_reasoning
+from ..structured.replycheck import check_reply, expected_schema
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
-from . import healing, images
+from . import healing
 from .arrivals import Arrivals, Ticket
 from .client import RunnerClient
 from .embedders import embedder_facts, embedding_kwargs
-from .grammar import checked, forced_tool_names, grammar_for, no_call_grammar
-from .kvcache import CacheConfig
-from .parsing import StreamParser, prompt_opens_reasoning
-from .protocol import Segments, max_prompt_chars, prompt_chars
-from .replycheck import check_reply, expected_schema
-from .templates import ChatTemplate
 from .threadbudget import ThreadBudget
 
 log = logging.getLogger(__name__)

@@ -290,7 +290,7 @@ def truncated(ctx: Any, model_id: str, req: ChatRequest, body: ResponsesBody) ->
         return replace(req, messages=kept)
 
     def fits(k: int) -> bool:
-        try:  # a prompt past the size cap is refused before it is tokenized (runtime/protocol.py, runtime/runner/tokens.py)
+        try:  # a prompt past the size cap is refused before it is tokenized (protocol.py, runner/tokens.py)
             return ctx.engine.count_chat_tokens(model_id, without(k)) <= limit
         except ContextOverflow:
             return False

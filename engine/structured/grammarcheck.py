@@ -39,7 +39,7 @@ _TIMED_OUT = "timed out"
 def checker_command() -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, "--fireside-check-grammar"]  # see installers/entry.py
-    return [sys.executable, "-m", "fireside.engine.runtime.grammarcheck"]
+    return [sys.executable, "-m", "fireside.engine.structured.grammarcheck"]
 
 
 def _limit_memory() -> None:  # runs in the child between fork and exec

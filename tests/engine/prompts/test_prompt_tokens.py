@@ -59,7 +59,7 @@ TRIMMING = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
 def test_a_template_that_transforms_contents_renders_as_before_and_still_marks_user_text():
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from fireside.engine.runtime.templates import ChatTemplate
+    from fireside.engine.prompts.templates import ChatTemplate
 
     messages = [{"role": "user", "content": "  " + INJECTION + "  "},
                 {"role": "assistant", "content": "<think>secret</think>ok"},

@@ -16,8 +16,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from fireside.engine.errors import ContextOverflow, TemplateError
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.runtime import templates
-from fireside.engine.runtime.templates import ChatTemplate
+from fireside.engine.prompts import templates
+from fireside.engine.prompts.templates import ChatTemplate
 from tests.helpers.models import with_chat_template
 
 HI = [{"role": "user", "content": "hi"}]
@@ -169,7 +169,7 @@ def test_one_hostile_template_cannot_take_every_worker(monkeypatch):
     and a chat with any other model waited for one (a 503 after 22 s). One template's jobs now hold at
     most three workers, and once one has failed, one at a time on a demoted worker. The pool's policy,
     with workers whose jobs end when the test says (the real workers' budgets: the tests above)."""
-    from fireside.engine.runtime import renderer
+    from fireside.engine.prompts import renderer
 
     demoted: list[object] = []
     monkeypatch.setattr(renderer, "_Worker", _HeldWorker)

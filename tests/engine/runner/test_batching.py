@@ -101,7 +101,7 @@ def test_turn_two_reuses_turn_one_and_two_conversations_keep_their_slots(runtime
 
 
 def test_a_prefix_held_by_a_busy_slot_is_copied_not_evaluated_again(runtime):
-    from fireside.engine.runtime.runner.decode import common_prefix
+    from fireside.engine.runner.decode import common_prefix
 
     first = [{"role": "system", "content": SYSTEM}, *user("Tell me everything about lenses, at length.")]
     second = [{"role": "system", "content": SYSTEM}, *user("Is the museum open on Sundays?")]

@@ -1,4 +1,4 @@
-"""A draft model (runtime/runner/draftmodel.py) changes how fast a reply comes, never what it says.
+"""A draft model (runner/draftmodel.py) changes how fast a reply comes, never what it says.
 
 The starter drafts for itself: its greedy guesses are the reply's own tokens, so with no penalty
 between its logits and the reply's greedy choice it must accept every one of them and give the same
@@ -21,7 +21,7 @@ from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
-from tests.engine.runtime.test_drafts import PROMPTS
+from tests.engine.runner.test_drafts import PROMPTS
 from tests.helpers.models import own_warnings, smollm2_file
 from tests.helpers.vision_model import write_text_model
 

@@ -1,10 +1,10 @@
-"""Where drafts come from (runtime/runner/drafts.py), on token lists: a prediction is followed, and picked
+"""Where drafts come from (runner/drafts.py), on token lists: a prediction is followed, and picked
 up again after an edit; prompt lookup drafts what followed the same tokens before; a source whose
 drafts are refused is paused, so free writing is not slowed by guessing."""
 
 from __future__ import annotations
 
-from fireside.engine.runtime.runner.drafts import PAUSE, Drafter
+from fireside.engine.runner.drafts import PAUSE, Drafter
 
 
 def reply(drafter: Drafter, tokens: list[int]) -> None:

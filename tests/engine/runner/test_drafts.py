@@ -1,4 +1,4 @@
-"""Speculative decoding on the real SmolLM2 (runtime/runner/drafts.py): prompt-lookup drafts and a
+"""Speculative decoding on the real SmolLM2 (runner/drafts.py): prompt-lookup drafts and a
 request's prediction change how fast a reply comes, never what it says. Greedy replies are compared
 token for token with drafting on and off, seeded sampled replies too, four slots draft at once, and
 OpenAI's ``accepted_prediction_tokens`` reach the real ``openai`` client.

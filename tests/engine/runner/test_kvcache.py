@@ -1,4 +1,4 @@
-"""The prompt cache on disk (engine/runtime/kvcache.py, runner/kvstate.py): a conversation resumes after the runtime
+"""The prompt cache on disk (engine/runner/kvcache.py, runner/kvstate.py): a conversation resumes after the runtime
 restarts, on the real SmolLM2; a corrupted file is refused; another model file of the same name never
 reuses a state; the size cap evicts the least recently used; an unwritable or full folder never fails
 a reply."""
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from fireside.engine.models.planner import LoadOptions
-from fireside.engine.runtime import kvcache
-from fireside.engine.runtime.runner import kvstate
+from fireside.engine.runner import kvcache, kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
@@ -215,7 +214,7 @@ def test_turning_the_cache_off_and_on_reaches_a_loaded_model_at_once(tmp_path):
 
 # The runner with its file size limited: every file it writes past 1 MiB fails (EFBIG), as on a full disk.
 FULL_DISK_RUNNER = [sys.executable, "-c", "import resource; resource.setrlimit(resource.RLIMIT_FSIZE, "
-                    "(1 << 20, 1 << 20)); from fireside.engine.runtime.runner.process import main; main()"]
+                    "(1 << 20, 1 << 20)); from fireside.engine.runner.process import main; main()"]
 
 
 @pytest.mark.model

@@ -12,8 +12,8 @@ import ctypes
 import llama_cpp
 import pytest
 
-from fireside.engine.runtime.runner.decode import Reply
-from fireside.engine.runtime.runner.tokens import piece
+from fireside.engine.runner.decode import Reply
+from fireside.engine.runner.tokens import piece
 from fireside.engine.types import Sampling
 from tests.helpers.models import smollm2_file
 

@@ -1,4 +1,4 @@
-"""A runner starts both ways Fireside starts one: ``python -m fireside.engine.runtime.runner`` (what
+"""A runner starts both ways Fireside starts one: ``python -m fireside.engine.runner`` (what
 ``runner_command()`` gives an installed or source Fireside) and the frozen bundle's entry script with
 ``--fireside-runner``. Each is a real process that answers on its pipe with its hello frame and ends when
 the pipe closes."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fireside.engine.protocol import FramedPipe
 from fireside.engine.runtime.client import runner_command
-from fireside.engine.runtime.protocol import FramedPipe
 
 ENTRY = Path(__file__).resolve().parents[3] / "installers" / "entry.py"
 

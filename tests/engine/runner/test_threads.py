@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fireside.engine.runtime.runner.threads import LOOK_S, PROBE_MAX_S, MachineLoad, ThreadController
+from fireside.engine.runner.threads import LOOK_S, PROBE_MAX_S, MachineLoad, ThreadController
 
 SMALL = {"quiet": {1: 1 / 123, 2: 1 / 121}, "busy": {1: 1 / 117, 2: 1 / 38.6}}
 LARGE = {"quiet": {1: 0.052, 2: 0.028}, "busy": {1: 0.056, 2: 0.085}}

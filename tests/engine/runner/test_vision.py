@@ -13,8 +13,8 @@ import pytest
 
 from fireside.engine.errors import ContextOverflow, ImageRejected, NoVision
 from fireside.engine.models.planner import LoadOptions
-from fireside.engine.runtime.images import decode_image
-from fireside.engine.runtime.runner.vision import RECENT_IMAGES
+from fireside.engine.prompts.images import decode_image
+from fireside.engine.runner.vision import RECENT_IMAGES
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling

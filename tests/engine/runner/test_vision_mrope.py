@@ -13,7 +13,7 @@ import pytest
 
 from fireside.engine.errors import ContextOverflow
 from fireside.engine.models.planner import LoadOptions
-from fireside.engine.runtime.images import decode_image
+from fireside.engine.prompts.images import decode_image
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling

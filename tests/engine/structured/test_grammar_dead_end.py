@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from fireside.engine.errors import GrammarDeadEnd
-from fireside.engine.runtime.grammar import checked
+from fireside.engine.structured.grammar import checked
 from fireside.engine.types import ChatRequest, CompletionRequest, Sampling
 
 pytestmark = pytest.mark.model

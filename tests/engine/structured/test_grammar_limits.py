@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from fireside.engine.errors import GrammarRejected
-from fireside.engine.runtime import grammarcheck
-from fireside.engine.runtime.grammar import checked, schema_grammar
-from fireside.engine.runtime.limits import LIMITS, PatternReader
+from fireside.engine.structured import grammarcheck
+from fireside.engine.structured.grammar import checked, schema_grammar
+from fireside.engine.structured.limits import LIMITS, PatternReader
 from tests.helpers import schemafuzz
 
 REGRESSIONS = Path(__file__).parents[1] / "regressions" / "schemas"
@@ -178,7 +178,7 @@ def test_the_cap_reads_every_quantifier_the_converter_expands(monkeypatch):
     from hypothesis import strategies as st
     from llama_cpp import llama_grammar
 
-    from fireside.engine.runtime.strictjson import StrictConverter
+    from fireside.engine.structured.strictjson import StrictConverter
 
     built: list = []
     original = llama_grammar._build_repetition

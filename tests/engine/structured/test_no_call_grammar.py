@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from fireside.engine.runtime.grammar import CALL_OPENERS, no_call_grammar
-from fireside.engine.runtime.grammarcheck import verify
+from fireside.engine.structured.grammar import CALL_OPENERS, no_call_grammar
+from fireside.engine.structured.grammarcheck import verify
 
 _ALT = re.compile(r"\[(\^?)((?:\\x[0-9A-F]{2})*)\] (s\d+)")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fireside.engine.runtime.parsing import StreamParser, parse_tool_calls, prompt_opens_reasoning
+from fireside.engine.structured.parsing import StreamParser, parse_tool_calls, prompt_opens_reasoning
 
 
 def run(pieces: list[str], **kw) -> tuple[str, str, list]:

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from fireside.engine.runtime.parsing import StreamParser
+from fireside.engine.structured.parsing import StreamParser
 
 ECHOES = [("<tool_response>\nSunny, 21 C\n</tool_response>", "Sunny, 21 C\n"),
           ("It is sunny.<|im_end|>", "It is sunny."),

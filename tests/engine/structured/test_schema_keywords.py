@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fireside.engine.errors import GrammarRejected, SchemaMismatch
-from fireside.engine.runtime.grammar import checked, schema_grammar
-from fireside.engine.runtime.replycheck import check_reply
+from fireside.engine.structured.grammar import checked, schema_grammar
+from fireside.engine.structured.replycheck import check_reply
 from tests.helpers.gbnf_regex import admits
 from tests.helpers.keywordfuzz import admitted_but_invalid, exactly_kept, grammar_or_none, schemas, values
 

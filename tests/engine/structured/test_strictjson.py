@@ -10,7 +10,7 @@ import pytest
 from llama_cpp.llama_grammar import json_schema_to_gbnf
 
 from fireside.engine.errors import GrammarRejected
-from fireside.engine.runtime.grammar import checked, schema_grammar
+from fireside.engine.structured.grammar import checked, schema_grammar
 from tests.helpers.gbnf_regex import admits
 
 CITY = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

@@ -1,0 +1,1 @@
+"""Turning messages into prompts: chat templates rendered in sandboxed worker processes, and images."""
