@@ -4,7 +4,7 @@ runners all start from the same executable, chosen by the first argument or the 
 - ``--fireside-runner``: a runner process (``fireside.engine.runtime.client.runner_command()`` starts
   runners this way when ``sys.frozen`` is set).
 - ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.structured.grammarcheck``).
-- ``--fireside-template-worker``: a chat template worker (``fireside.engine.prompts.renderer``).
+- ``--fireside-template-worker``: a chat template worker (``fireside.engine.prompts.worker``).
 - ``--cli ARGS...``, or called as ``fireside`` (the ``/usr/bin/fireside`` link on Linux): the
   ``fireside`` command line.
 - ``--app``, or anything else (double-click, ``fireside-app``, ``Fireside.exe``): the desktop app.
@@ -57,9 +57,9 @@ def main() -> int:
 
         return grammarcheck.main()
     if mode == "template":
-        from fireside.engine.prompts import renderer
+        from fireside.engine.prompts import worker
 
-        renderer.main()
+        worker.main()
         return 0
     if mode == "cli":
         from fireside.engine.cli import main as cli_main

@@ -4,7 +4,7 @@ The sandbox (``sandbox.py``) sizes what a template builds and ticks a clock, but
 operations: one C call (a quadratic ``sum`` of lists, ``strftime`` of a huge format, Jinja's parser and
 Python's ``compile`` on a huge template) holds the GIL until it returns, and every other client of the
 process waits. So the work happens in a small pool of worker processes (``MAX_WORKERS``), each started
-with the same interpreter (``python -m fireside.engine.prompts.renderer``, or the frozen executable with
+with the same interpreter (``python -m fireside.engine.prompts.worker``, ``worker.py``, or the frozen executable with
 ``--fireside-template-worker``), each under an address-space limit (``WORKER_MEMORY_BYTES``) and a CPU-time
 limit per job, and each killed by the caller when a job runs past ``JOB_SECONDS`` of wall time. A killed
 or dead worker is replaced on the next job. A worker keeps the templates it compiled (``CACHE_SIZE``,
@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from typing import Any
 
 from ..errors import ContextOverflow, QueueFull, TemplateError
@@ -42,7 +42,7 @@ FLAG = "--fireside-template-worker"    # see installers/entry.py
 def worker_command() -> list[str]:
     if getattr(sys, "frozen", False):
         return [sys.executable, FLAG]
-    return [sys.executable, "-m", "fireside.engine.prompts.renderer"]
+    return [sys.executable, "-m", "fireside.engine.prompts.worker"]
 
 
 class _Worker:
@@ -223,65 +223,3 @@ def ask(job: dict) -> Any:
         kind = ContextOverflow if answer.get("kind") == "context" else TemplateError
         raise kind(answer["error"])
     return answer["result"]
-
-
-# --- the worker's side ----------------------------------------------------------------------------------
-def _limit(cpu_seconds: float) -> None:
-    """Cap this worker's memory once, and its CPU time for the next job (the CPU limit counts from start)."""
-    try:
-        import resource
-    except ImportError:  # Windows: the caller's wall clock is the only limit
-        return
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(used.ru_utime + used.ru_stime + cpu_seconds) + 1
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard == resource.RLIM_INFINITY or soft < hard:
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-def _limit_memory() -> None:
-    if not sys.platform.startswith("linux"):  # macOS does not enforce RLIMIT_AS; Windows has no rlimits
-        return
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
-
-
-def _serve(pipe: FramedPipe) -> None:
-    from . import templates  # the worker renders; the server process only asks
-
-    compiled: OrderedDict[str, Any] = OrderedDict()
-    while True:
-        try:
-            job = pipe.recv()
-        except PipeClosed:
-            return
-        _limit(JOB_SECONDS)
-        try:
-            answer = {"result": templates.run_job(job, compiled)}
-        except ContextOverflow as exc:
-            answer = {"error": str(exc), "kind": "context"}
-        except TemplateError as exc:
-            answer = {"error": str(exc), "retire": "memory budget" in str(exc)}
-        except Exception as exc:  # a worker answers every job; a failure of its own is the template's error
-            answer = {"error": f"the model's chat template failed: {type(exc).__name__}: {exc}", "retire": True}
-        while len(compiled) > CACHE_SIZE:
-            compiled.popitem(last=False)
-        pipe.send(answer)
-
-
-def main() -> None:
-    """The worker process: answer jobs on stdin until it closes."""
-    # Ctrl-C in a terminal reaches the whole process group: the CLI stops the reply, and the workers that
-    # render its next prompt must live on (the runner ignores it the same way)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _limit_memory()
-    out = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)  # nothing printed by accident can corrupt a frame
-    pipe = FramedPipe(sys.stdin.buffer, out)
-    pipe.send({"type": "hello"})
-    _serve(pipe)
-
-
-if __name__ == "__main__":
-    main()
