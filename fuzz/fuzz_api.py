@@ -11,7 +11,7 @@ round; writes each crash to ``--out`` as JSON lines ({"route", "body", "status",
 ``tests/server/fuzz_cases.json``. The last line says the run's length, its crashes and the server's
 growth against ``--max-growth-mb`` (200). Exits 1 if any crash was found or the growth passed that.
 
-    python bench/fuzz_api.py [--seconds 600] [--out fuzz_crashes.jsonl] [--max-growth-mb 200]
+    python fuzz/fuzz_api.py [--seconds 600] [--out fuzz_crashes.jsonl] [--max-growth-mb 200]
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ inputs tried, the seconds, the crashes (any other exception, or a slow inspectio
 case. One input per kind of crash is saved under tests/engine/regressions/gguf/, which the test run
 replays.
 
-    python bench/fuzz_gguf.py [--seconds 60] [--examples N] [--seed 1]
+    python fuzz/fuzz_gguf.py [--seconds 60] [--examples N] [--seed 1]
 """
 
 from __future__ import annotations

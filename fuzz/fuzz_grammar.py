@@ -1,6 +1,6 @@
 """Fuzz the JSON-schema-to-grammar path for longer than the test run does, offline and on a real server.
 
-    python bench/fuzz_grammar.py [--examples 5000] [--address-space-gib 3] [--server-seconds 600] [--seed 1]
+    python fuzz/fuzz_grammar.py [--examples 5000] [--address-space-gib 3] [--server-seconds 600] [--seed 1]
 
 Offline: Hypothesis draws random schemas (``tests/helpers/schemafuzz.py``: nested arrays, objects,
 enums, and hostile patterns: negated classes, empty classes, nested repetitions, every spelling of a

@@ -1,6 +1,6 @@
 """Fuzz chat templates against a real server: hostile templates never make a 5xx or stall another client.
 
-    nice -n 10 python bench/fuzz_template.py [--minutes 10] [--seed 1] [--keep DIR]
+    nice -n 10 python fuzz/fuzz_template.py [--minutes 10] [--seed 1] [--keep DIR]
 
 A malicious GGUF on the hub carries a chat template; this builds such templates at random from what the
 sandbox offers (every filter, test and global of the template environment, with argument values from

@@ -2,12 +2,15 @@
 no two app modules do; and the app has one door to the engine: its windows and chat widgets import the
 engine's value types (``types``, ``errors``, ``fmt``) and reach everything else through ``app/bridge/``. Every ``import`` counts, including those inside functions, since a deferred
 import is still a dependency (deferring one is how a loop used to hide: Settings and Remotes pages).
-The graph is read from the source with ``ast``; nothing is imported."""
+The graph is read from the source with ``ast``; nothing is imported. A wing is entered by its face: the rule
+and its list of known exceptions are ``tools/import_graph.py``'s."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from tools import import_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"fireside.engine": ROOT / "engine", "fireside.app": ROOT / "app"}
@@ -203,3 +206,42 @@ def test_the_door_rule_finds_a_window_that_reaches_past_the_bridge():
                             "fireside.app.bridge.prompt_cache": {"fireside.engine.runner.kvcache"}})
     assert found == {"fireside.app.windows.cache_settings": {"fireside.engine.runtime", "fireside.engine.runner.kvcache"}}
 
+
+
+def _wings() -> list[str]:
+    return sorted(name for name, path in _modules().items()
+                  if path.name == "__init__.py" and name.count(".") == 2 and name.startswith("fireside.engine."))
+
+
+def test_every_engine_wing_has_a_face():
+    """A wing's ``__init__.py`` says what the wing is for (its docstring) and what it offers (``__all__``), and
+    every name it offers is there."""
+    import importlib
+
+    wings = _wings()
+    assert {"fireside.engine.runtime", "fireside.engine.runner", "fireside.engine.prompts",
+            "fireside.engine.structured", "fireside.engine.documents"} <= set(wings)
+    for wing in wings:
+        face = importlib.import_module(wing)
+        assert face.__doc__ and face.__doc__.strip(), wing
+        assert face.__all__, wing
+        assert [n for n in face.__all__ if not hasattr(face, n)] == [], wing
+
+
+def test_callers_outside_a_wing_import_only_its_face():
+    """From another wing, ``cli/``, ``server/`` or the app, a wing is entered by its face (or the ground floor's
+    value modules): an import of an inner module fails here with the offending import, unless it is one of the
+    known ones in ``tools/face_debt.txt``; a listed one that is gone fails too, so the list only shrinks."""
+    new, paid = import_graph.face_breaches()
+    assert new == [] and paid == []
+
+
+def test_the_face_rule_sees_an_inner_import(tmp_path):
+    (tmp_path / "reach.py").write_text("from ..prompts.templates import ChatTemplate\nfrom ..runner import kvcache\n"
+                                       "from ..runtime import Runtime\nfrom ..types import Chunk\n")
+    (tmp_path / "sibling.py").write_text("from .templates import ChatTemplate\n")
+    known = {**_modules(), "fireside.engine.server.reach": tmp_path / "reach.py",
+             "fireside.engine.prompts.sibling": tmp_path / "sibling.py"}
+    new, _ = import_graph.face_breaches(known)
+    assert new == ["fireside.engine.server.reach (line 1) imports fireside.engine.prompts.templates [ChatTemplate]: "
+                   "import it from fireside.engine.prompts"]

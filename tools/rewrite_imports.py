@@ -11,7 +11,7 @@ moves the whole runner package). For each Python file under ``FOLDERS`` the scri
 2. rewrites dotted names in any text (``"fireside.engine.runtime.runner"`` in a ``python -m`` command, a
    ``monkeypatch.setattr`` target, the PyInstaller spec);
 3. rewrites source paths in comments and docs (``runtime/runner/batch.py`` -> ``runner/batch.py``,
-   ``tests/engine/runtime/test_kvcache.py`` -> ``tests/engine/runner/test_kvcache.py``).
+   ``tests/engine/runtime/test_kvcache.py`` -> ``tests/engine/runner/test_kvcache.py``, ``PATH_MOVES``).
 
 It moves no files: ``--check`` lists files still at an old place (a module another branch added there),
 to be moved with ``git mv`` before the rewrite. Running it twice changes nothing the second time.
@@ -58,7 +58,11 @@ MOVES: dict[str, str] = {
        for t in ("grammar_dead_end", "grammar_limits", "no_call_grammar", "parsing", "parsing_echo",
                  "schema_keywords", "strictjson")},
     **{f"{_T}.runtime.test_{t}": f"{_T}.prompts.test_{t}" for t in ("template_budgets", "prompt_tokens")},
+    # the fuzzers measure nothing: out of bench/
+    **{f"bench.fuzz_{f}": f"fuzz.fuzz_{f}" for f in ("api", "gguf", "grammar", "template")},
 }
+# paths that are not modules' paths under engine/ or tests/engine/
+PATH_MOVES = {"bench/fuzz_": "fuzz/fuzz_"}
 
 
 def moved(name: str) -> str:
@@ -196,7 +200,10 @@ def rewrite_text(text: str) -> str:
             return m.group(0)
         tail = new[len(base) + 1:].replace(".", "/") + (".py" if rest.endswith(".py") else "/")
         return prefix + tail
-    return _PATH.sub(path, text)
+    text = _PATH.sub(path, text)
+    for old, new in PATH_MOVES.items():
+        text = text.replace(old, new)
+    return text
 
 
 def _text_files() -> list[Path]:

@@ -17,7 +17,7 @@ from ..models.planner import (
     verdict_text,
     with_draft,
 )
-from ..runtime.healing import Workarounds
+from ..runtime import Workarounds
 from ..settings import Settings
 from .fmt import print_json, table
 

@@ -50,7 +50,7 @@ def piece(llama: Any, token: int) -> bytes:
     """The bytes ``token`` stands for in a reply's text (a control token stands for none, as in
     llama-cpp-python's ``detokenize``), however many. That ``detokenize`` reads each piece into 32
     bytes and gives nothing for a longer one: SmolLM2 has 47 such tokens (a newline and 32 spaces of
-    indentation, 42 dashes of a Markdown rule), which replies lost (bench/fuzz_grammar.py: the grammar
+    indentation, 42 dashes of a Markdown rule), which replies lost (fuzz/fuzz_grammar.py: the grammar
     took the dashes for ``"^-+$"`` and the reply read ``""``)."""
     import llama_cpp
 

@@ -36,14 +36,20 @@ from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, plan_fit, with_draft, with_projector
 from ..models.projector import read_projector
-from ..prompts import images
-from ..prompts.templates import ChatTemplate
+from ..prompts import ChatTemplate, LibraryProjectors, mark_images, place_images
 from ..protocol import Segments, max_prompt_chars, prompt_chars
-from ..runner.kvcache import CacheConfig
+from ..runner import CacheConfig
 from ..settings import Settings
-from ..structured.grammar import checked, forced_tool_names, grammar_for, no_call_grammar
-from ..structured.parsing import StreamParser, prompt_opens_reasoning
-from ..structured.replycheck import check_reply, expected_schema
+from ..structured import (
+    StreamParser,
+    check_reply,
+    checked,
+    expected_schema,
+    forced_tool_names,
+    grammar_for,
+    no_call_grammar,
+    prompt_opens_reasoning,
+)
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
 from . import healing
 from .arrivals import Arrivals, Ticket
@@ -115,7 +121,7 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
-        self.projectors = projectors or images.LibraryProjectors(settings)
+        self.projectors = projectors or LibraryProjectors(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self.arrivals = Arrivals()  # requests a server is preparing for the runners (arrivals.py)
         self._slots: dict[str, _Slot] = {}
@@ -379,11 +385,11 @@ class Runtime:
         variables = dict(request.template_vars)
         if request.enable_thinking is not None:  # None: the template keeps its own default
             variables["enable_thinking"] = request.enable_thinking
-        messages, pictures, nonce = images.mark_images(request.messages)
+        messages, pictures, nonce = mark_images(request.messages)
         if pictures and not slot.loaded.vision:
             raise NoVision(self.no_vision_message(slot.model_id))
         segments = slot.template.render_segments(messages, tools=request.tools, variables=variables)
-        segments = images.place_images(segments, pictures, nonce) if pictures else segments
+        segments = place_images(segments, pictures, nonce) if pictures else segments
         return segments, request.tools if request.tool_choice != "none" else None
 
     def no_vision_message(self, model_id: str) -> str:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..prompts.images import MAX_IMAGE_BYTES, ImageFile, probe_image
+from ..prompts import MAX_IMAGE_BYTES, ImageFile, probe_image
 from ..types import ChatRequest, Sampling
 from .errors import ApiError
 from .validation import Body, Name

@@ -249,7 +249,7 @@ class PatternReader:
         (``([ab]*){,500}``, ``(a?)+``) or a lone repetition (``(a+)+``) is refused: llama.cpp's grammar then
         keeps a parse for every way to split the text among the copies (``([0-9]{3})+`` splits one way only), and checking each candidate
         token against hundreds of them took minutes a token, inside the step every stream of the model
-        shares (bench/fuzz_grammar.py: one request 393 s, another client's stream stalled 53 s)."""
+        shares (fuzz/fuzz_grammar.py: one request 393 s, another client's stream stalled 53 s)."""
         if c == "{":  # each product is checked, so the sizes stay small numbers
             size = self._within(unit.size * self._quantifier())
             low, high = self.quantifiers[-1]

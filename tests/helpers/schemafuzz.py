@@ -9,7 +9,7 @@ allocation bomb fails the run instead of the machine.
 ``random_schema`` (also drawn by the property, through a Hypothesis-driven ``Random``) builds hostile
 patterns: negated classes that cover everything or nearly, empty and reversed classes, nested
 repetitions, every spelling of a quantifier (``{6_00}``, ``{ 6}``, ``{+3}``, ``{5,2}``, other scripts'
-digits), stray ``]`` and ``}``; ``bench/fuzz_grammar.py`` sends the same schemas to a real server.
+digits), stray ``]`` and ``}``; ``fuzz/fuzz_grammar.py`` sends the same schemas to a real server.
 """
 
 from __future__ import annotations

@@ -231,7 +231,7 @@ def test_the_walk_passes_deep_and_recursive_grammars_that_can_complete():
 
 @pytest.mark.parametrize("pattern", ["^([{}]*){,500}$", "^(a*)*$", "^(a?)+$", "^(x|){2,40}$", "^(a+)+$", "^([0-9]{2,3})*$"])
 def test_a_repetition_of_what_can_match_nothing_or_of_a_repetition_is_refused(pattern):
-    """bench/fuzz_grammar.py's 10-minute server run: ``{"type": "array", "items": {"type": "string", "pattern":
+    """fuzz/fuzz_grammar.py's 10-minute server run: ``{"type": "array", "items": {"type": "string", "pattern":
     "^([{}]*){,500}$"}, "minItems": 2, "maxItems": 10}`` passed every limit, and llama.cpp's grammar, keeping
     a parse for every way to split the reply among 500 copies that can each match nothing, took 393 s
     for one request while another client's stream on the runner stalled 53 s."""

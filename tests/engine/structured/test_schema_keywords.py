@@ -82,7 +82,7 @@ def test_a_keyword_no_grammar_keeps_is_refused_naming_it(schema, said):
 
 
 def test_a_pattern_python_cannot_read_is_left_to_the_grammar():
-    """bench/fuzz_grammar.py found it: ``^[^]x$`` passes llama.cpp's parser (ECMA's ``[^]`` is any
+    """fuzz/fuzz_grammar.py found it: ``^[^]x$`` passes llama.cpp's parser (ECMA's ``[^]`` is any
     character) but is an unterminated set to Python's ``re``, and the reply check raised a 500."""
     schema = {"type": "object", "properties": {"c": {"type": "string", "pattern": "^[^]x$"}}, "required": ["c"]}
     checked(schema_grammar(schema))
