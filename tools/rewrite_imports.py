@@ -5,7 +5,8 @@ wings by job), so that the same rewrite can be run again on a tree that merged o
 moves the whole runner package). For each Python file under ``FOLDERS`` the script
 
 1. rewrites ``from ... import`` statements whose module (or an imported submodule) moved, keeping relative
-   imports relative. A relative import in a file that itself moved may still be written against the file's
+   imports relative; in the engine and the app, a moved name a caller outside its wing imports comes from
+   the wing's face when the face offers it (``tools/import_graph.py``'s rule). A relative import in a file that itself moved may still be written against the file's
    old place (an edit merged in from a branch that did not know of the move): an import that does not
    resolve where the file is now is resolved where it was, then mapped;
 2. rewrites dotted names in any text (``"fireside.engine.runtime.runner"`` in a ``python -m`` command, a
@@ -142,9 +143,25 @@ class Rewriter:
             groups.setdefault(parent, []).append(alias.name if not alias.asname else f"{alias.name} as {alias.asname}")
         if list(groups) == [target] and not via_old:
             return None
+        groups = self._faces(here, groups) if here.startswith(("fireside.engine.", "fireside.app.")) else groups
         if node.level:
             return [(_relative(here, is_package, m), ", ".join(n)) for m, n in groups.items()]
         return [(m, ", ".join(n)) for m, n in groups.items()]
+
+    def _faces(self, here: str, groups: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Names imported from a wing's inner module by a caller outside the wing come from the wing's face
+        when the face offers them all (``tools/import_graph.py`` holds that rule)."""
+        out: dict[str, list[str]] = {}
+        for module, names in groups.items():
+            parts = module.split(".")
+            face = ".".join(parts[:3])
+            outside = not here.startswith(face + ".") and here != face
+            if (parts[:2] == ["fireside", "engine"] and len(parts) > 3 and outside and face in self.modules
+                    and self.resolves(face, [n.split(" as ")[0] for n in names])
+                    and not any(f"{module}.{n.split(' as ')[0]}" in self.modules for n in names)):
+                module = face
+            out.setdefault(module, []).extend(names)
+        return out
 
     def rewrite_imports(self, name: str, path: Path, text: str) -> str:
         tree = ast.parse(text)
@@ -228,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     changed = []
     by_path = {path: name for name, path in rewriter.modules.items()}
     for path in _text_files():
-        if path == Path(__file__).resolve():
-            continue
+        if path in (Path(__file__).resolve(), ROOT / "tests" / "tools" / "test_rewrite_imports.py"):
+            continue  # they spell the old names on purpose
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError:
