@@ -35,8 +35,8 @@ class Probe:
     def __init__(self, path: str, extra_bufts: bool, threads: int):
         import llama_cpp as lc
 
-        from fireside.engine.runtime.runner.batch import sequences
-        from fireside.engine.runtime.runner.process import model_params
+        from fireside.engine.runner.batch import sequences
+        from fireside.engine.runner.process import model_params
 
         self.lc = lc
         kw = dict(model_path=path, n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=True, verbose=False,

@@ -1,6 +1,6 @@
 """Fast on a busy desktop (issue 28): Fireside beside llama-server at its default threads, quiet and busy.
 
-Starts ``fireside serve`` (default, adaptive threads: ``runtime/runner/threads.py``) with the starter
+Starts ``fireside serve`` (default, adaptive threads: ``runner/threads.py``) with the starter
 model (SmolLM2-135M) loaded under two names, and two llama-servers (built from the same llama.cpp;
 pass its path) on the same model at their default threads, each with one slot of ``--ctx`` tokens.
 The same client (``HttpTarget``, greedy, ``--tokens`` per reply, llama-server asked for Fireside's

@@ -24,8 +24,8 @@ import statistics
 import time
 
 from fireside.engine.library.starter import starter_path
+from fireside.engine.runner.process import model_params
 from fireside.engine.runtime.healing import cpu_has_amx
-from fireside.engine.runtime.runner.process import model_params
 
 TEXT = "The history of the ocean is long and complex, and its tides keep their own calendar. " * 400
 Q8_0 = 8  # ggml's type id

@@ -49,8 +49,8 @@ TOPICS = ["a lighthouse keeper", "a dragon who bakes bread", "the first train to
 def functions(n: int) -> list[tuple[str, str]]:
     """``n`` short functions of Fireside's own source (real code), with a name in each to rename."""
     found = []
-    for path in ["engine/fmt.py", "engine/runtime/runner/decode.py", "engine/runtime/runner/drafts.py",
-                 "engine/fsutil.py", "engine/runtime/runner/tokens.py"]:
+    for path in ["engine/fmt.py", "engine/runner/decode.py", "engine/runner/drafts.py",
+                 "engine/fsutil.py", "engine/runner/tokens.py"]:
         text = (ROOT / path).read_text()
         for m in re.finditer(r"^def (\w+)\(.*?(?=^\S)", text, re.S | re.M):
             body = m.group(0).strip()

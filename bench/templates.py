@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests package, from the repo root
 
 from fireside.engine.models.inspection import inspect_file  # noqa: E402
-from fireside.engine.runtime import templates  # noqa: E402
+from fireside.engine.prompts import templates  # noqa: E402
 from tests.helpers.models import smollm2_file  # noqa: E402
 
 QWEN_STYLE = (

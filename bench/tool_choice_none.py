@@ -3,7 +3,7 @@
     python bench/tool_choice_none.py [--rounds 3] [--max-tokens 96]
 
 Under ``none`` the tools stay in the prompt and a grammar keeps the model from writing a tool call's
-opening markup (``runtime/grammar.py``: ``no_call_grammar``), so each token is sampled through llama.cpp's
+opening markup (``structured/grammar.py``: ``no_call_grammar``), so each token is sampled through llama.cpp's
 grammar over the whole vocabulary. The request here never calls a tool, so both choices decode the same
 kind of reply; rounds alternate the two, greedy and sampled, and the medians of the runtime's own
 decode tokens/s are printed with their ratio, with the prompt tokens (equal: the same prompt).

@@ -237,7 +237,7 @@ class McpTimeout(McpServerError):
 
 class SchemaMismatch(RuntimeFailure):
     """A reply written under a JSON schema ended (on its own, not at the token limit) without matching
-    it: a keyword the grammar keeps only partly was broken (see ``runtime/replycheck.py``)."""
+    it: a keyword the grammar keeps only partly was broken (see ``structured/replycheck.py``)."""
 
 
 class ReplyCut(RuntimeFailure):

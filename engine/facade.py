@@ -23,13 +23,11 @@ from .errors import FiresideError, RuntimeFailure
 from .library import Library
 from .models.inspection import ModelInfo, inspect_file
 from .models.planner import LoadOptions
+from .prompts import decode_image
+from .protocol import Segments
 from .remote import RemoteEndpoint, RemoteEngine, RemoteModel
 from .remote.engine import RemoteStatus
-from .runtime import images
-from .runtime.arrivals import Arrivals, Ticket
-from .runtime.healing import Workarounds
-from .runtime.protocol import Segments
-from .runtime.runtime import ProgressFn, Runtime
+from .runtime import Arrivals, ProgressFn, Runtime, Ticket, Workarounds
 from .settings import Settings
 from .types import ChatRequest, Chunk, CompletionRequest, Image, LoadedModel
 
@@ -92,7 +90,7 @@ class Engine:
         """An image file's bytes (PNG, JPEG, WebP, GIF: its first frame, BMP) as the ``Image`` a chat
         message carries (``image.part()`` beside ``{"type": "text", ...}`` parts); ``ImageRejected`` for
         a corrupt, mislabelled, SVG or oversized file. Decodes: call it off the GUI thread."""
-        return images.decode_image(data, media_type)
+        return decode_image(data, media_type)
 
     def can_see(self, model_id: str) -> bool:
         """Whether ``model_id`` takes images: a local model with a vision projector paired in the

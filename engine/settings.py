@@ -143,7 +143,7 @@ class Settings:
 
     @property
     def prompt_cache_dir(self) -> Path:
-        """Saved KV states of conversations (``engine/runtime/kvcache.py``): a cache, safe to delete."""
+        """Saved KV states of conversations (``engine/runner/kvcache.py``): a cache, safe to delete."""
         return self.cache_dir / "prompt-cache"
 
     def ensure_dirs(self) -> None:

@@ -45,7 +45,7 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Image:
-    """An image in a chat message, already decoded (``runtime/images.py``'s ``decode_image`` makes one
+    """An image in a chat message, already decoded (``prompts/images.py``'s ``decode_image`` makes one
     from a file's bytes, checked and capped): ``pixels`` are 8-bit RGB, row by row, ``width * height * 3``
     bytes. ``digest`` (SHA-256 of the size and the pixels) is the image's identity: two files that
     decode to the same pixels are the same image to the model and to every cache, whatever their format.
@@ -104,7 +104,7 @@ class ChatRequest:
     template_param: str = "chat_template_kwargs"
     cache_tag: str | None = None  # files this turn's saved KV state under a name (the app: its chat), to delete later
     # text the reply is expected to repeat, such as a file being edited (OpenAI's Predicted Outputs): the
-    # source of speculative decoding's drafts (runtime/runner/drafts.py); the reply is the same without it
+    # source of speculative decoding's drafts (runner/drafts.py); the reply is the same without it
     prediction: str | None = None
     drafts: bool | None = None  # prompt-lookup drafts for this request (None: as the model was loaded)
 
@@ -135,13 +135,13 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0  # prompt tokens reused from a slot's cache (an earlier turn or a shared prefix)
-    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runtime/runner/kvstate.py)
+    restored_tokens: int = 0  # of those, the ones loaded from the prompt cache on disk (runner/kvstate.py)
     reasoning_tokens: int = 0  # of completion_tokens, the ones decoded inside the reply's reasoning
     ttft_s: float = 0.0
     decode_tokens_per_s: float = 0.0
     prompt_tokens_per_s: float = 0.0
     total_s: float = 0.0
-    draft_tokens: int = 0  # tokens drafted and verified by speculative decoding (runtime/runner/drafts.py)
+    draft_tokens: int = 0  # tokens drafted and verified by speculative decoding (runner/drafts.py)
     accepted_draft_tokens: int = 0  # of those, the ones the reply kept
     accepted_prediction_tokens: int = 0  # with a prediction (OpenAI's Predicted Outputs): drafts kept
     rejected_prediction_tokens: int = 0  # and drafts refused (decoded, then dropped)

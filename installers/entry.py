@@ -3,8 +3,8 @@ runners all start from the same executable, chosen by the first argument or the 
 
 - ``--fireside-runner``: a runner process (``fireside.engine.runtime.client.runner_command()`` starts
   runners this way when ``sys.frozen`` is set).
-- ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.runtime.grammarcheck``).
-- ``--fireside-template-worker``: a chat template worker (``fireside.engine.runtime.renderer``).
+- ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.structured.grammarcheck``).
+- ``--fireside-template-worker``: a chat template worker (``fireside.engine.prompts.worker``).
 - ``--fireside-document-reader``: a document reader process (``fireside.engine.documents.reader_process``).
 - ``--cli ARGS...``, or called as ``fireside`` (the ``/usr/bin/fireside`` link on Linux): the
   ``fireside`` command line.
@@ -52,18 +52,18 @@ def choose(argv: list[str]) -> tuple[str, list[str]]:
 def main() -> int:
     mode, rest = choose(sys.argv)
     if mode == "runner":
-        from fireside.engine.runtime.runner import process
+        from fireside.engine.runner import process
 
         process.main()  # ends the process itself
         return 0
     if mode == "grammar":
-        from fireside.engine.runtime import grammarcheck
+        from fireside.engine.structured import grammarcheck
 
         return grammarcheck.main()
     if mode == "template":
-        from fireside.engine.runtime import renderer
+        from fireside.engine.prompts import worker
 
-        renderer.main()
+        worker.main()
         return 0
     if mode == "reader":
         from fireside.engine.documents import reader_process

@@ -2,12 +2,15 @@
 no two app modules do; and the app has one door to the engine: its windows and chat widgets import the
 engine's value types (``types``, ``errors``, ``fmt``) and reach everything else through ``app/bridge/``. Every ``import`` counts, including those inside functions, since a deferred
 import is still a dependency (deferring one is how a loop used to hide: Settings and Remotes pages).
-The graph is read from the source with ``ast``; nothing is imported."""
+The graph is read from the source with ``ast``; nothing is imported. A wing is entered by its face: the rule
+and its list of known exceptions are ``tools/import_graph.py``'s."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from tools import import_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"fireside.engine": ROOT / "engine", "fireside.app": ROOT / "app"}
@@ -69,7 +72,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def engine_package(name: str, _modules: dict) -> str | None:
-    """``fireside.engine.runtime.runner.batch`` -> ``runtime``; a top-level module (``types``) is its own node."""
+    """``fireside.engine.runner.batch`` -> ``runner``; a top-level module (``types``) is its own node."""
     parts = name.split(".")
     return parts[2] if parts[:2] == ["fireside", "engine"] and len(parts) > 2 else None
 
@@ -108,41 +111,62 @@ def test_no_cycle_between_app_modules():
     assert _cycles(_graph(app_module)) == []
 
 
-RUNNER = "fireside.engine.runtime.runner"
-# what both sides of the process boundary import: the pipe, and the prompt cache folder's format
-SHARED = {"fireside.engine.runtime.protocol", "fireside.engine.runtime.kvcache"}
+RUNNER = "fireside.engine.runner"
+# what the server's side imports of the runner's wing: its face, and the prompt cache folder's format (the pipe,
+# ``protocol.py``, is on the ground floor)
+SHARED = {RUNNER, f"{RUNNER}.kvcache"}
+GROUND = {f"fireside.engine.{leaf}" for leaf in LEAVES | {"protocol"}}
 
 
 def _crossings(modules: dict[str, Path]) -> list[tuple[str, str]]:
-    """Imports across the process boundary: into ``runtime/runner/`` from outside it, or out of it into the
-    rest of ``runtime/`` other than ``SHARED`` (the engine's leaf modules are anyone's)."""
+    """Imports across the process boundary: into ``runner/`` from outside it other than ``SHARED``, or out of
+    it into anything of the engine but the ground floor (``GROUND``)."""
     def in_runner(name: str) -> bool:
         return name == RUNNER or name.startswith(RUNNER + ".")
 
     found = []
     for name, path in modules.items():
         for target in _imported(name, path):
-            if target not in modules or target in SHARED or in_runner(name) == in_runner(target):
+            if target not in modules or in_runner(name) == in_runner(target):
                 continue
-            if in_runner(target) or target.startswith("fireside.engine.runtime."):
+            if in_runner(target) and target not in SHARED and name.startswith("fireside."):
+                found.append((name, target))
+            elif in_runner(name) and target.startswith("fireside.engine.") and target not in GROUND:
                 found.append((name, target))
     return sorted(found)
 
 
 def test_the_runner_process_and_the_server_process_share_only_the_pipe():
-    """A runner is started by name (``python -m fireside.engine.runtime.runner``), never imported: what runs in
-    the runner process lives in ``runtime/runner/`` and reaches the server's side only through ``SHARED``."""
+    """A runner is started by name (``python -m fireside.engine.runner``), never imported: what runs in
+    the runner process lives in ``runner/`` and reaches the rest of the engine only on its ground floor."""
     modules = _modules()
     assert {f"{RUNNER}.process", f"{RUNNER}.batch", "fireside.engine.runtime.runtime"} <= set(modules)
     assert _crossings(modules) == []
 
 
 def test_the_boundary_check_sees_a_crossing(tmp_path):
-    (tmp_path / "out.py").write_text("from ..grammar import checked\nfrom ..protocol import FramedPipe\n")
-    (tmp_path / "into.py").write_text("from .runner import batch\nfrom . import kvcache\n")
+    (tmp_path / "out.py").write_text("from ..structured.grammar import checked\nfrom ..protocol import FramedPipe\n")
+    (tmp_path / "into.py").write_text("from ..runner import batch\nfrom ..runner import kvcache\n")
     modules = {**_modules(), f"{RUNNER}.out": tmp_path / "out.py", "fireside.engine.runtime.into": tmp_path / "into.py"}
-    assert _crossings(modules) == [("fireside.engine.runtime.into", RUNNER), ("fireside.engine.runtime.into", f"{RUNNER}.batch"),
-                                   (f"{RUNNER}.out", "fireside.engine.runtime.grammar")]
+    assert _crossings(modules) == [(f"{RUNNER}.out", "fireside.engine.structured.grammar"),
+                                   ("fireside.engine.runtime.into", f"{RUNNER}.batch")]
+
+
+def engine_module(name: str, modules: dict) -> str | None:
+    """An engine module; ``from .x import y`` names module ``x`` (or ``x.y`` when ``y`` is a module)."""
+    while name.startswith("fireside.engine") and name not in modules:
+        name = name.rsplit(".", 1)[0]
+    return name if name.startswith("fireside.engine.") else None
+
+
+def test_no_cycle_between_engine_modules():
+    """Not even inside a wing: ``prompts/templates.py`` and the template worker's pool (``renderer.py``) imported
+    each other until the worker's job loop got a home of its own (``prompts/worker.py``). A module's import of
+    its own package (``from . import sibling``) is not an edge: the package is loaded before it anyway."""
+    edges = {source: {t for t in targets if not source.startswith(t + ".")}
+             for source, targets in _graph(engine_module).items()}
+    assert "fireside.engine.prompts.renderer" in edges["fireside.engine.prompts.templates"]  # the walk sees it
+    assert _cycles(edges) == []
 
 
 def test_the_walk_finds_a_cycle_when_there_is_one():
@@ -178,7 +202,46 @@ def test_windows_and_chat_widgets_import_only_the_engines_value_types():
 
 def test_the_door_rule_finds_a_window_that_reaches_past_the_bridge():
     found = _door_breaches({"fireside.app.windows.cache_settings": {"fireside.engine.fmt", "fireside.engine.runtime",
-                                                                    "fireside.engine.runtime.kvcache"},
-                            "fireside.app.bridge.prompt_cache": {"fireside.engine.runtime.kvcache"}})
-    assert found == {"fireside.app.windows.cache_settings": {"fireside.engine.runtime", "fireside.engine.runtime.kvcache"}}
+                                                                    "fireside.engine.runner.kvcache"},
+                            "fireside.app.bridge.prompt_cache": {"fireside.engine.runner.kvcache"}})
+    assert found == {"fireside.app.windows.cache_settings": {"fireside.engine.runtime", "fireside.engine.runner.kvcache"}}
 
+
+
+def _wings() -> list[str]:
+    return sorted(name for name, path in _modules().items()
+                  if path.name == "__init__.py" and name.count(".") == 2 and name.startswith("fireside.engine."))
+
+
+def test_every_engine_wing_has_a_face():
+    """A wing's ``__init__.py`` says what the wing is for (its docstring) and what it offers (``__all__``), and
+    every name it offers is there."""
+    import importlib
+
+    wings = _wings()
+    assert {"fireside.engine.runtime", "fireside.engine.runner", "fireside.engine.prompts",
+            "fireside.engine.structured", "fireside.engine.documents"} <= set(wings)
+    for wing in wings:
+        face = importlib.import_module(wing)
+        assert face.__doc__ and face.__doc__.strip(), wing
+        assert face.__all__, wing
+        assert [n for n in face.__all__ if not hasattr(face, n)] == [], wing
+
+
+def test_callers_outside_a_wing_import_only_its_face():
+    """From another wing, ``cli/``, ``server/`` or the app, a wing is entered by its face (or the ground floor's
+    value modules): an import of an inner module fails here with the offending import, unless it is one of the
+    known ones in ``tools/face_debt.txt``; a listed one that is gone fails too, so the list only shrinks."""
+    new, paid = import_graph.face_breaches()
+    assert new == [] and paid == []
+
+
+def test_the_face_rule_sees_an_inner_import(tmp_path):
+    (tmp_path / "reach.py").write_text("from ..prompts.templates import ChatTemplate\nfrom ..runner import kvcache\n"
+                                       "from ..runtime import Runtime\nfrom ..types import Chunk\n")
+    (tmp_path / "sibling.py").write_text("from .templates import ChatTemplate\n")
+    known = {**_modules(), "fireside.engine.server.reach": tmp_path / "reach.py",
+             "fireside.engine.prompts.sibling": tmp_path / "sibling.py"}
+    new, _ = import_graph.face_breaches(known)
+    assert new == ["fireside.engine.server.reach (line 1) imports fireside.engine.prompts.templates [ChatTemplate]: "
+                   "import it from fireside.engine.prompts"]

@@ -9,8 +9,10 @@ from __future__ import annotations
 import ast
 import configparser
 import fnmatch
+import importlib
 import importlib.util
 import json
+import pkgutil
 import shutil
 import sys
 from pathlib import Path, PurePosixPath
@@ -105,7 +107,7 @@ def test_frozen_runners_start_through_the_entry_script(entry, monkeypatch):
 
 
 def test_frozen_template_workers_start_through_the_entry_script(entry, monkeypatch):
-    from fireside.engine.runtime.renderer import worker_command
+    from fireside.engine.prompts.renderer import worker_command
 
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert entry.choose(worker_command()) == ("template", [])
@@ -190,3 +192,15 @@ def test_deb_depends_on_every_library_the_xcb_plugin_needs(tmp_path):
     assert "libxcb-icccm.so.4" in needed and "libxcb-keysyms.so.1" in needed
     for soname in needed:
         assert DEBIAN_PACKAGES[soname] in deps, soname
+
+
+def test_spec_freezes_what_the_engines_faces_load_on_first_use(spec):
+    """A face that loads its names on first use (``_WHERE``) imports them with ``importlib``, which PyInstaller
+    cannot follow: the spec names those modules as hidden imports, or the frozen app could not load a model."""
+    import fireside.engine
+
+    faces = [importlib.import_module(m.name) for m in pkgutil.iter_modules(fireside.engine.__path__, "fireside.engine.")
+             if m.ispkg]
+    lazy = sorted({f"{face.__name__}.{module}" for face in faces for module in getattr(face, "_WHERE", {}).values()})
+    assert "fireside.engine.runtime.runtime" in lazy
+    assert sorted(spec["FACE_MODULES"]) == lazy

@@ -33,7 +33,7 @@ from PySide6.QtGui import QImage
 
 from fireside.engine.errors import ImageRejected
 from fireside.engine.fsutil import atomic_write
-from fireside.engine.runtime.images import MAX_IMAGE_BYTES
+from fireside.engine.prompts import MAX_IMAGE_BYTES
 from fireside.engine.types import Image
 
 from .tasks import OnDone, Tasks

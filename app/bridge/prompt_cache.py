@@ -2,7 +2,7 @@
 when a chat is deleted, the folder's size and Clear for the Settings page, and that page's choices
 applied to ``Settings`` (at start-up, and on every change).
 
-The engine (``engine/runtime/kvcache.py``) keys a saved state by its tokens and model; the chat
+The engine (``engine/runner/kvcache.py``) keys a saved state by its tokens and model; the chat
 session tags each turn it sends with ``tag_for(conversation id)``, so deleting a chat deletes exactly
 its states (an undone delete only means its next turn evaluates its history again).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fireside.engine.runtime import kvcache
+from fireside.engine.runner import kvcache
 from fireside.engine.settings import Settings
 
 

@@ -19,6 +19,8 @@ from ..deps import check_floors
 from ..errors import FiresideError
 from . import bench, cache, chat, devices, launch, library, mcp, models, remote, server
 
+__all__ = ["build_parser", "main"]
+
 GROUPS = [models, chat, library, server, launch, bench, remote, devices, mcp, cache]
 
 

@@ -1,4 +1,4 @@
-"""``fireside cache ls|clear``: the prompt cache on disk (``engine/runtime/kvcache.py``), where saved
+"""``fireside cache ls|clear``: the prompt cache on disk (``engine/runner/kvcache.py``), where saved
 KV states let a conversation resume without evaluating its history again.
 
 ``ls`` shows the folder, whether the cache is on, its size against the cap, and each saved state (its
@@ -13,7 +13,7 @@ import argparse
 import time
 
 from ..fmt import human_bytes
-from ..runtime import kvcache
+from ..runner import kvcache
 from ..settings import Settings
 from .fmt import print_json, table
 

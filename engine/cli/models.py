@@ -18,9 +18,9 @@ from ..models.planner import (
     verdict_text,
     with_draft,
 )
+from ..runtime import Workarounds
 from ..runtime.attention import Choices, model_key
 from ..runtime.attention import describe as describe_attention
-from ..runtime.healing import Workarounds
 from ..settings import Settings
 from .fmt import print_json, table
 

@@ -77,7 +77,7 @@ def _gated(embedder: Embedder | None) -> Embedder | None:
 
 def _background() -> None:
     """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value), as the
-    runner's helper threads do (``runtime/runner/threads.py``): reading a document can wait, while a
+    runner's helper threads do (``runner/threads.py``): reading a document can wait, while a
     model's decode threads and the server relaying its tokens take the cores (on two cores a PDF being
     parsed at full priority stalled another client's stream 2.4 s)."""
     if sys.platform.startswith("linux"):

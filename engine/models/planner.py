@@ -49,7 +49,7 @@ def drafting_text(plan: FitPlan) -> str:
 
 # Each slot (a request decoded alongside others) gets a KV cache of ``context`` tokens of its own, as
 # Ollama's OLLAMA_NUM_PARALLEL does: every conversation can use the whole context it was loaded with,
-# and its numerics do not depend on the other slots (see runtime/runner/batch.py), which keeps seeds honest.
+# and its numerics do not depend on the other slots (see runner/batch.py), which keeps seeds honest.
 # The cost is KV memory for N contexts, so the automatic choice is the most slots, up to
 # DEFAULT_PARALLEL (llama-server's and LM Studio's four), that keep the verdict and GPU layers of one.
 DEFAULT_PARALLEL = 4
@@ -71,7 +71,7 @@ class LoadOptions:
     n_batch: int = 512
     parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
     mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
-    drafts: bool = False  # speculative decoding's prompt-lookup drafts (runtime/runner/drafts.py): off until
+    drafts: bool = False  # speculative decoding's prompt-lookup drafts (runner/drafts.py): off until
     # bench/speculative.py shows they pay; on, short replies ran about 11% slower (tests/server/test_conformance.py)
     draft: str | None = None  # a draft model (a library id or a .gguf path) with the same vocabulary (draftmodel.py)
     device: str | None = None  # offload to this device alone (``Hardware.named``); the only way onto a software one
@@ -395,7 +395,7 @@ def with_projector(plan: FitPlan, weights_bytes: int, compute_bytes: int) -> Fit
 
 
 def with_draft(plan: FitPlan, draft: ModelInfo) -> FitPlan:
-    """``plan`` with a draft model (``runtime/runner/draftmodel.py``) beside the model: its weights and
+    """``plan`` with a draft model (``runner/draftmodel.py``) beside the model: its weights and
     a KV cache as long as every slot's, on the main GPU when the model is wholly there, else in RAM
     (a GPU the model only partly fits on has no room for it). Counted like the model's own, so a
     draft that does not fit turns the verdict to ``will_not_fit``."""

@@ -1,15 +1,36 @@
-"""Local models, split at the process boundary. llama.cpp can end its process, so each loaded model runs
-in a runner process of its own, and this package is in two wings:
+"""The runners' owner, on the server's side of the process boundary: ``Runtime`` (``runtime.py``) loads local
+models, each into a runner process of its own (``client.py`` is one runner's handle), loads them just in
+time and unloads them when idle, retries a load that crashed with workarounds (``healing.py``), knows the
+requests on their way to a runner (``arrivals.py``), splits the cores between the runners decoding
+(``threadbudget.py``) and sets up embedding models (``embedders.py``). What runs inside a runner is the
+``runner/`` wing; prompts come from ``prompts/``, grammars and reply checks from ``structured/``.
 
-- the server's side (this folder), in the app process or ``fireside serve``: ``runtime.py`` (the
-  ``Runtime``: loads, just-in-time loading, idle unloads, requests), ``client.py`` (one runner's handle),
-  ``healing.py`` (loads retried after a crash), ``templates.py`` and ``sandbox.py`` (chat templates),
-  ``grammar.py``, ``strictjson.py``, ``limits.py`` and ``grammarcheck.py`` (grammars, refused before
-  a runner sees them; the check runs in a short-lived process of its own), ``parsing.py`` (reasoning
-  and tool calls in a reply) and ``kvcache.py`` (the prompt cache folder);
-- the runner's side (``runner/``), inside each runner process: the worker that owns the ``Llama``,
-  batching, sampling, decoding, tokenizing and the prompt cache's reader and writer.
-
-``protocol.py`` is the pipe between them, the one module both sides import besides the prompt cache
-folder's format (``kvcache.py``); ``tests/test_import_graph.py`` holds the line.
+Offers: ``Runtime`` and its ``ProgressFn``; ``Arrivals`` and ``Ticket``; ``Workarounds``. Names load on first use.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# name -> the inner module that holds it (a name equal to its module's is the module itself)
+_WHERE = {
+    "Runtime": "runtime",
+    "ProgressFn": "runtime",
+    "Arrivals": "arrivals",
+    "Ticket": "arrivals",
+    "Workarounds": "healing",
+}
+__all__ = ["Arrivals", "ProgressFn", "Runtime", "Ticket", "Workarounds"]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a name's module on first use, so the face costs nothing until a caller needs the wing."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_WHERE[name]}")
+    return module if name == _WHERE[name] else getattr(module, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

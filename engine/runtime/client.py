@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import QueueFull, RunnerCrashed, RuntimeFailure
-from .protocol import FramedPipe, PipeClosed
+from ..protocol import FramedPipe, PipeClosed
 
 _ids = itertools.count(1)
 CANCEL_POLL_S = 0.02  # how often a caller waiting for its next reply looks at its cancel event
@@ -32,7 +32,7 @@ def runner_command() -> list[str]:
     """How to start a runner: the same interpreter, or the same frozen executable with a flag."""
     if getattr(sys, "frozen", False):
         return [sys.executable, "--fireside-runner"]
-    return [sys.executable, "-m", "fireside.engine.runtime.runner"]
+    return [sys.executable, "-m", "fireside.engine.runner"]
 
 
 def _describe_exit(code: int | None) -> str:

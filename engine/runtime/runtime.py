@@ -36,18 +36,25 @@ from ..models import hardware
 from ..models.inspection import ModelInfo, inspect_file
 from ..models.planner import FitPlan, LoadOptions, kv_fits, plan_fit, with_draft, with_projector
 from ..models.projector import read_projector
+from ..prompts import ChatTemplate, LibraryProjectors, mark_images, place_images
+from ..protocol import Segments, max_prompt_chars, prompt_chars
+from ..runner import CacheConfig
 from ..settings import Settings
+from ..structured import (
+    StreamParser,
+    check_reply,
+    checked,
+    expected_schema,
+    forced_tool_names,
+    grammar_for,
+    no_call_grammar,
+    prompt_opens_reasoning,
+)
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel, LoadProgress, Usage
-from . import attention, healing, images
+from . import attention, healing
 from .arrivals import Arrivals, Ticket
 from .client import RunnerClient
 from .embedders import embedder_facts, embedding_kwargs
-from .grammar import checked, forced_tool_names, grammar_for, no_call_grammar
-from .kvcache import CacheConfig
-from .parsing import StreamParser, prompt_opens_reasoning
-from .protocol import Segments, max_prompt_chars, prompt_chars
-from .replycheck import check_reply, expected_schema
-from .templates import ChatTemplate
 from .threadbudget import ThreadBudget
 
 log = logging.getLogger(__name__)
@@ -115,7 +122,7 @@ class Runtime:
         self.idle_ttl_s = settings.idle_ttl_s if idle_ttl_s is None else idle_ttl_s
         self.runner_command = runner_command
         self.load_defaults = load_defaults or LoadOptions()  # for models loaded without options (JIT)
-        self.projectors = projectors or images.LibraryProjectors(settings)
+        self.projectors = projectors or LibraryProjectors(settings)
         self.workarounds = healing.Workarounds(settings.data_dir / "workarounds.json")
         self.attention = attention.Choices(settings.data_dir / "attention.json")
         self.calibrate = calibrate  # measure attention in the background after a first load (attention.py)
@@ -414,11 +421,11 @@ class Runtime:
         variables = dict(request.template_vars)
         if request.enable_thinking is not None:  # None: the template keeps its own default
             variables["enable_thinking"] = request.enable_thinking
-        messages, pictures, nonce = images.mark_images(request.messages)
+        messages, pictures, nonce = mark_images(request.messages)
         if pictures and not slot.loaded.vision:
             raise NoVision(self.no_vision_message(slot.model_id))
         segments = slot.template.render_segments(messages, tools=request.tools, variables=variables)
-        segments = images.place_images(segments, pictures, nonce) if pictures else segments
+        segments = place_images(segments, pictures, nonce) if pictures else segments
         return segments, request.tools if request.tool_choice != "none" else None
 
     def no_vision_message(self, model_id: str) -> str:

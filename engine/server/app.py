@@ -17,7 +17,7 @@ from .. import __version__ as engine_version
 from ..devices.pairing import PairingDesk
 from ..documents.collections import Collections
 from ..facade import Engine
-from ..runtime.runtime import Runtime
+from ..runtime import Runtime
 from ..settings import Settings
 from . import anthropic, files, ollama, openai, responses, sharing, vector_stores
 from .context import LibraryLike, Puller, ServerContext

@@ -37,7 +37,7 @@ from starlette.requests import Request
 from ..errors import ModelNotFound
 from ..facade import Engine
 from ..library.paths import is_path_like
-from ..runtime.images import ImageFile
+from ..prompts import ImageFile
 from ..settings import Settings
 from ..types import Image
 from .security import SecurityPolicy

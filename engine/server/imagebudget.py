@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from ..runtime.images import FILE_PART, MAX_PIXELS, ImageFile
+from ..prompts import FILE_PART, MAX_PIXELS, ImageFile
 from ..types import ChatRequest
 from .errors import ApiError
 from .imagelinks import fetch_links

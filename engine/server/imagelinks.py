@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from starlette.concurrency import run_in_threadpool
 
-from ..runtime.images import MAX_IMAGE_BYTES, probe_image
+from ..prompts import MAX_IMAGE_BYTES, probe_image
 from ..types import ChatRequest
 from .errors import ApiError
 from .inbound import LINK_PART

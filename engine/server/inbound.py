@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal
 
-from ..runtime.images import MAX_IMAGE_BYTES, ImageFile, probe_image
+from ..prompts import MAX_IMAGE_BYTES, ImageFile, probe_image
 from ..types import ChatRequest, Sampling
 from .errors import ApiError
 from .validation import Body, Name
@@ -87,7 +87,7 @@ def text_of(content: Any) -> str:
 
 def content_of(content: Any, where: str = "messages") -> str | list[dict[str, Any]]:
     """A user message's content for the engine: its text, or, when it holds images, a list of text parts
-    and ``ImageFile`` parts (``runtime/images.py``), in order. A bad image is a 400 naming where it was."""
+    and ``ImageFile`` parts (``prompts/images.py``), in order. A bad image is a 400 naming where it was."""
     if not (isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PARTS for p in content)):
         return text_of(content)
     parts: list[dict[str, Any]] = []

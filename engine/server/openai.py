@@ -21,7 +21,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from ..runtime.templates import TEMPLATE_NAMES
+from ..prompts import TEMPLATE_NAMES
 from ..types import ChatRequest, Chunk, CompletionRequest, Sampling, ToolCall, Usage
 from .context import context, new_id
 from .errors import ApiError, describe, error_body

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fireside.engine.runtime import kvcache
-from fireside.engine.runtime.runner import kvstate
+from fireside.engine.runner import kvcache, kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from tests.app.conftest import SMALL

@@ -13,7 +13,7 @@ names = [m.name for m in pkgutil.walk_packages(engine.__path__, "fireside.engine
          if not m.name.endswith("__main__") and not m.name.endswith(".runner")]
 for name in names:
     importlib.import_module(name)
-import fireside.engine.runtime.runner.process  # importable, but it must not start a runner on import
+import fireside.engine.runner.process  # importable, but it must not start a runner on import
 loaded = sorted(m for m in sys.modules if m.startswith("PySide6") and sys.modules[m] is not None)
 print(len(names), loaded)
 """

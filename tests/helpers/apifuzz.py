@@ -1,6 +1,6 @@
 """Property-based fuzzing of the API server's request models: Hypothesis strategies for each
 dialect's bodies, and a server to aim them at. Used by ``tests/server/test_fuzz.py`` (a bounded run
-in the normal suite) and ``bench/fuzz_api.py`` (a longer one).
+in the normal suite) and ``fuzz/fuzz_api.py`` (a longer one).
 
 The server is the real app on loopback over a real ``Runtime`` with just-in-time loading off, so no
 model is ever loaded: a well-formed request for a local model gets a 404 after every field has been

@@ -10,7 +10,7 @@ anything else is a crash.
 Run it in its own process (``python -m tests.helpers.gguf_fuzz``): ``limit_memory`` caps the address
 space there, so an allocation bomb becomes a ``MemoryError`` (a crash) instead of swapping the machine.
 Every crash is saved under ``REGRESSIONS`` as a ``.gguf`` file that ``tests/engine/models/test_gguf_fuzz.py``
-replays. ``bench/fuzz_gguf.py`` runs the same property for longer.
+replays. ``fuzz/fuzz_gguf.py`` runs the same property for longer.
 """
 
 from __future__ import annotations

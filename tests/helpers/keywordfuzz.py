@@ -20,7 +20,7 @@ import jsonschema
 from hypothesis import strategies as st
 
 from fireside.engine.errors import GrammarRejected, SchemaMismatch
-from fireside.engine.runtime.grammar import checked, schema_grammar
+from fireside.engine.structured.grammar import checked, schema_grammar
 from fireside.engine.types import ChatRequest, Sampling
 from tests.helpers.gbnf_regex import admits
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from fireside.engine.runtime.runner import process as runner
+from fireside.engine.runner import process as runner
 
 Q4_0 = 2  # ggml's type id
 

@@ -9,7 +9,7 @@ allocation bomb fails the run instead of the machine.
 ``random_schema`` (also drawn by the property, through a Hypothesis-driven ``Random``) builds hostile
 patterns: negated classes that cover everything or nearly, empty and reversed classes, nested
 repetitions, every spelling of a quantifier (``{6_00}``, ``{ 6}``, ``{+3}``, ``{5,2}``, other scripts'
-digits), stray ``]`` and ``}``; ``bench/fuzz_grammar.py`` sends the same schemas to a real server.
+digits), stray ``]`` and ``}``; ``fuzz/fuzz_grammar.py`` sends the same schemas to a real server.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ PROPERTY = textwrap.dedent('''
     import llama_cpp
     from hypothesis import HealthCheck, given, settings, strategies as st
     from fireside.engine.errors import GrammarRejected
-    from fireside.engine.runtime.grammar import schema_grammar
-    from fireside.engine.runtime.grammarcheck import dead_end
-    from fireside.engine.runtime.limits import LIMITS, check_grammar_size
+    from fireside.engine.structured.grammar import schema_grammar
+    from fireside.engine.structured.grammarcheck import dead_end
+    from fireside.engine.structured.limits import LIMITS, check_grammar_size
     from tests.helpers.schemafuzz import random_schema
 
     counts = st.one_of(st.integers(0, 5), st.integers(0, 10**12), st.sampled_from([499, 500, 501, 1000, 3000]))

@@ -3,7 +3,7 @@ short), a vector store made with it, then a few random steps (search, list, a ba
 unknown batch, delete the file, delete the store), each answered 4xx or a valid reply, never a 500.
 The documents are the costly ones of issue 42 (``hostile_docs.py``) and plain ones, made once; a
 store's indexing runs in the server's background, so the steps meet files in every state.
-Used by ``bench/fuzz_api.py``; ``run_scenario`` returns the first crash's outcome, else the last.
+Used by ``fuzz/fuzz_api.py``; ``run_scenario`` returns the first crash's outcome, else the last.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 
-from fireside.engine.runtime.parsing import StreamParser
 from fireside.engine.server.handler import at_most_calls
 from fireside.engine.server.openai import ChatEncoder
+from fireside.engine.structured.parsing import StreamParser
 
 pytestmark = pytest.mark.model
 WEATHER = {"type": "function", "function": {

@@ -105,7 +105,7 @@ def test_presence_and_frequency_penalties_change_the_reply(oll):
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 5}])
 def test_penalties_applied_here_sample_exactly_as_llama_cpps_own(oll, sampling):
-    """Windows up to 256 tokens are penalized by Fireside's own code (engine/runtime/runner/sampler.py),
+    """Windows up to 256 tokens are penalized by Fireside's own code (engine/runner/sampler.py),
     longer ones by llama.cpp's sampler. A 48-token reply never fills a 64-token window, so both give
     the same reply, token for token, with the same log-probabilities (the model's, not the
     penalized ones: the logits row is put back)."""

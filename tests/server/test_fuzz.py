@@ -4,7 +4,7 @@ Hypothesis generates bodies for each route (``tests/helpers/apifuzz.py``): plaus
 with arbitrary JSON at every field. Whatever it sends, the server answers 4xx or a valid reply, never
 a 500. The run is bounded to about ``BUDGET_S`` seconds: the examples per route are sized from the
 time this machine takes per request (60 per route on an idle machine, fewer under load, never under
-10); ``bench/fuzz_api.py`` runs the same for longer. Every crash a run found is kept in ``fuzz_cases.json`` and replayed here first.
+10); ``fuzz/fuzz_api.py`` runs the same for longer. Every crash a run found is kept in ``fuzz_cases.json`` and replayed here first.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import openai
 import pytest
 from PIL import Image
 
-from fireside.engine.runtime.images import decode_image, probe_image
+from fireside.engine.prompts.images import decode_image, probe_image
 from fireside.engine.server.context import ResponseStore
 from fireside.engine.server.imagebudget import MAX_REQUEST_IMAGES, MAX_REQUEST_PIXELS
 from tests.helpers.flowing import Stream, peak_rss_during

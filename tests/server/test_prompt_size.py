@@ -1,7 +1,7 @@
 """A huge prompt costs the other clients of its model nothing, and its sender gets a clear 400.
 
 Over the real server and the real SmolLM2: one client streams a long reply while another sends a
-prompt too long for the context. A prompt past the size cap (``runtime/runner/tokens.py``: more characters
+prompt too long for the context. A prompt past the size cap (``runner/tokens.py``: more characters
 than the context could hold) is refused before anything tokenizes it; a long prompt under the cap is
 tokenized on the runner's tokenizer thread, so the stream's tokens keep coming.
 """

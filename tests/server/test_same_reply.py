@@ -3,7 +3,7 @@ same log-probabilities, to the bit, however the work was split to make it.
 
 Each case changes only how the reply is computed, never what was asked: the prompt evaluated cold or
 from a cached prefix, or from a state saved on disk by a server since restarted; the machine quiet or
-with busy processes taking the cores (so the runner's thread count moves, runtime/runner/threads.py);
+with busy processes taking the cores (so the runner's thread count moves, runner/threads.py);
 the request alone or among three other streams; with and without a ``prediction`` and a draft model
 (speculative decoding verifies guesses in batches). The prompt is long enough (600 tokens or more) that
 every path llama.cpp's CPU attention can take is reached: on an f16 KV cache each of these cases moved

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from fireside.engine.library import Library
-from fireside.engine.runtime.images import decode_image
+from fireside.engine.prompts.images import decode_image
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 from fireside.engine.settings import Settings

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import os
 
-from fireside.engine.runtime import kvcache
-from fireside.engine.runtime.runner import kvstate
+from fireside.engine.runner import kvcache, kvstate
 from fireside.engine.settings import Settings
 from tests.helpers.cli import fireside
 from tests.helpers.waiting import wait_until

@@ -3,7 +3,7 @@
 The property and its strategies live in ``tests/helpers/gguf_fuzz.py``; it runs here in a child
 process whose address space is capped (``limit_memory``), so an allocation bomb is a failed test and
 not a machine out of memory. The inputs are derandomized, so every run tries the same ones; the
-longer, randomized search is ``bench/fuzz_gguf.py``. Every crash either finds is saved under
+longer, randomized search is ``fuzz/fuzz_gguf.py``. Every crash either finds is saved under
 ``tests/engine/regressions/gguf/``, and every file there is replayed here.
 """
 

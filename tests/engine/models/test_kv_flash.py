@@ -35,7 +35,7 @@ def test_quantized_kv_with_flash_attention_forced_off_will_not_load(q8b):
 
 def test_f16_kv_has_flash_attention_on_auto_and_off_when_asked(q8b):
     # On by default on CPUs and GPUs alike (as llama-server's auto resolves), so a slot's numerics do not
-    # depend on the other slots (runtime/runner/batch.py); an f16 cache loads either way.
+    # depend on the other slots (runner/batch.py); an f16 cache loads either way.
     assert plan_fit(q8b, machine(), LoadOptions()).flash_attn
     assert plan_fit(q8b, machine((24, 24)), LoadOptions()).flash_attn
     off = plan_fit(q8b, machine(), LoadOptions(flash_attn=False))

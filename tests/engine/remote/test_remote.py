@@ -101,7 +101,7 @@ def test_an_image_goes_to_a_remote_as_a_png_data_url_of_the_same_pixels():
 
     from PIL import Image as PILImage
 
-    from fireside.engine.runtime.images import decode_image
+    from fireside.engine.prompts.images import decode_image
     from tests.helpers.vision_model import image_bytes
 
     seen = {}

@@ -1,5 +1,0 @@
-"""``python -m fireside.engine.runtime.runner``: how ``client.runner_command()`` starts a runner process."""
-
-from .process import main
-
-main()
