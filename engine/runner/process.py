@@ -45,7 +45,7 @@ def model_params(extra_bufts: bool, on_progress: Any = None, devices: list[str] 
     parameter for any of them, so its default model params are wrapped)."""
     import llama_cpp
 
-    from ...models.hardware import device_handles
+    from ..ggml import device_handles
 
     default_params = llama_cpp.llama_model_default_params
     handles = device_handles(devices) if devices is not None else None  # alive until the load is done
