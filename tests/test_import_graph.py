@@ -113,9 +113,9 @@ def test_no_cycle_between_app_modules():
 
 RUNNER = "fireside.engine.runner"
 # what the server's side imports of the runner's wing: its face, and the prompt cache folder's format (the pipe,
-# ``protocol.py``, is on the ground floor)
+# ``protocol.py``, and ggml's device API, ``ggml.py``, are on the ground floor)
 SHARED = {RUNNER, f"{RUNNER}.kvcache"}
-GROUND = {f"fireside.engine.{leaf}" for leaf in LEAVES | {"protocol"}}
+GROUND = {f"fireside.engine.{leaf}" for leaf in LEAVES | {"protocol", "ggml"}}
 
 
 def _crossings(modules: dict[str, Path]) -> list[tuple[str, str]]:

@@ -135,9 +135,9 @@ def test_entry_picks_the_mode_from_name_and_flags(entry, argv, expected):
 def test_llama_libraries_land_where_llama_cpp_and_hardware_look(spec):
     import llama_cpp
 
-    from fireside.engine.models import hardware
+    from fireside.engine import ggml
 
-    lib_dir = hardware._lib_dir()
+    lib_dir = ggml.lib_dir()
     assert lib_dir.relative_to(Path(llama_cpp.__file__).parent.parent).as_posix() == spec["LLAMA_LIB_DEST"]
     assert any(p.name.startswith(("libllama", "llama")) for p in lib_dir.iterdir())
 

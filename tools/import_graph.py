@@ -24,8 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"fireside.engine": ROOT / "engine", "fireside.app": ROOT / "app"}
 ENGINE = "fireside.engine"
-# the ground floor: value modules anyone may import (protocol.py is the pipe between Fireside's processes)
-GROUND = {"types", "errors", "settings", "fmt", "fsutil", "deps", "protocol"}
+# the ground floor: value modules anyone may import (protocol.py is the pipe between Fireside's processes, ggml.py
+# the device API both sides of it read)
+GROUND = {"types", "errors", "settings", "fmt", "fsutil", "deps", "protocol", "ggml"}
 FACE_DEBT = ROOT / "tools" / "face_debt.txt"
 
 

@@ -18,9 +18,7 @@ from ..models.planner import (
     verdict_text,
     with_draft,
 )
-from ..runtime import Workarounds
-from ..runtime.attention import Choices, model_key
-from ..runtime.attention import describe as describe_attention
+from ..runtime import Workarounds, attention
 from ..settings import Settings
 from .fmt import print_json, table
 
@@ -81,7 +79,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
     hw = hardware.detect()
     if args.json:
         print_json({**hw.to_dict(), "workarounds": workarounds.entries(),
-                    "attention": Choices(Settings.from_env().data_dir / "attention.json").entries()})
+                    "attention": attention.Choices(Settings.from_env().data_dir / "attention.json").entries()})
         return 0
     print(f"llama.cpp {hw.llama_cpp_version}   backends: {', '.join(hw.backends) or 'none'}   "
           f"GPU offload: {'yes' if hw.gpu_offload else 'no'}   engine: {hardware.engine_build(hw)}")
@@ -92,8 +90,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
     print(table(rows, ["#", "device", "type", "backend", "free", "total", "description"]))
     for note in hw.notes:
         print(f"note: {note}")
-    for a in Choices(Settings.from_env().data_dir / "attention.json").entries():
-        print(f"attention: {a.get('model', '?')} and its architecture load with {describe_attention(a)}")
+    for a in attention.Choices(Settings.from_env().data_dir / "attention.json").entries():
+        print(f"attention: {a.get('model', '?')} and its architecture load with {attention.describe(a)}")
     for w in workarounds.entries():
         print(f"workaround: {w['model']} loads with {w['description']}: llama.cpp {w['reason']} in this build "
               f"(llama-cpp-python {w.get('llama_cpp') or '?'}) without it. `fireside hw --clear-workarounds` forgets it.")
@@ -113,9 +111,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(describe_model(info))
     print()
     print(describe_plan(plan))
-    measured = Choices(settings.data_dir / "attention.json").get(
-        model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
-    print(f"attention: {describe_attention(measured)}, measured on this machine" if measured else
+    measured = attention.Choices(settings.data_dir / "attention.json").get(
+        attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
+    print(f"attention: {attention.describe(measured)}, measured on this machine" if measured else
           "attention: not measured on this machine yet (it is after this architecture's first load)")
     return 0
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import psutil
 
+from .. import ggml
 from ..errors import HardwareError
 
 # enum ggml_backend_dev_type, in the order ggml.h declares it (IGPU arrived after GPU).
@@ -102,63 +103,6 @@ def build_info() -> dict[str, object]:
     return {}
 
 
-def _lib_dir() -> Path:
-    import llama_cpp
-
-    return Path(llama_cpp.__file__).parent / "lib"
-
-
-def _load_ggml() -> ctypes.CDLL:
-    # Importing llama_cpp loads libllama and, through it, libggml with its backends registered.
-    import llama_cpp  # noqa: F401
-
-    names = {"linux": ["libggml.so"], "darwin": ["libggml.dylib"], "win32": ["ggml.dll"]}
-    candidates = names.get(sys.platform, ["libggml.so"])
-    for name in candidates:
-        path = _lib_dir() / name
-        if path.exists():
-            lib = ctypes.CDLL(str(path))
-            break
-    else:
-        raise HardwareError(f"llama.cpp's ggml library was not found in {_lib_dir()}")
-    c_p, c_sz = ctypes.c_void_p, ctypes.c_size_t
-    for fn, args, res in [
-        ("ggml_backend_reg_count", [], c_sz),
-        ("ggml_backend_reg_get", [c_sz], c_p),
-        ("ggml_backend_reg_name", [c_p], ctypes.c_char_p),
-        ("ggml_backend_dev_count", [], c_sz),
-        ("ggml_backend_dev_get", [c_sz], c_p),
-        ("ggml_backend_dev_name", [c_p], ctypes.c_char_p),
-        ("ggml_backend_dev_description", [c_p], ctypes.c_char_p),
-        ("ggml_backend_dev_memory", [c_p, ctypes.POINTER(c_sz), ctypes.POINTER(c_sz)], None),
-        ("ggml_backend_dev_type", [c_p], ctypes.c_int),
-        ("ggml_backend_dev_backend_reg", [c_p], c_p),
-        ("ggml_backend_dev_by_name", [ctypes.c_char_p], c_p),
-    ]:
-        f = getattr(lib, fn)
-        f.argtypes, f.restype = args, res
-    return lib
-
-
-def device_handles(names: list[str]) -> ctypes.Array:
-    """A NULL-terminated array of ggml's handles for the devices called ``names``, as
-    ``llama_model_params.devices`` takes it (an empty list: no offload device at all). Raises
-    ``HardwareError`` for a name ggml does not know. The caller keeps the array alive while it loads."""
-    lib = _ggml()
-    handles = (ctypes.c_void_p * (len(names) + 1))()
-    for i, name in enumerate(names):
-        handle = lib.ggml_backend_dev_by_name(name.encode())
-        if not handle:
-            raise HardwareError(f"llama.cpp has no device called {name!r}")
-        handles[i] = handle
-    return handles
-
-
-@functools.lru_cache(maxsize=1)
-def _ggml() -> ctypes.CDLL:
-    return _load_ggml()
-
-
 def _read_devices(lib: ctypes.CDLL) -> tuple[list[str], list[Device]]:
     backends = [lib.ggml_backend_reg_name(lib.ggml_backend_reg_get(i)).decode()
                 for i in range(lib.ggml_backend_reg_count())]
@@ -200,7 +144,7 @@ def _detect() -> Hardware:
     import llama_cpp
 
     try:
-        backends, devices = _read_devices(_ggml())
+        backends, devices = _read_devices(ggml.library())
     except (OSError, AttributeError) as exc:
         raise HardwareError(f"could not read llama.cpp's devices: {exc}") from exc
     mem = psutil.virtual_memory()

@@ -5,7 +5,8 @@ requests on their way to a runner (``arrivals.py``), splits the cores between th
 (``threadbudget.py``) and sets up embedding models (``embedders.py``). What runs inside a runner is the
 ``runner/`` wing; prompts come from ``prompts/``, grammars and reply checks from ``structured/``.
 
-Offers: ``Runtime`` and its ``ProgressFn``; ``Arrivals`` and ``Ticket``; ``Workarounds``. Names load on first use.
+Offers: ``Runtime`` and its ``ProgressFn``; ``Arrivals`` and ``Ticket``; ``Workarounds``; ``attention`` (the
+measured attention kinds, ``attention.py``). Names load on first use.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ _WHERE = {
     "Arrivals": "arrivals",
     "Ticket": "arrivals",
     "Workarounds": "healing",
+    "attention": "attention",
 }
-__all__ = ["Arrivals", "ProgressFn", "Runtime", "Ticket", "Workarounds"]
+__all__ = ["Arrivals", "ProgressFn", "Runtime", "Ticket", "Workarounds", "attention"]
 
 
 def __getattr__(name: str) -> Any:

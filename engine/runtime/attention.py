@@ -34,7 +34,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..models.hardware import Hardware
+from ..models import Hardware
 from .healing import _cpu_identity
 
 log = logging.getLogger(__name__)
