@@ -9,8 +9,6 @@ tokenized on the runner's tokenizer thread, so the stream's tokens keep coming.
 from __future__ import annotations
 
 import re
-import statistics
-import threading
 import time
 
 import anthropic
@@ -18,47 +16,10 @@ import httpx
 import openai
 import pytest
 
+from tests.helpers.flowing import Stream
+
 pytestmark = pytest.mark.model
-MAX_GAP_S = 0.5  # on an idle machine; under load, a few of the stream's own gaps (see ``allowed_gap``)
 WORDS = "lorem ipsum dolor sit amet "  # about 1.4 characters a token for SmolLM2: many tokens for its size
-
-
-class Stream(threading.Thread):
-    """A streamed chat on its own thread, noting when each chunk arrived; it hangs up a few chunks
-    after ``stop`` is set."""
-
-    def __init__(self, base_url: str):
-        super().__init__(daemon=True)
-        self.client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="x", max_retries=0)
-        self.times: list[float] = []
-        self.started, self.stop = threading.Event(), threading.Event()
-        self.after_stop = 0
-
-    def run(self) -> None:
-        chunks = self.client.chat.completions.create(
-            model="starter", stream=True, max_tokens=2000, temperature=0,
-            messages=[{"role": "user", "content": "Write a long story about a lighthouse keeper."}])
-        for _ in chunks:
-            self.times.append(time.monotonic())
-            if len(self.times) >= 4:
-                self.started.set()
-            self.after_stop += self.stop.is_set()
-            if self.after_stop >= 3:
-                chunks.close()
-                return
-
-    def gap_during(self, start: float, end: float) -> float:
-        """The longest wait between chunks that overlaps ``[start, end]``."""
-        pairs = zip(self.times, self.times[1:])
-        return max((b - a for a, b in pairs if b >= start and a <= end), default=0.0)
-
-    def allowed_gap(self, start: float) -> float:
-        """``MAX_GAP_S``, or four of this stream's usual gaps before ``start`` when the machine is so
-        busy that a token takes longer (a shared 2-core test box: 0.3-0.7 s a token). The server
-        itself reads, checks and parses the big body (about 0.2 s of one core for 4 MB, measured),
-        in the process that relays the stream; the runner's old stall was 10 s and more."""
-        before = [b - a for a, b in zip(self.times, self.times[1:]) if b < start]
-        return max(MAX_GAP_S, 4 * statistics.median(before))
 
 
 def _overflow_while_streaming(base_url: str, content: str) -> tuple[openai.BadRequestError, Stream, float, float]:
@@ -72,14 +33,13 @@ def _overflow_while_streaming(base_url: str, content: str) -> tuple[openai.BadRe
     end = time.monotonic()
     stream.stop.set()
     stream.join(120)
-    assert stream.after_stop >= 3, "the stream must outlast the big request"
     return err.value, stream, start, end
 
 
 def test_a_4_mb_prompt_is_a_400_and_stalls_no_other_stream(base_url):
     content = (WORDS * (4_000_000 // len(WORDS) + 1))[:4_000_000]
     err, stream, start, end = _overflow_while_streaming(base_url, content)
-    assert stream.gap_during(start, end) < stream.allowed_gap(start)
+    stream.assert_flowed(start, end)
     assert err.body["code"] == "context_length_exceeded"
     assert re.search(r"the prompt is 4,000,\d{3} characters", err.body["message"])  # refused untokenized
 
@@ -89,7 +49,7 @@ def test_a_long_prompt_under_the_cap_is_tokenized_without_stalling_other_streams
     content = (WORDS * (cap // len(WORDS)))[:cap - 1000]  # under the cap (the template adds ~60), far over n_ctx
     err, stream, start, end = _overflow_while_streaming(base_url, content)
     assert err.body["code"] == "context_length_exceeded" and "tokens" in err.body["message"]
-    assert stream.gap_during(start, end) < stream.allowed_gap(start)
+    stream.assert_flowed(start, end)
 
 
 def test_count_tokens_and_embeddings_refuse_a_prompt_past_the_cap(base_url, runtime):

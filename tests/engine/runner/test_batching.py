@@ -26,12 +26,26 @@ SYSTEM = ("You are a patient assistant for a lighthouse museum on a rocky northe
           "under twelve go free, and guided tours start on the hour.")
 
 
-@pytest.fixture(scope="module")
-def runtime(tmp_path_factory):
-    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path_factory.mktemp("batch"))})
+def two_slots(home) -> Runtime:
+    settings = Settings.from_env({"FIRESIDE_HOME": str(home)})
     settings.ensure_dirs()
     rt = Runtime(settings, idle_ttl_s=0)
     rt.load("starter", LoadOptions(context=2048, parallel=2))
+    return rt
+
+
+@pytest.fixture(scope="module")
+def runtime(tmp_path_factory):
+    rt = two_slots(tmp_path_factory.mktemp("batch"))
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def unused_cache(tmp_path):
+    """Two slots and a prompt cache nobody has used: no other test's snapshots wait to be written (the
+    writer keeps two waiting at most, so a turn saved behind two others is not saved at all)."""
+    rt = two_slots(tmp_path)
     yield rt
     rt.close()
 
@@ -118,7 +132,7 @@ def test_a_prefix_held_by_a_busy_slot_is_copied_not_evaluated_again(runtime):
     assert text == again  # and what was copied is the prefix itself: the reply reads as it does from its own cache
 
 
-def test_three_conversations_over_two_slots_resume_with_their_prefixes(runtime):
+def test_three_conversations_over_two_slots_resume_with_their_prefixes(unused_cache):
     """A new conversation sharing the system prompt overwrites the slot used longest ago, never the one
     being talked in (before, every slot matched it by the system prompt and slot 0 won the tie): each
     conversation's next turn finds its history in its slot, and the one that lost its slot resumes from
@@ -136,13 +150,13 @@ def test_three_conversations_over_two_slots_resume_with_their_prefixes(runtime):
     def say(name: str, follow_up: str | None = None):
         if follow_up:
             talks[name] += [{"role": "assistant", "content": last[name][0]}, *user(follow_up)]
-        text, usage, _ = chat(runtime, talks[name], max_tokens=8, temperature=0)
+        text, usage, _ = chat(unused_cache, talks[name], max_tokens=8, temperature=0)
         last[name] = (text, usage)
         return usage
 
     say("a")
     b1 = say("b")
-    folder = runtime.settings.prompt_cache_dir  # b's first turn on disk before it loses its slot
+    folder = unused_cache.settings.prompt_cache_dir  # b's first turn on disk before it loses its slot (a's is shorter)
     wait_until(lambda: any(e.n_tokens >= b1.prompt_tokens for e in kvcache.entries(folder)), 30)
     for ours, new in (("a", "c"), ("c", "d")):  # slots: ours and another; ours is talked in last
         before = say(ours, "Tell me more.")
