@@ -133,6 +133,7 @@ class FitPlan:
     draft_gpu: bool = False  # and whether it goes on the main GPU (else it runs on the CPU)
     draft_kv: str = "f16"  # and its KV cache's type
     devices: list[str] | None = None  # the devices llama.cpp may offload to (None: all it found)
+    row_kernels: bool = False  # K-quant weights multiplied by the one-row kernels only (exact_kernels)
 
     @property
     def fits(self) -> bool:
@@ -163,6 +164,8 @@ class FitPlan:
             kw["devices"] = list(self.devices)  # the runner takes this one: llama_model_params.devices
         if self.kv_type != "f16":
             kw["type_k"] = kw["type_v"] = _GGML_KV_TYPE[self.kv_type]
+        if self.row_kernels:  # the runner takes both: a model param and ggml's GGML_CPU_TILED_MM switch
+            kw["use_extra_bufts"] = kw["tiled_mm"] = False
         return kw
 
     def compare(self, reported: dict[str, int]) -> dict[str, dict[str, float]]:
@@ -378,6 +381,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         parallel=max(1, o.parallel), drafts=o.drafts,
         devices=None if devices is None else [g.name for g, u in zip(gpus, uses) if u.layers or o.device],
     )
+    _keep_exact(plan, info)
     if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)
     return plan
@@ -451,6 +455,28 @@ def kv_for(o: LoadOptions, gpus: bool, info: ModelInfo) -> str:
     if o.kv_type != "auto":
         return o.kv_type
     return "f16" if gpus or o.flash_attn is False or not kv_fits(info, EXACT_KV) else EXACT_KV
+
+
+# weight types that llama.cpp's CPU multiplies by a kernel chosen by the batch's rows: the tiled kernel
+# (ggml-cpu/tiled, 8 rows and more) and, for Q4_K and Q2_K, the repacked gemm (4 rows and more, an extra
+# buffer type), each rounding otherwise than the one-row kernel a decoded token takes. Q4_0, Q4_1, Q5_0 and
+# Q8_0 round the same in any batch (bench/batch_invariance.py, issue 50)
+BATCH_VARIANT_TYPES = frozenset({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S",
+                                 "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"})
+
+
+def batch_variant_weights(info: ModelInfo) -> list[str]:
+    """The model's weight types whose batched kernels round otherwise than a single row's, largest first."""
+    return [t for t in info.quant_mix if t in BATCH_VARIANT_TYPES]
+
+
+def _keep_exact(plan: FitPlan, info: ModelInfo) -> None:
+    """An exact plan for a model with batch-variant weights multiplies them by the one-row kernels, and says so."""
+    variant = batch_variant_weights(info)
+    if exact_replies(plan) and variant:
+        plan.row_kernels = True
+        plan.notes.append(f"{', '.join(variant)} weights are multiplied row by row, as one token is, so replies "
+                          "stay exact (prompts evaluate slower; an f16 KV cache lifts both)")
 
 
 def exact_replies(plan: FitPlan) -> bool:

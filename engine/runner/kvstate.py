@@ -66,7 +66,7 @@ _HASHED = 1 << 20  # bytes hashed at each end of the model file: its header, and
 # llama() options that change what a KV state means or how it was computed; the rest (threads, batch
 # size, mmap, slot count: each slot has a stream of its own) leave a saved state valid
 _SHAPING = ("n_ctx", "n_gpu_layers", "main_gpu", "tensor_split", "flash_attn", "type_k", "type_v",
-            "use_extra_bufts", "embedding", "pooling_type", "rope_freq_base", "rope_freq_scale", "mmproj", "devices")
+            "use_extra_bufts", "tiled_mm", "embedding", "pooling_type", "rope_freq_base", "rope_freq_scale", "mmproj", "devices")
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,9 @@ class Runner:
 
         kwargs = dict(msg["kwargs"])
         extra_bufts = bool(kwargs.pop("use_extra_bufts", True))
+        tiled = bool(kwargs.pop("tiled_mm", True))
+        if not tiled:  # ggml reads it at its first matrix product, and a runner loads one model: none ran yet
+            os.environ["GGML_CPU_TILED_MM"] = "0"
         devices = kwargs.pop("devices", None)  # llama_model_params.devices: not a Llama() keyword
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
         started = time.monotonic()
@@ -268,7 +271,7 @@ class Runner:
         vision_error = self._load_projector(msg.get("mmproj"), kwargs)
         draft_error = self._load_draft(msg.get("draft"), dict(kwargs, devices=devices), extra_bufts)
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj"),
-                                              devices=devices))
+                                              devices=devices, **({} if tiled else {"tiled_mm": False})))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
         from .tokens import longest_piece

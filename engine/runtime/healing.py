@@ -66,7 +66,7 @@ def rung_matters(name: str, plan: FitPlan) -> bool:
 def apply(plan: FitPlan, rungs: tuple[str, ...]) -> FitPlan:
     """``plan`` with the given rungs of the ladder applied."""
     if "flash_attn" in rungs:  # a quantized V cache needs flash attention: back to f16 with it
-        plan = replace(plan, flash_attn=False, kv_type="f16")
+        plan = replace(plan, flash_attn=False, kv_type="f16", row_kernels=False)  # not exact now: fast kernels
     if "gpu" in rungs:
         plan = replace(plan, n_gpu_layers=0, tensor_split=[])
     if "batch" in rungs:

@@ -117,3 +117,21 @@ def own_warnings(warnings: list[str]) -> list[str]:
     AMX Xeon the first load in a fresh data folder crashes once and heals, and says so): what the load
     under test had to say of its own."""
     return [w for w in warnings if "llama.cpp crash" not in w]
+
+
+def requantized(src: Path, dst: Path, ftype: str = "Q4_K_M") -> Path:
+    """A copy of the GGUF at ``src`` with its weights quantized again as ``ftype`` (a name from llama.cpp's
+    ``LLAMA_FTYPE_MOSTLY_*``), by llama.cpp's own quantizer; kept if ``dst`` exists. The words get worse,
+    the kernels the copy's weight types take are what a test wants."""
+    if dst.exists():
+        return dst
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype}")
+    params.allow_requantize = True
+    part = dst.with_name(dst.name + ".part")
+    if llama_cpp.llama_model_quantize(str(src).encode(), str(part).encode(), params) != 0:
+        raise RuntimeError(f"llama.cpp could not quantize {src.name} as {ftype}")
+    part.replace(dst)
+    return dst

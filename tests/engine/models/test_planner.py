@@ -156,7 +156,21 @@ def test_auto_kv_is_exact_on_the_cpu_and_f16_on_a_gpu_or_by_choice(q8b):
     assert [exact_replies(p) for p in (cpu, gpu, chosen, no_flash)] == [True, False, False, False]
     assert replies_text(cpu).startswith("yes") and "GPU" in replies_text(gpu)
     assert "f16 KV cache" in replies_text(chosen) and "flash attention is off" in replies_text(no_flash)
-    assert not cpu.notes and not no_flash.refusal  # auto chose it: nothing to explain, nothing refused
+    assert not no_flash.refusal and all("row by row" in n for n in cpu.notes)  # auto chose it: nothing refused
+
+
+def test_an_exact_plan_multiplies_k_quant_weights_row_by_row_and_says_so(q8b, tmp_path):
+    """Q4_K and Q6_K weights in a batch took kernels that round otherwise than one row's (the repacked gemm, an
+    extra buffer type, and ggml's tiled kernel), so a prediction or another stream moved an exact reply."""
+    cpu = plan_fit(q8b, machine(), LoadOptions(context=4096, parallel=1))
+    assert cpu.row_kernels and cpu.notes == ["Q4_K, Q6_K weights are multiplied row by row, as one token is, so "
+                                             "replies stay exact (prompts evaluate slower; an f16 KV cache lifts both)"]
+    assert (cpu.llama_kwargs()["use_extra_bufts"], cpu.llama_kwargs()["tiled_mm"]) == (False, False)
+    fast = [plan_fit(q8b, machine(), LoadOptions(context=4096, parallel=1, kv_type="f16")),
+            plan_fit(q8b, machine((8, 7.6)), LoadOptions(context=4096, parallel=1))]
+    q4_0 = inspect_file(write_model(tmp_path / "q4_0.gguf", LLAMA_8B, weight=Q.Q4_0, output=Q.Q8_0))
+    fast.append(plan_fit(q4_0, machine(), LoadOptions(context=4096, parallel=1)))  # rounds alike in any batch
+    assert exact_replies(fast[2]) and not any(p.row_kernels or "tiled_mm" in p.llama_kwargs() for p in fast)
 
 
 def _with_llvmpipe(hw: Hardware, total_gib: float = 32) -> Hardware:
