@@ -133,7 +133,8 @@ class FitPlan:
     draft_gpu: bool = False  # and whether it goes on the main GPU (else it runs on the CPU)
     draft_kv: str = "f16"  # and its KV cache's type
     devices: list[str] | None = None  # the devices llama.cpp may offload to (None: all it found)
-    row_kernels: bool = False  # K-quant weights multiplied by the one-row kernels only (exact_kernels)
+    row_kernels: bool = False  # K-quant weights multiplied by the one-row kernels only (_keep_exact)
+    inexact_weights: list[str] = field(default_factory=list)  # weight types no switch makes batch-invariant
 
     @property
     def fits(self) -> bool:
@@ -463,17 +464,24 @@ def kv_for(o: LoadOptions, gpus: bool, info: ModelInfo) -> str:
 # Q8_0 round the same in any batch (bench/batch_invariance.py, issue 50)
 BATCH_VARIANT_TYPES = frozenset({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S",
                                  "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"})
+# and those whose batches of 2 rows and more take llamafile's sgemm, built in and with no switch at run time:
+# an IQ4_NL copy of the starter DIFFERED from its first batched token with the other two switches off
+SGEMM_VARIANT_TYPES = frozenset({"IQ4_NL"})
 
 
-def batch_variant_weights(info: ModelInfo) -> list[str]:
+def batch_variant_weights(info: ModelInfo, types: frozenset[str] = BATCH_VARIANT_TYPES) -> list[str]:
     """The model's weight types whose batched kernels round otherwise than a single row's, largest first."""
-    return [t for t in info.quant_mix if t in BATCH_VARIANT_TYPES]
+    return [t for t in info.quant_mix if t in types]
 
 
 def _keep_exact(plan: FitPlan, info: ModelInfo) -> None:
-    """An exact plan for a model with batch-variant weights multiplies them by the one-row kernels, and says so."""
+    """An exact plan for a model with batch-variant weights multiplies them by the one-row kernels, and says
+    so; weights no switch can keep exact make the plan's replies not guaranteed instead (``replies_text``)."""
+    if not exact_replies(plan):
+        return
+    plan.inexact_weights = batch_variant_weights(info, SGEMM_VARIANT_TYPES)
     variant = batch_variant_weights(info)
-    if exact_replies(plan) and variant:
+    if variant and not plan.inexact_weights:
         plan.row_kernels = True
         plan.notes.append(f"{', '.join(variant)} weights are multiplied row by row, as one token is, so replies "
                           "stay exact (prompts evaluate slower; an f16 KV cache lifts both)")
@@ -481,7 +489,7 @@ def _keep_exact(plan: FitPlan, info: ModelInfo) -> None:
 
 def exact_replies(plan: FitPlan) -> bool:
     """Whether this load's greedy and seeded replies are a function of the request alone (kv_for)."""
-    return plan.kv_type != "f16" and plan.flash_attn and plan.n_gpu_layers == 0
+    return plan.kv_type != "f16" and plan.flash_attn and plan.n_gpu_layers == 0 and not plan.inexact_weights
 
 
 def replies_text(plan: FitPlan) -> str:
@@ -493,6 +501,9 @@ def replies_text(plan: FitPlan) -> str:
         why = "GPU kernels are chosen by batch size"
     elif not plan.flash_attn:
         why = "flash attention is off"
+    elif plan.inexact_weights:
+        why = (f"{', '.join(plan.inexact_weights)} weights are multiplied in batches by llama.cpp's built-in "
+               "sgemm, which rounds otherwise than one token's kernel")
     else:
         why = "an f16 KV cache is attended by kernels chosen by batch size and thread count"
     return f"not guaranteed ({why}); a reply may change with the load, other streams and the prompt cache"

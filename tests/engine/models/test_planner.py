@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fireside.engine.models.hardware import Device, Hardware
@@ -171,6 +173,16 @@ def test_an_exact_plan_multiplies_k_quant_weights_row_by_row_and_says_so(q8b, tm
     q4_0 = inspect_file(write_model(tmp_path / "q4_0.gguf", LLAMA_8B, weight=Q.Q4_0, output=Q.Q8_0))
     fast.append(plan_fit(q4_0, machine(), LoadOptions(context=4096, parallel=1)))  # rounds alike in any batch
     assert exact_replies(fast[2]) and not any(p.row_kernels or "tiled_mm" in p.llama_kwargs() for p in fast)
+
+
+def test_iq4_nl_weights_make_replies_not_guaranteed_and_say_why(q8b):
+    """IQ4_NL weights in a batch of two rows or more take llamafile's sgemm, which llama.cpp builds in with
+    no switch at run time (bench/batch_invariance.py: DIFFERENT with both other switches off), so an exact
+    plan cannot be promised; row kernels would cost speed and buy nothing."""
+    mixed = replace(q8b, quant_mix={"IQ4_NL": 4 << 30, **q8b.quant_mix})
+    plan = plan_fit(mixed, machine(), LoadOptions(context=4096, parallel=1))
+    assert not exact_replies(plan) and not plan.row_kernels and plan.kv_type == "q8_0"
+    assert replies_text(plan).startswith("not guaranteed (IQ4_NL weights are multiplied in batches")
 
 
 def _with_llvmpipe(hw: Hardware, total_gib: float = 32) -> Hardware:
