@@ -15,7 +15,9 @@ types on an AVX2 build, Q4_K's repacked gemm (4+ rows) and gemv (1-3 rows) diffe
 batches of K-quant weights (Q4_K, Q6_K) take the tiled kernel, which rounds differently from the
 one-row kernel: DIFFERENT at 8 rows on the AMX Xeon's build too, SAME with ``GGML_CPU_TILED_MM=0``.
 A Q4_K_M starter copy also DIFFERS as one of four rows with extra buffer types on (the repacked gemm).
-An IQ4_NL copy (three of its tensors fall back to Q5_K) differed with them off too; not yet traced.
+An IQ4_NL copy (three of its tensors fall back to Q5_K) DIFFERS from its first batched token with
+extra buffer types off and ``GGML_CPU_TILED_MM=0`` as well: batches of IQ4_NL take llamafile's sgemm,
+built in with no run-time switch (planner.SGEMM_VARIANT_TYPES: such a load's replies are not guaranteed).
 """
 
 from __future__ import annotations
