@@ -53,14 +53,15 @@ def test_two_models_decoding_at_once_share_the_cores_and_a_lone_one_gets_them_ba
 
     stream = two.chat("first", ask(LONG, 300))
     assert next(c for c in stream if c.kind == "text")  # the first model is decoding now
-    during = None
-    for chunk in two.chat("second", ask("Say hello to the moon.", 8)):
-        if chunk.kind == "text" and during is None:  # both decode now: what is the first one using?
-            during = two._slots["first"].client.request("stats")["threads"]
+    during = []  # both decode now: what is the first one using? (a new share is taken at its next step, so
+    for chunk in two.chat("second", ask("Say hello to the moon.", 8)):  # a sample just after may predate it)
+        if chunk.kind == "text":
+            during.append(two._slots["first"].client.request("stats")["threads"])
     both = loaded(two, "second")
     half = max(1, cores // 2)
     assert both.thread_share == half and both.threads <= half
-    assert during["share"] == half and during["decode"] <= half
+    assert during and all(d["share"] == half for d in during), during
+    assert any(d["decode"] <= half for d in during), during
     after = two._slots["first"].client.request("stats")["threads"]
     stream.close()
     assert after["share"] == cores  # the second one is done: the first has every core again
