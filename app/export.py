@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from fireside.engine.documents.grounding import cited, source_label
+from fireside.engine.documents import cited, source_label
 from fireside.engine.fsutil import atomic_write
 
 from .store import Store

@@ -17,7 +17,7 @@ import sys
 
 from PySide6.QtWidgets import QApplication
 
-from fireside.engine.library.starter import starter_path
+from fireside.engine.library import starter_path
 from fireside.engine.settings import Settings
 
 from . import systemlibs

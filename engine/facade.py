@@ -21,12 +21,10 @@ from pathlib import Path
 
 from .errors import FiresideError, RuntimeFailure
 from .library import Library
-from .models.inspection import ModelInfo, inspect_file
-from .models.planner import LoadOptions
+from .models import LoadOptions, ModelInfo, inspect_file
 from .prompts import decode_image
 from .protocol import Segments
-from .remote import RemoteEndpoint, RemoteEngine, RemoteModel
-from .remote.engine import RemoteStatus
+from .remote import RemoteEndpoint, RemoteEngine, RemoteModel, RemoteStatus
 from .runtime import Arrivals, ProgressFn, Runtime, Ticket, Workarounds
 from .settings import Settings
 from .types import ChatRequest, Chunk, CompletionRequest, Image, LoadedModel

@@ -91,7 +91,7 @@ def test_the_walk_sees_the_layering():
     assert "fireside.app.bridge.serving" in app["fireside.app.windows.server"]
 
 
-LEAVES = {"types", "errors", "settings", "fmt", "fsutil", "deps"}
+LEAVES = {"types", "errors", "settings", "fmt", "fsutil", "deps", "faces"}
 
 
 def test_the_documents_wing_sits_on_the_leaves():
@@ -230,10 +230,8 @@ def test_every_engine_wing_has_a_face():
 
 def test_callers_outside_a_wing_import_only_its_face():
     """From another wing, ``cli/``, ``server/`` or the app, a wing is entered by its face (or the ground floor's
-    value modules): an import of an inner module fails here with the offending import, unless it is one of the
-    known ones in ``tools/face_debt.txt``; a listed one that is gone fails too, so the list only shrinks."""
-    new, paid = import_graph.face_breaches()
-    assert new == [] and paid == []
+    value modules): an import of an inner module fails here with the offending import."""
+    assert import_graph.face_breaches() == []
 
 
 def test_the_face_rule_sees_an_inner_import(tmp_path):
@@ -242,6 +240,5 @@ def test_the_face_rule_sees_an_inner_import(tmp_path):
     (tmp_path / "sibling.py").write_text("from .templates import ChatTemplate\n")
     known = {**_modules(), "fireside.engine.server.reach": tmp_path / "reach.py",
              "fireside.engine.prompts.sibling": tmp_path / "sibling.py"}
-    new, _ = import_graph.face_breaches(known)
-    assert new == ["fireside.engine.server.reach (line 1) imports fireside.engine.prompts.templates [ChatTemplate]: "
+    assert import_graph.face_breaches(known) == ["fireside.engine.server.reach (line 1) imports fireside.engine.prompts.templates [ChatTemplate]: "
                    "import it from fireside.engine.prompts"]

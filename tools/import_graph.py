@@ -7,12 +7,9 @@
 
 ``tests/test_import_graph.py`` holds both rules; run this script to see every offending import::
 
-    python tools/import_graph.py           # one line per offending import: file:line, importer -> imported
-    python tools/import_graph.py --names   # per wing, the inner names callers outside it import (its face's due)
+    python tools/import_graph.py    # one line per offending import: file:line, importer -> imported
 
-Inner imports that are known and not yet moved to a face are listed in ``FACE_DEBT``
-(``tools/face_debt.txt``): the check fails on any other, and on a listed one that is gone (so the list only
-shrinks).
+There are no exceptions: the list of known inner imports the rule came in with (issue 46) is paid.
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ PACKAGES = {"fireside.engine": ROOT / "engine", "fireside.app": ROOT / "app"}
 ENGINE = "fireside.engine"
 # the ground floor: value modules anyone may import (protocol.py is the pipe between Fireside's processes, ggml.py
 # the device API both sides of it read)
-GROUND = {"types", "errors", "settings", "fmt", "fsutil", "deps", "protocol", "ggml"}
-FACE_DEBT = ROOT / "tools" / "face_debt.txt"
+GROUND = {"types", "errors", "settings", "fmt", "fsutil", "deps", "faces", "protocol", "ggml"}
 
 
 def modules() -> dict[str, Path]:
@@ -94,48 +90,20 @@ def inner_imports(known: dict[str, Path] | None = None) -> list[tuple[str, int, 
     return sorted(found)
 
 
-def debt() -> set[tuple[str, str]]:
-    if not FACE_DEBT.exists():
-        return set()
-    lines = [line.split("#")[0].split() for line in FACE_DEBT.read_text(encoding="utf-8").splitlines()]
-    return {(words[0], words[2]) for words in lines if len(words) == 3}
-
-
-def face_breaches(known: dict[str, Path] | None = None) -> tuple[list[str], list[str]]:
-    """(offending imports not in the debt list, debt entries no longer found), each as a readable line."""
-    found = inner_imports(known)
-    owed = debt()
-    seen = {(importer, target) for importer, _, target, _ in found}
-    new = [f"{importer} (line {line}) imports {target} [{names}]: import it from {wing_of(target, known or modules())}"
-           for importer, line, target, names in found if (importer, target) not in owed]
-    paid = [f"{importer} -> {target}: no longer imported, remove it from {FACE_DEBT.name}"
-            for importer, target in sorted(owed - seen)]
-    return new, paid
-
-
-def owed_names(known: dict[str, Path] | None = None) -> dict[str, dict[str, set[str]]]:
-    """Per wing, per inner module, the names imported from it by callers outside the wing."""
-    out: dict[str, dict[str, set[str]]] = {}
+def face_breaches(known: dict[str, Path] | None = None) -> list[str]:
+    """Every import of a wing's inner module from outside the wing, as a readable line."""
     known = modules() if known is None else known
-    for _importer, _line, target, names in inner_imports(known):
-        wing = wing_of(target, known)
-        out.setdefault(wing, {}).setdefault(target, set()).update(n for n in names.split(", ") if n)
-    return out
+    return [f"{importer} (line {line}) imports {target} [{names}]: import it from {wing_of(target, known)}"
+            for importer, line, target, names in inner_imports(known)]
 
 
 def main(argv: list[str]) -> int:
-    if "--names" in argv:
-        for wing, by_module in sorted(owed_names().items()):
-            print(wing)
-            for module, names in sorted(by_module.items()):
-                print(f"  {module.rsplit('.', 1)[1]}: {', '.join(sorted(names)) or '(the module itself)'}")
-        return 0
     known = modules()
-    for importer, line, target, names in inner_imports(known):
+    found = inner_imports(known)
+    for importer, line, target, names in found:
         print(f"{known[importer].relative_to(ROOT)}:{line}: {importer} -> {target} [{names}]")
-    new, paid = face_breaches(known)
-    print(f"{len(new)} new inner imports, {len(paid)} paid debts to strike, {len(debt())} listed in {FACE_DEBT.name}")
-    return 1 if new or paid else 0
+    print(f"{len(found)} imports of a wing's inner module from outside it")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -8,16 +8,15 @@ None of them waits: no disk, no network, no keyring (``starter_path`` reads pack
 keeps the answer; ``main`` asks it first, on a worker).
 """
 
-from fireside.engine.devices.identity import short as short_fingerprint
-from fireside.engine.documents.grounding import CITATION, cited, source_label
-from fireside.engine.library.imports import APPS
-from fireside.engine.library.starter import STARTER_ID, starter_path
-from fireside.engine.models.hardware import engine_build
-from fireside.engine.models.planner import (
+from fireside.engine.devices import short as short_fingerprint
+from fireside.engine.documents import CITATION, cited, source_label
+from fireside.engine.library import APPS, STARTER_ID, starter_path
+from fireside.engine.models import (
            DEFAULT_PARALLEL,
            VERDICT_WORDS,
            LoadOptions,
            drafting_text,
+           engine_build,
            plan_fit,
            with_draft,
 )

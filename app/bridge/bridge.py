@@ -247,7 +247,7 @@ class EngineBridge(QObject):
     # --- the model library ---------------------------------------------------------------------
     def list_models(self, on_done: OnDone) -> None:
         """The library's models and their disk use: ``(models, (own bytes, linked bytes))``."""
-        from fireside.engine.library.library import disk_use
+        from fireside.engine.library import disk_use
 
         def work():
             models = self.engine.library().list()
@@ -289,7 +289,7 @@ class EngineBridge(QObject):
     def import_app(self, app: str, on_done: OnDone) -> None:
         """Import what another app (LM Studio, Ollama, ...) keeps in its default folders: ``on_done((models
         imported, the folders looked in))``."""
-        from fireside.engine.library.imports import default_locations, find, import_found
+        from fireside.engine.library import default_locations, find, import_found
 
         def work():
             places = default_locations(app, self.engine.settings)
@@ -326,18 +326,18 @@ class EngineBridge(QObject):
     # --- secrets ---------------------------------------------------------------------------------
     def token_state(self, on_done: OnDone) -> None:
         """``(keyring available, a Hugging Face token is saved)``, read on a worker."""
-        from fireside.engine.hub.auth import get_token
+        from fireside.engine.hub import get_token
         from fireside.engine.secrets import keyring_available
 
         self.tasks.run_in_background(lambda: (keyring_available(), bool(get_token())), on_done)
 
     def save_token(self, token: str, on_done: OnDone) -> None:
-        from fireside.engine.hub.auth import set_token
+        from fireside.engine.hub import set_token
 
         self.tasks.run_in_background(lambda: set_token(token), on_done)
 
     def delete_token(self, on_done: OnDone) -> None:
-        from fireside.engine.hub.auth import delete_token
+        from fireside.engine.hub import delete_token
 
         self.tasks.run_in_background(delete_token, on_done)
 

@@ -35,9 +35,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fireside.engine.documents import Document, DocumentIndex, Embedder, chunk_document, read_document
-from fireside.engine.documents.grounding import question_with_sources, ranked, whole_document
-from fireside.engine.documents.readers import reader_for
+from fireside.engine.documents import (
+    Document,
+    DocumentIndex,
+    Embedder,
+    chunk_document,
+    question_with_sources,
+    ranked,
+    read_document,
+    reader_for,
+    whole_document,
+)
 from fireside.engine.errors import DocumentRejected
 from fireside.engine.fsutil import fsync_dir
 

@@ -108,8 +108,7 @@ class DevicesController(QObject):
         self.tasks.run_in_background(lambda: self._identity(name), self._on_identity_done)
 
     def _identity(self, name: str | None) -> ThisDevice:
-        from fireside.engine.devices import Identity
-        from fireside.engine.devices.identity import default_name
+        from fireside.engine.devices import Identity, default_name
 
         name = name or default_name()
         self.settings.ensure_dirs()
@@ -125,7 +124,7 @@ class DevicesController(QObject):
     # --- sharing ---------------------------------------------------------------------------------
     def start_sharing(self, config: ShareConfig) -> None:
         """Listen with TLS and announce, on a worker; ``sharing_started`` or ``failed`` + ``sharing_stopped``."""
-        from fireside.engine.server.shared import Share, Sharing
+        from fireside.engine.server import Share, Sharing
 
         def work():
             self.settings.ensure_dirs()
@@ -164,7 +163,7 @@ class DevicesController(QObject):
     def open_code(self) -> tuple[str, float, int]:
         """A fresh one-time pairing code (shown as ``123-456``), how many seconds it is valid and its tries.
         ``DeviceError`` while not sharing."""
-        from fireside.engine.devices.pairing import show_code
+        from fireside.engine.devices import show_code
 
         if self.sharing is None:
             raise DeviceError("Turn on sharing first: a pairing code works only while this device shares")
@@ -174,7 +173,7 @@ class DevicesController(QObject):
     # --- the network -----------------------------------------------------------------------------
     def start_browsing(self) -> None:
         """Listen for sharing devices (zeroconf binds its sockets on a worker); ``discovered`` follows each change."""
-        from fireside.engine.devices.announce import Browser
+        from fireside.engine.devices import Browser
 
         if self._browsing:
             return
@@ -226,7 +225,7 @@ class DevicesController(QObject):
 
     def _relocate(self, heard: list) -> None:
         """Move paired devices heard at a new address (their certificate checked there first); on a worker."""
-        from fireside.engine.devices.relocate import Relocator
+        from fireside.engine.devices import Relocator
 
         relocator = getattr(getattr(self.engine, "remotes", None), "relocator", None) or Relocator(self.book)
         for device, old in relocator.update(heard):
@@ -240,8 +239,7 @@ class DevicesController(QObject):
         """Pair with ``found`` (an ``announce.Found``) using the code it shows, as ``my_name`` (None: the
         host name), on a worker; ``on_done`` gets the ``PairedDevice``, or a ``DeviceError`` that says
         why not (a wrong code says so, with the tries left)."""
-        from fireside.engine.devices import Identity
-        from fireside.engine.devices.pairing import pair
+        from fireside.engine.devices import Identity, pair
 
         def work():
             me = self._identity(my_name)

@@ -48,12 +48,12 @@ class DownloadsController(QObject):
             if self.hub is None:
                 factory: Callable[[], Any] | None = self.extras.get("hub_factory")
                 if factory is None:
-                    from fireside.engine.hub.hub import Hub
+                    from fireside.engine.hub import Hub
 
                     hub = Hub(self.settings)
                 else:
                     hub = factory()
-                from fireside.engine.hub.manager import DownloadManager
+                from fireside.engine.hub import DownloadManager
 
                 self.manager = DownloadManager(hub, on_progress=self.job_progressed.emit,
                                                on_done=self.job_finished.emit)

@@ -28,7 +28,7 @@ class EmbedderController:
 
     def chosen(self) -> str | None:
         """The model id chosen (reads the config folder: call it on a worker)."""
-        from fireside.engine.documents.embedding import chosen_embedder
+        from fireside.engine.documents import chosen_embedder
 
         return chosen_embedder(self.settings) if self.settings else None
 
@@ -44,7 +44,7 @@ class EmbedderController:
         self.tasks.run_in_background(lambda: self._choose(model_id), on_done)
 
     def _choose(self, model_id: str | None) -> str | None:
-        from fireside.engine.documents.embedding import choose_embedder, embedder_for
+        from fireside.engine.documents import choose_embedder, embedder_for
 
         previous = self.chosen()
         choose_embedder(self.settings, model_id)
@@ -71,8 +71,7 @@ class EmbedderController:
 
     def collections(self):
         """The app's knowledge collections (uploads and vector stores), made on first use; on a worker."""
-        from fireside.engine.documents.collections import Collections
-        from fireside.engine.documents.embedding import embedder_for
+        from fireside.engine.documents import Collections, embedder_for
 
         with self._lock:
             if self._collections is None:

@@ -16,7 +16,7 @@ import time
 from PySide6.QtCore import QObject, Signal, Slot
 
 from fireside.engine.errors import LoadCancelled
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models import LoadOptions
 from fireside.engine.remote import is_remote
 
 from ..feedback import show_error

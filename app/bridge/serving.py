@@ -98,9 +98,7 @@ class ServerController(QObject):
         self.tasks.run_in_background(lambda: self._start(config), self._on_started)
 
     def _start(self, config: ServerConfig):
-        from fireside.engine.server.app import create_app
-        from fireside.engine.server.security import SecurityPolicy
-        from fireside.engine.server.thread import ServerThread
+        from fireside.engine.server import SecurityPolicy, ServerThread, create_app
 
         problem = self._keep_key(config.saved_key)
         policy = SecurityPolicy(api_key=config.api_key, bind_host=config.host, port=config.port,

@@ -22,8 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from fireside.engine.mcp import McpConfig, McpHub
-from fireside.engine.mcp.loop import PendingCall, ToolLoop, ToolStep
+from fireside.engine.mcp import McpConfig, McpHub, PendingCall, ToolLoop, ToolStep
 from fireside.engine.types import Chunk, Sampling
 
 from .bridge import TextBatcher

@@ -18,10 +18,18 @@ from pathlib import Path
 
 import httpx
 
-from ..bench.metrics import LevelResult, Stat
-from ..bench.report import write_json, write_plot
-from ..bench.sweep import BenchConfig, BenchError, BenchReport, run_sweep
-from ..bench.targets import HttpTarget, LocalTarget
+from ..bench import (
+    BenchConfig,
+    BenchError,
+    BenchReport,
+    HttpTarget,
+    LevelResult,
+    LocalTarget,
+    Stat,
+    run_sweep,
+    write_json,
+    write_plot,
+)
 from ..settings import Settings
 from .fmt import table
 from .models import add_load_options, load_options

@@ -18,7 +18,7 @@ import httpx
 
 from ..facade import Engine
 from ..fmt import draft_share, human_bytes
-from ..models.planner import LoadOptions
+from ..models import LoadOptions
 from ..settings import Settings
 from ..types import ChatRequest, Sampling, Usage
 from .fmt import table

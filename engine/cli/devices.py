@@ -17,9 +17,7 @@ import sys
 
 import httpx
 
-from ..devices import DeviceBook, Identity
-from ..devices.book import CLIENT, SERVER
-from ..devices.identity import default_name, short
+from ..devices import CLIENT, SERVER, DeviceBook, Identity, default_name, short
 from ..errors import DeviceError
 from ..settings import Settings
 from .fmt import print_json, table
@@ -56,8 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from ..devices.announce import browse
-    from ..devices.relocate import Relocator
+    from ..devices import Relocator, browse
 
     book = DeviceBook(Settings.from_env())
     heard = browse(args.listen) if args.listen > 0 else []
@@ -108,7 +105,7 @@ def cmd_code(args: argparse.Namespace) -> int:
 
 def _where(name: str, address: str | None) -> tuple[str, int, str | None]:
     """``(host, port, fingerprint it announces or None)`` of the device to pair with."""
-    from ..devices.announce import browse
+    from ..devices import browse
 
     if address:
         host, _, port = address.rpartition(":")
@@ -123,7 +120,7 @@ def _where(name: str, address: str | None) -> tuple[str, int, str | None]:
 
 
 def cmd_pair(args: argparse.Namespace) -> int:
-    from ..devices.pairing import pair
+    from ..devices import pair
 
     settings = Settings.from_env()
     settings.ensure_dirs()

@@ -27,10 +27,8 @@ import httpx
 
 from ..agents import AGENTS, Agent, configure, context_for, refusal
 from ..errors import FiresideError
-from ..library.resolve import resolve_model
-from ..models import hardware
-from ..models.inspection import inspect_file
-from ..models.planner import LoadOptions, plan_fit
+from ..library import resolve_model
+from ..models import LoadOptions, hardware, inspect_file, plan_fit
 from ..settings import Settings
 from .models import describe_plan
 

@@ -9,15 +9,9 @@ import threading
 
 from ..errors import UnsafePath
 from ..fmt import human_bytes, human_count
-from ..hub.auth import delete_token, set_token
-from ..hub.downloads import Progress
-from ..hub.hub import SORTS, Hub
-from ..library import imports
-from ..library.library import Library, LibraryModel
-from ..library.names import model_id
-from ..library.paths import check_repo_id
-from ..models import hardware
-from ..models.planner import verdict_text
+from ..hub import SORTS, Hub, Progress, delete_token, set_token
+from ..library import Library, LibraryModel, check_repo_id, imports, model_id
+from ..models import hardware, verdict_text
 from ..settings import Settings
 from .fmt import print_json, table
 

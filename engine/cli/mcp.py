@@ -23,9 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import McpServerError
-from ..mcp import McpConfig, McpHub, McpServer, Timeouts
-from ..mcp.imports import import_file, known_configs
-from ..mcp.loop import PendingCall, ToolLoop, ToolStep
+from ..mcp import (
+    McpConfig,
+    McpHub,
+    McpServer,
+    PendingCall,
+    Timeouts,
+    ToolLoop,
+    ToolStep,
+    import_file,
+    known_configs,
+)
 from ..settings import Settings
 from ..types import Chunk, Sampling
 from .fmt import print_json, table

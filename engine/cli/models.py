@@ -6,13 +6,15 @@ import argparse
 from dataclasses import replace
 
 from ..fmt import human_bytes, human_count
-from ..library.resolve import resolve_model
-from ..models import hardware
-from ..models.inspection import KV_TYPE_BYTES, ModelInfo, inspect_file
-from ..models.planner import (
+from ..library import resolve_model
+from ..models import (
+    KV_TYPE_BYTES,
     FitPlan,
     LoadOptions,
+    ModelInfo,
     drafting_text,
+    hardware,
+    inspect_file,
     plan_fit,
     replies_text,
     verdict_text,

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..remote import RemoteEngine
-from ..remote.engine import RemoteStatus
+from ..remote import RemoteEngine, RemoteStatus
 from ..settings import Settings
 from .fmt import print_json, table
 

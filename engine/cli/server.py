@@ -25,12 +25,12 @@ import threading
 from typing import TYPE_CHECKING
 
 from ..errors import ModelNotFound, ServerError
-from ..models.planner import LoadOptions
+from ..models import LoadOptions
 from ..settings import SHARE_PORT, Settings
 from .models import add_load_options, load_options
 
 if TYPE_CHECKING:
-    from ..server.shared import Share
+    from ..server import Share
 
 log = logging.getLogger("fireside.serve")
 IMMEDIATE_S = 0.001  # "--keep-alive 0": the idle reaper unloads within a second of the reply
@@ -79,8 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def keep_alive(text: str) -> float:
     """``--keep-alive`` as the runtime's idle time-to-live in seconds (its 0 means never)."""
-    from ..server.errors import ApiError
-    from ..server.ollama import keep_alive_s
+    from ..server import ApiError, keep_alive_s
 
     try:
         seconds = keep_alive_s(text)
@@ -115,7 +114,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         delete_api_key()
         print("the API key is removed; the server now answers loopback clients without one")
         return 0
-    from ..server.shared import Share
+    from ..server import Share
 
     settings = Settings.from_env()
     settings.prompt_cache = settings.prompt_cache and args.prompt_cache
@@ -134,7 +133,7 @@ def embedder_choice(settings: Settings, library, given: str | None) -> str | Non
     """The library id of the model that embeds documents: ``given`` ('none': keywords alone), else the one
     chosen in Settings (the built-in embedder until one is). A ``given`` name the library does not have is
     a ``ModelNotFound`` that lists the choices; a chosen one that is gone means keywords, with a warning."""
-    from ..documents.embedding import chosen_embedder
+    from ..documents import chosen_embedder
 
     if given == "none":
         return None
@@ -166,8 +165,7 @@ def _library(settings: Settings, embedder: str | None):
 
 def _collections(settings: Settings, engine, embedder: str | None):
     """The uploaded files and vector stores, embedded by ``embedder`` (a library id, or None: keywords)."""
-    from ..documents.collections import Collections
-    from ..documents.embedding import embedder_for
+    from ..documents import Collections, embedder_for
 
     log.info("documents: %s", f"embedded by {embedder}" if embedder else "keywords alone (no embedder chosen)")
     collections = Collections(settings.knowledge_dir, embedder_for(engine, embedder))
@@ -182,9 +180,7 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
     """Start everything, serve until ``stop`` is set or Ctrl-C, then shut down in reverse. ``embedder``:
     the model that embeds documents ('none', or None for the one chosen in Settings)."""
     from ..facade import Engine
-    from ..server import SecurityPolicy, ServerThread, create_app
-    from ..server.security import check_bind
-    from ..server.shared import Sharing
+    from ..server import SecurityPolicy, ServerThread, Sharing, check_bind, create_app
 
     check_bind(host, key)
     settings.ensure_dirs()

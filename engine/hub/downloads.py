@@ -41,7 +41,7 @@ import httpx
 
 from ..errors import DiskFull, DownloadCancelled, DownloadError, GatedRepo, HubError, IntegrityError
 from ..fsutil import atomic_write, fsync_dir
-from ..models.files import kind
+from ..models import kind
 from .partlock import PartLock
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import httpx
 
 from ..errors import HeaderIncomplete, HubError, InvalidModelFile
-from ..models import inspection
-from ..models.inspection import ModelInfo
+from ..models import ModelInfo, inspection
 from .downloads import raise_for_hub_status
 
 PROBE = 2 * 1024 * 1024  # real headers are a few MB at most (vocabularies); most fit in one request

@@ -34,13 +34,9 @@ from ..errors import (
     UnsafePath,
 )
 from ..fmt import human_bytes
-from ..library.library import Library, LibraryModel
-from ..library.names import quant_of
-from ..library.paths import check_file_name, check_repo_id
+from ..library import Library, LibraryModel, check_file_name, check_repo_id, quant_of
+from ..models import SPLIT_RE, FitPlan, LoadOptions, ModelInfo, best, from_header, plan_fit
 from ..models import hardware as hw
-from ..models.inspection import SPLIT_RE, ModelInfo
-from ..models.planner import FitPlan, LoadOptions, plan_fit
-from ..models.projector import best, from_header
 from ..settings import Settings, redact, secret
 from .auth import HubAuth, get_token
 from .downloads import Downloader, DownloadSpec, Progress, gated_message

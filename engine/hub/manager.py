@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..errors import FiresideError
-from ..library.library import LibraryModel
+from ..library import LibraryModel
 from .downloads import DownloadCancelled, Progress
 from .hub import Hub
 

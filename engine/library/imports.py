@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import FiresideError
-from ..models.files import read_small
-from ..models.inspection import SPLIT_RE
+from ..models import SPLIT_RE, read_small
 from ..settings import Settings
 from .library import Library, LibraryModel
 from .paths import check_part

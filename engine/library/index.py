@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import LibraryError
-from ..models.inspection import ModelInfo
+from ..models import ModelInfo
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (

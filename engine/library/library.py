@@ -30,9 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import FiresideError, LibraryError, ModelNotFound, UnsafePath
-from ..models.files import not_regular
-from ..models.inspection import SPLIT_RE, ModelInfo, inspect_file, split_parts
-from ..models.projector import pair
+from ..models import SPLIT_RE, ModelInfo, inspect_file, not_regular, pair, split_parts
 from ..settings import Settings
 from .index import Index, IndexRow
 from .minilm import DIST, EMBEDDER_ID, embedder_path

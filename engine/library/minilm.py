@@ -122,7 +122,7 @@ def _checked(source: Path) -> None:
 def _convert(source: Path, out: Path) -> None:
     from safetensors.numpy import load_file
 
-    from ..models.bert import MEAN, vocabulary, write_bert
+    from ..models import MEAN, vocabulary, write_bert
 
     _checked(source)
     config = json.loads((source / "config.json").read_text(encoding="utf-8"))

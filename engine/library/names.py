@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ..models.inspection import SPLIT_RE, ModelInfo
+from ..models import SPLIT_RE, ModelInfo
 from .starter import STARTER_ID
 
 QUANT_RE = re.compile(r"[-_.](?P<q>I?Q\d(?:_[A-Z0-9]+)*|BF16|F16|F32)$", re.IGNORECASE)

@@ -2,38 +2,49 @@
 ``header.py``), this machine's hardware (``hardware.py``), the fit planner (``planner.py``) and vision
 projectors (``projector.py``); ``bert.py`` writes the built-in embedder's GGUF.
 
-Offers: ``inspect_file`` and ``ModelInfo``; ``Hardware``; ``plan_fit``, ``FitPlan``, ``LoadOptions``,
-``with_draft``, ``with_projector``; ``read_projector``. Names load on first use.
+Offers the names in ``__all__``; each loads its module on first use.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..faces import lazy
 
 # name -> the inner module that holds it (a name equal to its module's is the module itself)
 _WHERE = {
-    "ModelInfo": "inspection",
+    "inspection": "inspection",
     "inspect_file": "inspection",
+    "KV_TYPE_BYTES": "inspection",
+    "ModelInfo": "inspection",
+    "split_parts": "inspection",
+    "SPLIT_RE": "inspection",
+    "hardware": "hardware",
+    "engine_build": "hardware",
     "Hardware": "hardware",
+    "DEFAULT_PARALLEL": "planner",
+    "drafting_text": "planner",
     "FitPlan": "planner",
+    "kv_fits": "planner",
     "LoadOptions": "planner",
     "plan_fit": "planner",
+    "replies_text": "planner",
+    "verdict_text": "planner",
+    "VERDICT_WORDS": "planner",
     "with_draft": "planner",
     "with_projector": "planner",
+    "best": "projector",
+    "from_header": "projector",
+    "pair": "projector",
     "read_projector": "projector",
+    "kind": "files",
+    "not_regular": "files",
+    "read_small": "files",
+    "MEAN": "bert",
+    "vocabulary": "bert",
+    "write_bert": "bert",
 }
-__all__ = ["FitPlan", "Hardware", "LoadOptions", "ModelInfo", "inspect_file", "plan_fit", "read_projector",
-           "with_draft", "with_projector"]
-
-
-def __getattr__(name: str) -> Any:
-    """Load a name's module on first use, so the face costs nothing until a caller needs the wing."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_WHERE[name]}")
-    return module if name == _WHERE[name] else getattr(module, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__all__ = ["DEFAULT_PARALLEL", "FitPlan", "Hardware", "KV_TYPE_BYTES", "LoadOptions", "MEAN", "ModelInfo",
+           "SPLIT_RE", "VERDICT_WORDS", "best", "drafting_text", "engine_build", "from_header", "hardware",
+           "inspect_file", "inspection", "kind", "kv_fits", "not_regular", "pair", "plan_fit",
+           "read_projector", "read_small", "replies_text", "split_parts", "verdict_text", "vocabulary",
+           "with_draft", "with_projector", "write_bert"]
+__getattr__, __dir__ = lazy(__name__, _WHERE)

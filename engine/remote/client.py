@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from ..devices.identity import CLIENT_IDLE_S, pinned_context
+from ..devices import CLIENT_IDLE_S, pinned_context
 from ..errors import ModelNotFound, RemoteUnreachable, RemoteUnsupported
 from ..types import (
     IMAGE_PART,

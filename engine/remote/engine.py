@@ -29,8 +29,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from ..devices.book import SERVER, DeviceBook
-from ..devices.relocate import Relocator
+from ..devices import SERVER, DeviceBook, Relocator
 from ..errors import DeviceError, ModelNotFound, RemoteUnreachable
 from ..settings import Settings
 from ..types import ChatRequest, Chunk, CompletionRequest, LoadedModel

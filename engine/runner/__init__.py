@@ -17,8 +17,7 @@ first use, so the server's side never loads the runner's modules.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..faces import lazy
 
 # name -> the inner module that holds it (a name equal to its module's is the module itself)
 _WHERE = {
@@ -26,16 +25,4 @@ _WHERE = {
     "CacheConfig": "kvcache",
 }
 __all__ = ["CacheConfig", "kvcache"]
-
-
-def __getattr__(name: str) -> Any:
-    """Load a name's module on first use, so the face costs nothing until a caller needs the wing."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_WHERE[name]}")
-    return module if name == _WHERE[name] else getattr(module, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
-
+__getattr__, __dir__ = lazy(__name__, _WHERE)

@@ -11,28 +11,16 @@ measured attention kinds, ``attention.py``). Names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..faces import lazy
 
 # name -> the inner module that holds it (a name equal to its module's is the module itself)
 _WHERE = {
-    "Runtime": "runtime",
     "ProgressFn": "runtime",
+    "Runtime": "runtime",
     "Arrivals": "arrivals",
     "Ticket": "arrivals",
     "Workarounds": "healing",
     "attention": "attention",
 }
 __all__ = ["Arrivals", "ProgressFn", "Runtime", "Ticket", "Workarounds", "attention"]
-
-
-def __getattr__(name: str) -> Any:
-    """Load a name's module on first use, so the face costs nothing until a caller needs the wing."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_WHERE[name]}")
-    return module if name == _WHERE[name] else getattr(module, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy(__name__, _WHERE)

@@ -9,7 +9,7 @@ llama-cpp-python does not cut it at the batch.
 
 from __future__ import annotations
 
-from ..models.inspection import ModelInfo
+from ..models import ModelInfo
 
 MEAN = 1  # llama.cpp's LLAMA_POOLING_TYPE_MEAN
 OWN = -1  # LLAMA_POOLING_TYPE_UNSPECIFIED: the model's own, from its GGUF

@@ -32,8 +32,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..models.hardware import Hardware
-from ..models.planner import FitPlan
+from ..models import FitPlan, Hardware
 
 log = logging.getLogger(__name__)
 

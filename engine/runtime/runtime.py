@@ -32,10 +32,18 @@ from ..errors import (
     RunnerCrashed,
     RuntimeFailure,
 )
-from ..models import hardware
-from ..models.inspection import ModelInfo, inspect_file
-from ..models.planner import FitPlan, LoadOptions, kv_fits, plan_fit, with_draft, with_projector
-from ..models.projector import read_projector
+from ..models import (
+    FitPlan,
+    LoadOptions,
+    ModelInfo,
+    hardware,
+    inspect_file,
+    kv_fits,
+    plan_fit,
+    read_projector,
+    with_draft,
+    with_projector,
+)
 from ..prompts import ChatTemplate, LibraryProjectors, mark_images, place_images
 from ..protocol import Segments, max_prompt_chars, prompt_chars
 from ..runner import CacheConfig
@@ -114,7 +122,7 @@ class Runtime:
                  idle_ttl_s: float | None = None, runner_command: list[str] | None = None,
                  load_defaults: LoadOptions | None = None, projectors: ProjectorFinder | None = None,
                  calibrate: bool = False):
-        from ..library.resolve import resolve_model
+        from ..library import resolve_model
 
         self.settings = settings
         self.resolver = resolver or (lambda ref: resolve_model(ref, settings))

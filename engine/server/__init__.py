@@ -13,10 +13,25 @@ for all of them (resolve, queue, stream or collect through ``streaming.py``, cut
 ``errors.py`` maps every error to a status and the dialect's error shape. No dialect imports another.
 OpenAI's retrieval routes (``files.py``, ``vector_stores.py``, and ``file_search.py`` for the Responses
 tool) map onto the engine's knowledge collections (``documents/collections.py``).
+
+Offers the names in ``__all__``; each loads its module on first use.
 """
 
-from .app import create_app
-from .security import SecurityPolicy
-from .thread import ServerThread
+from __future__ import annotations
 
-__all__ = ["SecurityPolicy", "ServerThread", "create_app"]
+from ..faces import lazy
+
+# name -> the inner module that holds it (a name equal to its module's is the module itself)
+_WHERE = {
+    "create_app": "app",
+    "check_bind": "security",
+    "SecurityPolicy": "security",
+    "ServerThread": "thread",
+    "Share": "shared",
+    "Sharing": "shared",
+    "ApiError": "errors",
+    "keep_alive_s": "ollama",
+}
+__all__ = ["ApiError", "SecurityPolicy", "ServerThread", "Share", "Sharing", "check_bind", "create_app",
+           "keep_alive_s"]
+__getattr__, __dir__ = lazy(__name__, _WHERE)

@@ -14,8 +14,8 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from .. import __version__ as engine_version
-from ..devices.pairing import PairingDesk
-from ..documents.collections import Collections
+from ..devices import PairingDesk
+from ..documents import Collections
 from ..facade import Engine
 from ..runtime import Runtime
 from ..settings import Settings
@@ -78,7 +78,7 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
 
 def _hub_puller(settings: Settings) -> Puller:
     def pull(name: str, on_progress=None, cancel=None):
-        from ..hub.hub import Hub
+        from ..hub import Hub
 
         repo_id, _, selector = name.removeprefix("hf.co/").removeprefix("huggingface.co/").partition(":")
         return Hub(settings).pull(repo_id, selector or None, on_progress=on_progress, cancel=cancel)

@@ -36,7 +36,7 @@ from starlette.requests import Request
 
 from ..errors import ModelNotFound
 from ..facade import Engine
-from ..library.paths import is_path_like
+from ..library import is_path_like
 from ..prompts import ImageFile
 from ..settings import Settings
 from ..types import Image

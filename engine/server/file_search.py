@@ -26,8 +26,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from ..documents.collections import Passage, clipped_query
-from ..documents.sources import grounded_prompt
+from ..documents import Passage, clipped_query, grounded_prompt
 from .context import context, new_id
 from .errors import ApiError
 from .inbound import text_of

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.responses import FileResponse
 
-from ..documents.uploads import StoredFile
+from ..documents import StoredFile
 from .context import context
 from .errors import ApiError
 from .outbound import cursor_page

@@ -37,7 +37,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from ..documents.sources import CitationCutter
+from ..documents import CitationCutter
 from ..errors import ContextOverflow
 from ..types import ChatRequest, Chunk, TokenLogprob, ToolCall, Usage
 from .context import ResponseStore, context, new_id

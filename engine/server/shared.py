@@ -40,9 +40,7 @@ class Sharing:
 
     def __init__(self, settings: Settings, share: Share, engine: Engine, library: Library | None = None,
                  jit: bool = True):
-        from ..devices import DeviceBook, Identity
-        from ..devices.identity import LINK_IDLE_S, default_name
-        from ..devices.pairing import PairingDesk
+        from ..devices import LINK_IDLE_S, DeviceBook, Identity, PairingDesk, default_name
         from .app import create_app
         from .security import SecurityPolicy
         from .sharing import PAIRING_PATHS
@@ -68,7 +66,7 @@ class Sharing:
 
     def start(self) -> None:
         """Listen (TLS), then announce; a failed announcement stops the listener again."""
-        from ..devices.announce import Announcer
+        from ..devices import Announcer
         from .security import is_wildcard
 
         self.server.start()

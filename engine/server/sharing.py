@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
-from ..devices.pairing import FINISH_PATH, START_PATH, show_code
+from ..devices import FINISH_PATH, START_PATH, show_code
 from ..errors import DeviceError
 from .context import ServerContext, context
 from .errors import ApiError

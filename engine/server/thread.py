@@ -91,7 +91,7 @@ class ServerThread:
     def reachable_urls(self) -> list[str]:
         """The URLs other machines reach this server at: each of this machine's network addresses when it
         listens on all of them (``0.0.0.0``), else its own ``url``."""
-        from ..devices.announce import local_addresses
+        from ..devices import local_addresses
         from .security import is_wildcard
 
         if not is_wildcard(self.host):

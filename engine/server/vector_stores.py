@@ -25,7 +25,7 @@ from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
-from ..documents.collections import Collection, Member, Passage, query_over
+from ..documents import Collection, Member, Passage, query_over
 from .context import context
 from .errors import ApiError
 from .outbound import cursor_page

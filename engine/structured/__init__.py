@@ -10,8 +10,7 @@ grammar converter only when a schema needs it).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..faces import lazy
 
 # name -> the inner module that holds it (a name equal to its module's is the module itself)
 _WHERE = {
@@ -19,22 +18,11 @@ _WHERE = {
     "forced_tool_names": "grammar",
     "grammar_for": "grammar",
     "no_call_grammar": "grammar",
-    "StreamParser": "parsing",
     "prompt_opens_reasoning": "parsing",
+    "StreamParser": "parsing",
     "check_reply": "replycheck",
     "expected_schema": "replycheck",
 }
 __all__ = ["StreamParser", "check_reply", "checked", "expected_schema", "forced_tool_names", "grammar_for",
            "no_call_grammar", "prompt_opens_reasoning"]
-
-
-def __getattr__(name: str) -> Any:
-    """Load a name's module on first use, so the face costs nothing until a caller needs the wing."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module = importlib.import_module(f"{__name__}.{_WHERE[name]}")
-    return module if name == _WHERE[name] else getattr(module, name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy(__name__, _WHERE)
