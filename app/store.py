@@ -8,11 +8,10 @@ that leaf, and flipping to another sibling follows that sibling's newest descend
 Writes are small and synchronous on the caller's thread (the GUI thread, a few hundred microseconds
 each in WAL with ``synchronous=NORMAL``): a message is written when it completes, and a streaming reply
 is written before each batch of its text is shown, so a crash or a SIGKILL never loses text the user
-saw. ``PRAGMA user_version`` holds the schema version; ``MIGRATIONS[n]`` takes a database from version n
-to n + 1, and each runs in one transaction. Before migrating, the database is copied whole (SQLite's
-backup API) to ``NAME.bak-v<N>``, so an upgrade that goes wrong can be undone by hand. A database from
-a newer Fireside (a schema this one does not know) is opened read-only: its chats are shown, every
-write raises ``ReadOnlyData`` saying why, and ``Store.read_only`` holds that sentence for the window.
+saw. The schema and its migrations are ``migrations.py``'s: an older database is backed up, then migrated,
+when the store opens it. A database from a newer Fireside (a schema this one does not know) is opened
+read-only: its chats are shown, every write raises ``ReadOnlyData`` saying why, and ``Store.read_only``
+holds that sentence for the window.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Callable
@@ -29,84 +27,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fireside.engine.errors import ReadOnlyData
-from fireside.engine.fsutil import fsync_dir
+
+from .migrations import SCHEMA_VERSION, backup, migrate
 
 log = logging.getLogger(__name__)
-
-_V1 = """
-CREATE TABLE conversations (
-    id            INTEGER PRIMARY KEY,
-    title         TEXT NOT NULL,
-    model_id      TEXT,
-    system_prompt TEXT NOT NULL DEFAULT '',
-    sampling      TEXT NOT NULL DEFAULT '{}',
-    leaf_id       INTEGER,
-    created_at    REAL NOT NULL,
-    updated_at    REAL NOT NULL
-);
-CREATE TABLE messages (
-    id              INTEGER PRIMARY KEY,
-    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    parent_id       INTEGER REFERENCES messages(id) ON DELETE CASCADE,
-    role            TEXT NOT NULL,
-    content         TEXT NOT NULL DEFAULT '',
-    state           TEXT NOT NULL DEFAULT 'complete',
-    model_id        TEXT,
-    stats           TEXT NOT NULL DEFAULT '{}',
-    created_at      REAL NOT NULL
-);
-"""
-
-# v2: folded reasoning with its duration, soft delete (for undo), and indexes for threads and search.
-_V2 = """
-ALTER TABLE messages ADD COLUMN reasoning TEXT NOT NULL DEFAULT '';
-ALTER TABLE messages ADD COLUMN reasoning_s REAL;
-ALTER TABLE conversations ADD COLUMN deleted_at REAL;
-CREATE INDEX messages_by_parent ON messages(conversation_id, parent_id);
-"""
-
-# v3: tools. A message's ``tool`` holds, for the model's reply, the calls it made and, for a ``tool``
-# message, the call it answers (server, tool, arguments, outcome); a chat's ``tools`` holds which
-# servers' tools are on and the step limit. Old rows get '{}': a chat without tools, as before.
-_V3 = """
-ALTER TABLE messages ADD COLUMN tool TEXT NOT NULL DEFAULT '{}';
-ALTER TABLE conversations ADD COLUMN tools TEXT NOT NULL DEFAULT '{}';
-"""
-
-# v4: images. A user message names the images sent with it, in order: files in ``data_dir/images``
-# named by the SHA-256 of their bytes (``bridge/attachments.py``), so one picture sent in two chats is one
-# file, kept while any message names it. Rows go with their message (and so with their chat).
-_V4 = """
-CREATE TABLE message_images (
-    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-    position   INTEGER NOT NULL,
-    name       TEXT NOT NULL,
-    PRIMARY KEY (message_id, position)
-);
-CREATE INDEX message_images_by_name ON message_images(name);
-"""
-
-# v5: documents and sources. A user message names the documents attached to it, in order: files in
-# ``data_dir/documents`` named by the SHA-256 of their bytes (``bridge/chatdocs.py``), with the name the
-# user knows (``file``), the reader's kind and the page count. A reply keeps the sources it was given
-# (``{"items": [{"n", "file", "page", "page_end", "heading", "text", "name", "ordinal", "mode"}],
-# "note": ...}``, see ``engine/documents/grounding.py``); old rows get '{}': a reply without sources.
-_V5 = """
-CREATE TABLE message_documents (
-    message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-    position   INTEGER NOT NULL,
-    name       TEXT NOT NULL,
-    file       TEXT NOT NULL,
-    kind       TEXT NOT NULL DEFAULT '',
-    pages      INTEGER,
-    PRIMARY KEY (message_id, position)
-);
-CREATE INDEX message_documents_by_name ON message_documents(name);
-ALTER TABLE messages ADD COLUMN sources TEXT NOT NULL DEFAULT '{}';
-"""
-
-MIGRATIONS = [_V1, _V2, _V3, _V4, _V5]
-SCHEMA_VERSION = len(MIGRATIONS)
 
 
 @dataclass
@@ -135,40 +59,11 @@ class Message:
     stats: dict[str, Any] = field(default_factory=dict)
     reasoning: str = ""
     reasoning_s: float | None = None
+    # the columns added by later schema versions: see migrations.py's _V3, _V4 and _V5
     tool: dict[str, Any] = field(default_factory=dict)  # see _V3
     images: list[str] = field(default_factory=list)  # file names in the images folder, in order (see _V4)
     documents: list[dict[str, Any]] = field(default_factory=list)  # {"name", "file", "kind", "pages"} (see _V5)
     sources: dict[str, Any] = field(default_factory=dict)  # a reply's {"items": [...], "note": str} (see _V5)
-
-
-def migrate(db: sqlite3.Connection, target: int = SCHEMA_VERSION) -> int:
-    """Bring ``db`` up to schema ``target``; returns the version it was at."""
-    start = db.execute("PRAGMA user_version").fetchone()[0]
-    if start > SCHEMA_VERSION:
-        raise RuntimeError(f"chats database is from a newer Fireside (schema {start} > {SCHEMA_VERSION})")
-    for version in range(start, target):
-        with db:
-            if not db.in_transaction:
-                db.execute("BEGIN")
-            for statement in filter(str.strip, MIGRATIONS[version].split(";")):
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {version + 1}")
-    return start
-
-
-def backup(db: sqlite3.Connection, path: Path, version: int) -> Path:
-    """Copy the open database ``db`` (at schema ``version``) whole to ``path.bak-v<version>``, durably."""
-    dest = path.with_name(f"{path.name}.bak-v{version}")
-    tmp = dest.with_name(dest.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    copy = sqlite3.connect(str(tmp))
-    try:
-        db.backup(copy)
-    finally:
-        copy.close()
-    os.replace(tmp, dest)
-    fsync_dir(dest.parent)
-    return dest
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -275,7 +170,7 @@ class Store:
                     state: str = "complete", model_id: str | None = None, tool: dict | None = None,
                     images: list[str] | None = None, documents: list[dict] | None = None) -> Message:
         """Add a message under ``parent_id`` and make it the conversation's current leaf; ``images`` are
-        the names of saved image files sent with it, ``documents`` its attached documents (see _V5)."""
+        the names of saved image files sent with it, ``documents`` its attached documents (see migrations.py's _V5)."""
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")

@@ -3,7 +3,7 @@
     python bench/batch_invariance.py MODEL.gguf [--extra-bufts on|off] [--threads 2]
 
 "Same request, same reply" (tests/server/test_same_reply.py) needs each token's logits to be a function
-of the tokens before it alone. The KV cache side is settled by ``planner.kv_for``; this checks the
+of the tokens before it alone. The KV cache side is settled by ``exactness.kv_for``; this checks the
 weights' side, which depends on the quantization type and the CPU: the same continuation tokens are
 decoded one at a time (what plain decoding does), verified n at a time (what a draft's verification
 does) and as one row of a four-sequence batch (what other streams do), on a q8_0 cache with flash
@@ -17,7 +17,7 @@ one-row kernel: DIFFERENT at 8 rows on the AMX Xeon's build too, SAME with ``GGM
 A Q4_K_M starter copy also DIFFERS as one of four rows with extra buffer types on (the repacked gemm).
 An IQ4_NL copy (three of its tensors fall back to Q5_K) DIFFERS from its first batched token with
 extra buffer types off and ``GGML_CPU_TILED_MM=0`` as well: batches of IQ4_NL take llamafile's sgemm,
-built in with no run-time switch (planner.SGEMM_VARIANT_TYPES: such a load's replies are not guaranteed).
+built in with no run-time switch (exactness.SGEMM_VARIANT_TYPES: such a load's replies are not guaranteed).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Probe:
     def __init__(self, path: str, extra_bufts: bool, threads: int):
         import llama_cpp as lc
 
-        from fireside.engine.runner.batch import sequences
+        from fireside.engine.runner.kvstreams import sequences
         from fireside.engine.runner.process import model_params
 
         self.lc = lc

@@ -40,7 +40,7 @@ def first_note(c: Collections) -> float:
     _wait(c, store.id, 1)
     took = time.monotonic() - started
     deadline = time.monotonic() + 30
-    while any(c._workers.values()) and time.monotonic() < deadline:  # the next try starts a worker afresh
+    while any(c._indexer._workers.values()) and time.monotonic() < deadline:  # the next try starts a worker afresh
         time.sleep(0.005)
     return took
 

@@ -1,4 +1,4 @@
-"""What exact replies cost (issue 41): the starter on a q8_0 KV cache (the CPU default, ``planner.kv_for``)
+"""What exact replies cost (issue 41): the starter on a q8_0 KV cache (the CPU default, ``exactness.kv_for``)
 against f16, prompt evaluation and decoding at several depths, on 1 and 2 threads.
 
 On an f16 cache llama.cpp's CPU flash attention evaluates prompt chunks of 64+ tokens with a tiled

@@ -219,7 +219,7 @@ def _embedder(args):
     if args.embedder == "none":
         return None, None, 0.0
     from fireside.engine.library import Library
-    from fireside.engine.models.planner import LoadOptions
+    from fireside.engine.models.fitplan import LoadOptions
     from fireside.engine.runtime.runtime import Runtime
     from fireside.engine.settings import Settings
 

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from fireside.engine.library.starter import starter_path
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling

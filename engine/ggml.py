@@ -49,6 +49,8 @@ def library() -> ctypes.CDLL:
         ("ggml_backend_dev_type", [c_p], ctypes.c_int),
         ("ggml_backend_dev_backend_reg", [c_p], c_p),
         ("ggml_backend_dev_by_name", [ctypes.c_char_p], c_p),
+        ("ggml_backend_dev_by_type", [ctypes.c_int], c_p),
+        ("ggml_backend_dev_buffer_type", [c_p], c_p),
     ]:
         f = getattr(lib, fn)
         f.argtypes, f.restype = args, res
@@ -67,3 +69,27 @@ def device_handles(names: list[str]) -> ctypes.Array:
             raise HardwareError(f"llama.cpp has no device called {name!r}")
         handles[i] = handle
     return handles
+
+
+DEVICE_CPU = 0  # enum ggml_backend_dev_type
+
+
+class _TensorPlace(ctypes.Structure):
+    """``struct llama_model_tensor_buft_override``: tensors whose name matches ``pattern`` (a regex) are
+    allocated in ``buft``."""
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+def host_overrides(patterns: list[str]) -> ctypes.Array:
+    """A NULL-terminated array that keeps the tensors matching each of ``patterns`` in host memory (the CPU
+    device's buffer type), as ``llama_model_params.tensor_buft_overrides`` takes it: llama-server's
+    ``-ot PATTERN=CPU``. The caller keeps the array alive while it loads."""
+    lib = library()
+    cpu = lib.ggml_backend_dev_by_type(DEVICE_CPU)
+    if not cpu:
+        raise HardwareError("llama.cpp has no CPU device to keep tensors on")
+    buft = lib.ggml_backend_dev_buffer_type(cpu)
+    places = (_TensorPlace * (len(patterns) + 1))()
+    for i, pattern in enumerate(patterns):
+        places[i].pattern, places[i].buft = pattern.encode(), buft
+    return places

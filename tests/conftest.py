@@ -85,6 +85,15 @@ def vision_pair(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def moe_model(tmp_path_factory):
+    """The tiny mixture-of-experts model (``helpers/moe_model.py``: llama with 4 experts a layer), written once
+    per session."""
+    from tests.helpers.moe_model import write_moe_model
+
+    return write_moe_model(tmp_path_factory.mktemp("moe") / "tiny-moe.F16.gguf", smollm2_file())
+
+
+@pytest.fixture(scope="session")
 def mrope_pair(tmp_path_factory):
     """The tiny M-RoPE vision pair (Qwen2-VL-shaped: text model, mmproj), written once per session."""
     from tests.helpers.vision_model import build_mrope_pair

@@ -1,5 +1,5 @@
-"""Documents in chats: attached and read off the GUI thread, kept on disk by their content, and turned
-into numbered sources when a reply is asked for.
+"""Documents in chats: attached and read off the GUI thread, kept on disk by their content, and read again
+when a reply is asked for.
 
 A document the user attaches (the composer's button, a drop or a paste of a file: the road images take)
 is read here by the engine's readers (``engine/documents``: an encrypted or corrupt PDF, binary data
@@ -7,16 +7,10 @@ under a text name, a file over a cap is refused with ``DocumentRejected``, in wo
 ``data_dir/documents/<sha256 of the bytes>.<ext>``, so a later turn, or a restart, still reads it even
 if the original moves. A message names its documents (``store.py``'s ``message_documents``); the chat
 session sends them as ``saved_document`` parts and ``ground`` turns those into text on the worker that
-runs the reply:
-
-- a document that fits the context budget (the loaded model's context, less room for the reply and the
-  chat so far) goes in whole, in the message that attached it, as numbered passages with its file name
-  and page markers (the same text each turn, so the prompt cache keeps it);
-- a longer one is indexed in the chat's own index (``data_dir/documents/chats/<chat id>.sqlite``: FTS5
-  BM25, with vectors when an embedder is set) and the passages that best match the question are put
-  in front of the question, numbered after the whole ones.
-
-Either way the passages are the reply's sources, and the model is asked to cite them as ``[n]``.
+runs the reply, through the ``Grounder`` (``grounder.py``): a document that fits the context budget goes in
+whole, a longer one is indexed in the chat's own index (``data_dir/documents/chats/<chat id>.sqlite``) and
+the passages that best match the question go with it, as the reply's numbered sources. ``sweep`` deletes the
+saved documents and the chats' indexes that no chat names any more.
 
 Threading: ``attach`` and ``context`` run on the task pool and answer on the GUI thread; ``ground``
 blocks (the disk, the tokenizer) and is called on the reply's worker.
@@ -35,28 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fireside.engine.documents import (
-    Document,
-    DocumentIndex,
-    Embedder,
-    chunk_document,
-    question_with_sources,
-    ranked,
-    read_document,
-    reader_for,
-    whole_document,
-)
+from fireside.engine.documents import Document, chunk_document, read_document, reader_for
 from fireside.engine.errors import DocumentRejected
 from fireside.engine.fsutil import fsync_dir
 
+from .grounder import SAVED_DOCUMENT, Grounder
 from .tasks import OnDone, Tasks
 
 log = logging.getLogger(__name__)
 
-SAVED_DOCUMENT = "saved_document"  # a message content part {"type": "saved_document", "name", "file", "pages"}
-DEFAULT_CONTEXT = 4096  # a model not loaded here (a remote one): the budget assumes this much context
-MAX_PASSAGES = 5
-OVERHEAD = 96  # the chat template's own tokens, per request
 KEPT_DOCUMENTS = 8  # documents kept read in memory for the next turns
 PROGRESS_S = 0.1  # a PDF's reading progress reaches the chip at most ten times a second
 
@@ -97,6 +78,7 @@ class ChatDocuments:
         self.knowledge = None  # the bridge's KnowledgeController: the collections a chat may tick
         self._read: OrderedDict[str, Document] = OrderedDict()
         self._lock = threading.Lock()
+        self._grounder = Grounder(self)
 
     def use_embedder(self, model_id: str | None) -> None:
         """Embed with ``model_id`` from the next question on (None: BM25 alone); any thread."""
@@ -248,165 +230,14 @@ class ChatDocuments:
             log.info("deleted %d saved document(s) and index(es) no chat refers to any more", len(gone))
         return gone
 
-    # --- replying (on the reply's worker) --------------------------------------------------------
+    # --- replying (on the reply's worker: grounder.py) ------------------------------------------
     @staticmethod
     def wanted(messages: list[dict[str, Any]]) -> bool:
-        return any(_is_doc(p) for m in messages if isinstance(m.get("content"), list) for p in m["content"])
+        return Grounder.wanted(messages)
 
     def ground(self, chat_id: int | None, model_id: str, messages: list[dict[str, Any]], max_tokens: int | None,
                cancel: threading.Event | None = None, collections: list[str] = ()
                ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """``messages`` with their documents as text, and the reply's sources ``{"items": [...], "note": str}``
-        (see ``engine/documents/grounding.py``). ``collections``: the knowledge collections the chat ticked;
-        the passages they hold that best answer the question go in front of it, numbered after the
-        chat's own documents' (each source names its ``collection``)."""
-        n_ctx = self._context_size(model_id)
-        room = max(64, min(max_tokens or n_ctx // 4, n_ctx // 2))
-        plain = [_without_docs(m) for m in messages]
-        budget = n_ctx - room - OVERHEAD - sum(self._tokens(model_id, _text_of(m)) for m in plain)
-        parts = list(dict.fromkeys(p["name"] for m in messages for p in _doc_parts(m)))
-        files = {p["name"]: p for m in messages for p in _doc_parts(m)}
-        items: list[dict] = []
-        whole: dict[str, str] = {}
-        long: list[str] = []
-        for name in parts:  # oldest first: a document attached earlier keeps its place (and its cache)
-            chunks = chunk_document(self.document(name))
-            sources = [_source(len(items) + i + 1, files[name], name, c, "whole") for i, c in enumerate(chunks)]
-            text = whole_document(files[name].get("file") or name, files[name].get("pages"), sources)
-            cost = self._tokens(model_id, text, budget)
-            if cost <= budget:
-                budget -= cost
-                items += sources
-                whole[name] = text
-            else:
-                long.append(name)
-        question = _text_of(plain[-1]) if plain and plain[-1].get("role") == "user" else ""
-        retrieved, note = self._retrieve(chat_id, long, files, question, budget, len(items), model_id, cancel)
-        if collections and question:
-            budget -= sum(self._tokens(model_id, s["text"]) + 16 for s in retrieved)
-            retrieved += self._from_collections(list(collections), question, budget, len(items) + len(retrieved),
-                                                model_id)
-        out = [_as_text(m, whole) for m in messages]
-        if out and out[-1].get("role") == "user":
-            out[-1] = _as_text(messages[-1], whole, question_with_sources(question, retrieved))
-        return out, {"items": ranked(items + retrieved, question), "note": note}
-
-    def _retrieve(self, chat_id, names: list[str], files: dict, question: str, budget: int, first: int,
-                  model_id: str, cancel) -> tuple[list[dict], str]:
-        if not names:
-            return [], ""
-        embedder = Embedder.from_engine(self.engine, self.embedder_model) if self.embedder_model else None
-        (self.folder / "chats").mkdir(parents=True, exist_ok=True)
-        index = DocumentIndex(self.folder / "chats" / f"{chat_id}.sqlite", embedder)
-        try:
-            paths = {str(self.path(name).resolve()): name for name in names}
-            indexed = {row[0] for row in index.files()}
-            for path, name in paths.items():
-                if path not in indexed:  # the document read when it was attached, not read again
-                    doc = self.document(name)
-                    doc.path = path
-                    index.add_document(doc, stat=os.stat(path), digest=name.split(".")[0], cancel=cancel)
-            if embedder is not None:  # passages indexed before this embedder was chosen get its vectors
-                index.embed_missing(cancel=cancel)
-            result = index.search(question or " ".join(files[n].get("file", "") for n in names), k=40)
-        finally:
-            index.close()
-        found: list[dict] = []
-        ordinals = {name: {c.text: c.ordinal for c in chunk_document(self.document(name))} for name in names}
-        for hit in result.hits:
-            if hit.path not in paths:
-                continue  # another document of this chat (another branch's, or one given whole)
-            name = paths[hit.path]
-            source = {"n": first + len(found) + 1, "file": files[name].get("file") or name, "page": hit.page,
-                      "page_end": hit.page_end, "heading": hit.heading, "text": hit.text, "name": name,
-                      "ordinal": ordinals[name].get(hit.text), "mode": "retrieved", "found_by": result.mode}
-            cost = self._tokens(model_id, source["text"]) + 16
-            if cost > budget:
-                break
-            budget -= cost
-            found.append(source)
-            if len(found) == MAX_PASSAGES:
-                break
-        return found, result.note
-
-    def _from_collections(self, ids: list[str], question: str, budget: int, first: int, model_id: str) -> list[dict]:
-        """The passages of knowledge collections ``ids`` that best answer ``question``, as numbered sources."""
-        if self.knowledge is None:
-            return []
-        names = self.knowledge.names(ids)
-        found: list[dict] = []
-        for p in self.knowledge.search(ids, question, MAX_PASSAGES):
-            source = {"n": first + len(found) + 1, "file": p.filename, "page": p.page, "page_end": p.page,
-                      "heading": p.heading, "text": p.text, "name": "", "ordinal": None, "mode": "retrieved",
-                      "found_by": p.found_by,
-                      "collection": names.get(p.collection_id, ""), "collection_id": p.collection_id,
-                      "file_id": p.file_id}
-            cost = self._tokens(model_id, p.text) + 16
-            if cost > budget:
-                break
-            budget -= cost
-            found.append(source)
-        return found
-
-    def _context_size(self, model_id: str) -> int:
-        loaded = {m.model_id: m for m in self.engine.loaded()}
-        return loaded[model_id].n_ctx if model_id in loaded else DEFAULT_CONTEXT
-
-    def _tokens(self, model_id: str, text: str, budget: int | None = None) -> int:
-        """``text``'s length in the model's tokens (an estimate where the model cannot count them here, or
-        where ``text`` is plainly over ``budget``: tokenizing a long book to learn it is long is waste)."""
-        if not text:
-            return 0
-        if budget is not None and len(text) > 8 * max(budget, 1):
-            return len(text) // 3
-        try:
-            return len(self.engine.tokenize(model_id, text))
-        except Exception:  # noqa: BLE001 - a remote model, or one not loaded: estimate (3 characters a token)
-            return len(text) // 3 + 1
-
-
-def _is_doc(part: Any) -> bool:
-    return isinstance(part, dict) and part.get("type") == SAVED_DOCUMENT
-
-
-def _doc_parts(message: dict) -> list[dict]:
-    content = message.get("content")
-    return [p for p in content if _is_doc(p)] if isinstance(content, list) else []
-
-
-def _source(n: int, file: dict, name: str, chunk, mode: str) -> dict:
-    return {"n": n, "file": file.get("file") or name, "page": chunk.page, "page_end": chunk.page_end,
-            "heading": chunk.heading, "text": chunk.text, "name": name, "ordinal": chunk.ordinal, "mode": mode}
-
-
-def _text_of(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n".join(p.get("text", "") for p in content or [] if isinstance(p, dict) and p.get("type") == "text")
-
-
-def _without_docs(message: dict) -> dict:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    return {**message, "content": [p for p in content if not _is_doc(p)]}
-
-
-def _as_text(message: dict, whole: dict[str, str], own_text: str | None = None) -> dict:
-    """``message`` with each document part replaced by its whole text (before the message's own text),
-    or dropped (a long document: its passages go with the question); ``own_text``, when given, takes
-    the place of the message's own text (the question, with its sources)."""
-    content = message.get("content")
-    if own_text is None and not _doc_parts(message):
-        return message
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}] if content else []
-    docs = [{"type": "text", "text": whole[p["name"]]} for p in content if _is_doc(p) and p["name"] in whole]
-    rest = [p for p in content if not _is_doc(p)]
-    if own_text is not None:
-        rest = [{"type": "text", "text": own_text}] + [p for p in rest if p.get("type") != "text"]
-    content = docs + rest
-    if all(p.get("type") == "text" for p in content):  # text only: one string, as a model without vision reads
-        return {**message, "content": "\n\n".join(p["text"] for p in content if p["text"])}
-    return {**message, "content": content}
+        """``messages`` with their documents as text, and the reply's sources ``{"items": [...], "note": str}``;
+        ``collections``: the knowledge collections the chat ticked (see ``Grounder.ground``)."""
+        return self._grounder.ground(chat_id, model_id, messages, max_tokens, cancel, collections)

@@ -2,10 +2,15 @@
 eject it. The list comes from the library, the remote engines and the paired devices on a worker (a
 device's models under a line "On DEVICE", as ``DEVICE/MODEL``); loads are the app's ``ModelLoader``
 (``bridge/loader.py``), which the bar only asks and shows: what a load leaves in the preferences (the
-model's settings, its "Last used") is the loader's.
+model's settings, its "Last used") is the loader's. ``ChosenModel`` is what the chat session gets of it:
+the bar's choice and the loader, no widget.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
@@ -196,3 +201,15 @@ class ModelBar(QWidget):
     def context_size(self, model_id: str | None) -> int:
         loaded = {m.model_id: m for m in self.ctx.engine.loaded()}
         return loaded[model_id].n_ctx if model_id in loaded else 0
+
+
+@dataclass
+class ChosenModel:
+    """What the Chat page hands its session: the model on show (the picker's choice) and the loader
+    (``bridge/loader.py``) that makes it ready, no widget in between."""
+
+    current: Callable[[], str | None]
+    loader: Any
+
+    def ensure_loaded(self, model_id: str) -> bool:
+        return self.loader.ensure_loaded(model_id)

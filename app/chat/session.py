@@ -9,14 +9,14 @@ thread. A model that is not loaded yet is loaded first (``models.ensure_loaded``
 when the page reports it ready. A failed reply, or your last message left unanswered because its model
 did not load, can be retried. Reasoning is timed from its first chunk to the first chunk of the answer.
 A chat with MCP servers turned on answers through a ``ToolRun`` that its ``ToolTurn`` (``toolturn.py``)
-starts instead of the bridge: the run's signals come to the session's slots as the bridge's do, with the
-same states and signals, plus ``tool_changed`` for each call, and ``decide`` for the user's answer to an
-approval card. The session is the one writer of a reply: every message of it, tool calls included, is
-stored here and nowhere else (the sources a reply was given too: the bridge reports them, and they are
-saved with the reply before its first text). Your message may carry documents (the bridge grounds the
-reply in them, ``bridge/chatdocs.py``) and images (names of files the bridge saved when they
-were attached); every request sends the thread's images again as ``saved_image`` parts, which the bridge
-decodes on the reply's worker (``bridge/attachments.py``), so a later turn still sees them.
+starts instead of the bridge: the run's signals come to the session's slots (``ToolReplies``,
+``toolreply.py``) as the bridge's do, with the same states and signals, plus ``tool_changed`` for each
+call, and ``decide`` for the user's answer to an approval card. The session is the one writer of a
+reply: every message of it, tool calls included, is stored here and nowhere else (the sources a reply
+was given too: the bridge reports them, and they are saved with the reply before its first text). Your
+message may carry documents (the bridge grounds the reply in them, ``bridge/chatdocs.py``) and images
+(names of files the bridge saved when they were attached); every request sends the whole thread as the
+model reads it (``request.py``), its images and documents included, so a later turn still sees them.
 
 The session lives on the GUI thread and touches only the store, the preferences and the bridge; the
 page hands it the chat's settings and the model on show (``models``: anything with ``current()`` and
@@ -26,45 +26,19 @@ page hands it the chat's settings and the model on show (``models``: anything wi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields
-from typing import Any, Protocol
+from typing import Protocol
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from fireside.engine.types import ChatRequest, Sampling
+from fireside.engine.types import ChatRequest
 
-from ..bridge.attachments import saved_part
-from ..bridge.chatdocs import document_part
 from ..bridge.prompt_cache import tag_for
-from ..bridge.tools import AppTools, ToolRun
+from ..bridge.tools import AppTools
 from ..feedback import show_error
 from ..store import Message, Store
+from .request import request_messages, to_sampling
+from .toolreply import ToolReplies
 from .toolturn import ToolTurn
-
-NOT_RUN = "The call was not run (Fireside stopped before it answered)."
-
-
-def as_chat_message(m: Message) -> dict[str, Any] | None:
-    """A stored message as the model reads it, or None for one it should not see (a failed reply)."""
-    if m.state == "error":
-        return None
-    if m.role == "tool":
-        return {"role": "tool", "tool_call_id": m.tool.get("call_id", ""), "name": m.tool.get("function", ""),
-                "content": m.content or NOT_RUN}
-    if m.tool.get("calls"):
-        return {"role": "assistant", "content": m.content, "tool_calls": m.tool["calls"]}
-    if m.images or m.documents:  # parts the bridge reads on the reply's worker (attachments.py, chatdocs.py)
-        text = [{"type": "text", "text": m.content}] if m.content else []
-        return {"role": m.role, "content": text + [saved_part(name) for name in m.images]
-                + [document_part(d) for d in m.documents]}
-    return {"role": m.role, "content": m.content} if m.content else None
-
-
-def to_sampling(values: dict) -> Sampling:
-    """A chat's stored sampling dict as ``Sampling`` (keys it does not know are left out)."""
-    known = {f.name for f in fields(Sampling)}
-    return Sampling(**{k: v for k, v in values.items() if k in known})
 
 
 class Models(Protocol):
@@ -72,19 +46,7 @@ class Models(Protocol):
     def ensure_loaded(self, model_id: str) -> bool: ...
 
 
-@dataclass
-class ChosenModel:
-    """What the Chat page hands its session: the model on show (the picker's choice) and the loader
-    (``bridge/loader.py``) that makes it ready, no widget in between."""
-
-    current: Callable[[], str | None]
-    loader: Any
-
-    def ensure_loaded(self, model_id: str) -> bool:
-        return self.loader.ensure_loaded(model_id)
-
-
-class ChatSession(QObject):
+class ChatSession(ToolReplies, QObject):
     """The conversation on show and the reply under way.
 
     Signals:
@@ -289,18 +251,9 @@ class ChatSession(QObject):
             return
         self._start_reply(parent, model_id)
 
-    def request_messages(self, conv_id: int) -> list[dict[str, Any]]:
-        """The thread as chat messages for the model, the chat's system prompt first; the model's tool
-        calls and their results go as ``tool_calls`` and ``tool`` messages."""
-        conv = self.store.conversation(conv_id)
-        messages = [m for m in map(as_chat_message, self.store.thread(conv.id)) if m is not None]
-        if conv.system_prompt.strip():
-            messages.insert(0, {"role": "system", "content": conv.system_prompt})
-        return messages
-
     def _start_reply(self, parent: Message, model_id: str) -> None:
         conv = self.store.conversation(parent.conversation_id)
-        messages = self.request_messages(conv.id)
+        messages = request_messages(self.store, conv.id)
         self.active = self.store.add_message(conv.id, parent.id, "assistant", "", "streaming", model_id)
         self._reasoning_t = []
         self.thread_changed.emit()
@@ -312,23 +265,6 @@ class ChatSession(QObject):
                                                                    cache_tag=tag_for(conv.id)), conv.id,
                              collections=list(conv.tools.get("collections") or []))
         self.reply_started.emit(self.active.id)
-
-    def _follow(self, run: ToolRun) -> None:
-        """Write down what ``run`` does, as its signals arrive, then start it."""
-        run.text.connect(self._on_run_text)
-        run.round_ended.connect(self._on_run_round_ended)
-        run.approval_requested.connect(self._on_run_approval_requested)
-        run.call_started.connect(self._on_run_call_started)
-        run.step_done.connect(self._on_run_step_done)
-        run.problem.connect(self._on_run_problem)
-        run.finished.connect(self._on_run_finished)
-        run.failed.connect(self._on_run_failed)
-        self._leaf, self._round, self._calls = self.active.id, None, {}
-        run.start()
-
-    def call_message(self, call_id: str | None) -> int | None:
-        """The tool message of call ``call_id`` in the reply with tools under way."""
-        return self._calls.get(call_id or "")
 
     def _grow(self, msg: Message, kind: str, text: str) -> None:
         if kind == "reasoning":
@@ -391,101 +327,3 @@ class ChatSession(QObject):
             return
         self._end_reply("error", {})
         show_error(error, "the reply failed")
-
-    # --- a reply with tools: what its run says ---------------------------------------------------
-    def _round_message(self, model_id: str) -> Message:
-        """The model's reply in this round: the first is made by ``_start_reply``; later ones go under
-        the last call's result when their first text arrives."""
-        if self.active is None:
-            conv_id = self.store.message(self._leaf).conversation_id
-            self.active = self.store.add_message(conv_id, self._leaf, "assistant", "", "streaming", model_id)
-            self._reasoning_t = []
-            self._leaf = self.active.id
-            self.thread_changed.emit()
-        return self.active
-
-    def _tool_message(self, call, state: str, step=None) -> None:
-        msg_id = self._calls.get(call.id)
-        if msg_id is None:
-            self._record_call(call)
-            tool = {"call_id": call.id, "function": call.function, "server": call.server, "tool": call.tool,
-                    "arguments": call.pretty_arguments(), "problem": call.problem}
-            conv_id = self.store.message(self._leaf).conversation_id
-            msg = self.store.add_message(conv_id, self._leaf, "tool", "", state, None, tool)
-            self._calls[call.id], self._leaf = msg.id, msg.id
-            self.thread_changed.emit()
-        msg = self.store.message(self._calls[call.id])
-        if step is not None:
-            msg.content, msg.tool = step.content, {**msg.tool, "outcome": step.outcome}
-        msg.state = state
-        self.store.update_message(msg.id, content=msg.content, state=state, tool=msg.tool)
-        self.tool_changed.emit(msg)
-
-    def _record_call(self, call) -> None:
-        """Add ``call`` to the ``tool_calls`` of the model's reply that made it."""
-        if self._round is None:
-            return
-        calls = list(self._round.tool.get("calls") or [])
-        calls.append({"id": call.id, "type": "function",
-                      "function": {"name": call.function, "arguments": call.raw_arguments}})
-        self._round.tool = {**self._round.tool, "calls": calls}
-        self.store.update_message(self._round.id, tool=self._round.tool)
-
-    def _end_tool_reply(self, state: str, stats: dict) -> None:
-        last = self._leaf
-        if self.active is not None:
-            last = self._end_message(state, stats).id
-        elif stats and self._round is not None and self._round.id == last:
-            self.store.update_message(last, stats={**self._round.stats, **stats})
-        self.tool_turn.finish()  # its thread has sent its last signal
-        self.busy_changed.emit(False)
-        self.thread_changed.emit()
-        self.reply_ended.emit(last, state)
-
-    @Slot(int, str, str)
-    def _on_run_text(self, run_id: int, kind: str, text: str) -> None:
-        if self.tool_turn.owns(run_id):
-            self._grow(self._round_message(self.tool_turn.run.model_id), kind, text)
-
-    @Slot(int, object)
-    def _on_run_round_ended(self, run_id: int, done) -> None:
-        if not self.tool_turn.owns(run_id):
-            return
-        self._round_message(self.tool_turn.run.model_id)
-        stats = {"finish_reason": done.finish_reason, **(done.usage.to_dict() if done.usage else {})}
-        self._round = self._end_message("stopped" if done.finish_reason == "cancelled" else "complete", stats)
-
-    @Slot(int, object)
-    def _on_run_approval_requested(self, run_id: int, call) -> None:
-        if self.tool_turn.owns(run_id):
-            self._tool_message(call, "pending")
-
-    @Slot(int, object)
-    def _on_run_call_started(self, run_id: int, call) -> None:
-        if self.tool_turn.owns(run_id):
-            self._tool_message(call, "running")
-
-    @Slot(int, object)
-    def _on_run_step_done(self, run_id: int, step) -> None:
-        if self.tool_turn.owns(run_id):
-            self._tool_message(step.call, "stopped" if step.outcome == "cancelled" else "complete", step)
-
-    @Slot(int, str)
-    def _on_run_problem(self, run_id: int, text: str) -> None:
-        if self.tool_turn.owns(run_id):
-            show_error(text)
-
-    @Slot(int, object)
-    def _on_run_finished(self, run_id: int, result) -> None:
-        if not self.tool_turn.owns(run_id):
-            return
-        stats = {"tool_steps": len(result.steps)}
-        if result.hit_step_limit:
-            stats["tool_step_limit"] = self.tool_turn.run.max_steps
-        self._end_tool_reply("stopped" if result.finish_reason == "cancelled" else "complete", stats)
-
-    @Slot(int, object)
-    def _on_run_failed(self, run_id: int, error) -> None:
-        if self.tool_turn.owns(run_id):
-            self._end_tool_reply("error", {})
-            show_error(error, "the reply failed")

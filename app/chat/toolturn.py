@@ -32,7 +32,7 @@ class ToolTurn(QObject):
     ``tool_choice`` is the first round's choice (``auto`` unless a test forces a call to be
     deterministic).
 
-    Signals: none; its run's go to the session's slots (``ChatSession._follow``).
+    Signals: none; its run's go to the session's slots (``ChatSession._follow``, ``toolreply.py``).
     """
 
     def __init__(self, session, tools: AppTools | None):

@@ -1,10 +1,9 @@
 """The "Your devices" tab of the Server page: share this computer's models with your other machines, and
 use theirs.
 
-At the top, the switch that shares this computer on the local network (as ``fireside serve --share``:
-TLS, announced by mDNS), this device's name and certificate fingerprint, and "Show pairing code",
-which opens a one-time code for the other device to type. Below, two lists: the devices sharing on
-the network (live, from mDNS), with Pair (it asks for the code the other device shows), and the
+At the top, this computer as the others see it (``sharing.py``: the switch that shares it on the local
+network, its name and certificate fingerprint, and "Show pairing code"). Below, two lists: the devices
+sharing on the network (live, from mDNS), with Pair (it asks for the code the other device shows), and the
 paired devices, with whether each answers and how many models it lists, Forget or Revoke, and Move up
 (the devices this one uses are listed in the preferred order: a model several serve, asked for
 without a device name, goes to the first; the picker lists their groups in that order too). The
@@ -16,12 +15,10 @@ devices have been asked again, ``devices_changed`` tells the window, so the chat
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
-    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QGridLayout,
@@ -36,10 +33,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..bridge import SHARE_PORT, short_fingerprint
-from ..bridge.devices import CLIENT, DeviceRow, ShareConfig, ThisDevice
+from ..bridge import short_fingerprint
+from ..bridge.devices import CLIENT, DeviceRow
 from ..context import AppContext
 from ..feedback import show_error
+from .sharing import SharingBar
 
 
 def describe_row(row: DeviceRow) -> str:
@@ -88,17 +86,11 @@ class DevicesPanel(QWidget):
         self.devices = ctx.bridge.devices
         self.found: list = []
         self.pair_dialog: PairDialog | None = None
-        self._code_expires = 0.0
-        self._code_text = ""
         self._then = ""  # the status line once the devices have been asked again
-        self.devices.identity_read.connect(self._on_devices_identity_read)
-        self.devices.sharing_started.connect(self._on_devices_sharing_started)
-        self.devices.sharing_stopped.connect(self._on_devices_sharing_stopped)
+        self.sharing = SharingBar(ctx)
         self.devices.discovered.connect(self._on_devices_discovered)
         self.devices.failed.connect(self._on_devices_failed)
         self._build()
-        self._code_timer = QTimer(self, interval=1000)
-        self._code_timer.timeout.connect(self._on_code_timer_timeout)
         self._shown = False
 
     def showEvent(self, event) -> None:
@@ -107,7 +99,7 @@ class DevicesPanel(QWidget):
         super().showEvent(event)
         if not self._shown:
             self._shown = True
-            self.devices.read_identity(self.prefs().get("name"))
+            self.devices.read_identity(self.sharing.prefs().get("name"))
             self.refresh(fresh=False)
         self.devices.start_browsing()
 
@@ -115,27 +107,7 @@ class DevicesPanel(QWidget):
         super().hideEvent(event)
         self.devices.stop_browsing()
 
-    def resume_sharing(self) -> bool:
-        """Share again if sharing was on when the app last quit (the main window calls this once it shows,
-        so the listener's start does not slow the first window, and says so); whether it does."""
-        if not self.prefs().get("on") or self.share.isChecked():
-            return False
-        self.share.setChecked(True)
-        return True
-
-    def prefs(self) -> dict:
-        return self.ctx.prefs.get("sharing") or {}
-
     def _build(self) -> None:
-        self.share = QCheckBox("Share this computer's models with my paired devices on the local network")
-        self.share.setToolTip("As `fireside serve --share`: a TLS listener that only paired devices can use, "
-                              "announced by mDNS so your other devices find it")
-        self.share.toggled.connect(self._on_share_toggled)
-        self.share_state = QLabel("Not sharing", objectName="shareState")
-        self.me = QLabel(textInteractionFlags=Qt.TextSelectableByMouse)
-        self.code_button = QPushButton("Show pairing code", enabled=False)
-        self.code_button.clicked.connect(self._on_code_clicked)
-        self.code = QLabel(objectName="pairingCode", textInteractionFlags=Qt.TextSelectableByMouse)
         self.network = QListWidget()
         self.network.currentRowChanged.connect(self._on_lists_changed)
         self.pair_button = QPushButton("Pair…", enabled=False)
@@ -155,13 +127,6 @@ class DevicesPanel(QWidget):
         self._show_found()
 
     def _lay_out(self) -> None:
-        top = QHBoxLayout()
-        top.addWidget(self.share)
-        top.addWidget(self.share_state, 1)
-        me = QHBoxLayout()
-        me.addWidget(self.me, 1)
-        me.addWidget(self.code)
-        me.addWidget(self.code_button)
         grid = QGridLayout()
         grid.addWidget(QLabel("<b>On the local network</b>"), 0, 0)
         grid.addWidget(QLabel("<b>Paired devices</b>"), 0, 1)
@@ -173,76 +138,9 @@ class DevicesPanel(QWidget):
         busy.addWidget(self.progress)
         busy.addWidget(self.status, 1)
         lay = QVBoxLayout(self)
-        lay.addLayout(top)
-        lay.addLayout(me)
+        lay.addWidget(self.sharing)
         lay.addLayout(grid, 1)
         lay.addLayout(busy)
-
-    # --- sharing ---------------------------------------------------------------------------------
-    @Slot(bool)
-    def _on_share_toggled(self, on: bool) -> None:
-        prefs = self.prefs()
-        self.ctx.prefs.set("sharing", {**prefs, "on": on})
-        self.share.setEnabled(False)
-        if on:
-            self.share_state.setText("Starting…")
-            self.devices.start_sharing(ShareConfig(prefs.get("host", "0.0.0.0"), int(prefs.get("port", SHARE_PORT)),
-                                                   prefs.get("name"), bool(prefs.get("announce", True))))
-        else:
-            self.share_state.setText("Stopping…")
-            self.devices.stop_sharing()
-
-    @Slot(object)
-    def _on_devices_identity_read(self, device: ThisDevice) -> None:
-        if not self.devices.shared:
-            self._show_me(device)
-
-    @Slot(object)
-    def _on_devices_sharing_started(self, device: ThisDevice) -> None:
-        self.share.setEnabled(True)
-        self.share_state.setText(f"<b>Sharing</b> on {device.url} (TLS)")
-        self.share_state.setToolTip("Paired devices reach this computer at " + ", ".join(device.urls or (device.url,)))
-        self.code_button.setEnabled(True)
-        self._show_me(device)
-
-    @Slot()
-    def _on_devices_sharing_stopped(self) -> None:
-        self.share.setEnabled(True)
-        self.share.blockSignals(True)  # a failed start unticks the switch without stopping anything
-        self.share.setChecked(False)
-        self.share.blockSignals(False)
-        self.share_state.setText("Not sharing")
-        self.code_button.setEnabled(False)
-        self._end_code()
-
-    def _show_me(self, device: ThisDevice) -> None:
-        self.me.setText(f"This device: <b>{device.name}</b> · certificate fingerprint "
-                        f"<tt>{short_fingerprint(device.fingerprint)}</tt>")
-        self.me.setToolTip(f"SHA-256 {device.fingerprint}")
-
-    @Slot()
-    def _on_code_clicked(self) -> None:
-        try:
-            code, valid_s, tries = self.devices.open_code()
-        except Exception as exc:
-            show_error(exc, "opening a pairing code")
-            return
-        self._code_expires = time.monotonic() + valid_s
-        self._code_text = f"Pairing code: <b>{code}</b> ({tries} tries)"
-        self._on_code_timer_timeout()
-        self._code_timer.start()
-
-    @Slot()
-    def _on_code_timer_timeout(self) -> None:
-        left = int(self._code_expires - time.monotonic())
-        if left <= 0:
-            self._end_code()
-            return
-        self.code.setText(f"{self._code_text} · expires in {left // 60}:{left % 60:02d}")
-
-    def _end_code(self) -> None:
-        self._code_timer.stop()
-        self.code.clear()
 
     # --- devices on the network ------------------------------------------------------------------
     @Slot(list)
@@ -282,7 +180,7 @@ class DevicesPanel(QWidget):
             show_error(f"Type the code {found.name} shows to pair with it")
             return
         self._busy(f"Pairing with {found.name}…")
-        self.devices.pair(found, code, self.prefs().get("name"), partial(self._on_paired, found.name))
+        self.devices.pair(found, code, self.sharing.prefs().get("name"), partial(self._on_paired, found.name))
 
     def _on_paired(self, name: str, device, error) -> None:
         if error is not None:
@@ -399,7 +297,7 @@ class DevicesPanel(QWidget):
         self._on_lists_changed()
 
     def dispose(self) -> None:
-        self._code_timer.stop()
+        self.sharing.dispose()
 
 
 def _row(*widgets) -> QHBoxLayout:

@@ -1,9 +1,9 @@
 """The Knowledge page: the knowledge collections a chat can answer from, each with where its files come from
 (chosen files, or a folder it watches) and how many are indexed, and below them the selected collection's
-files, each with its state (and why it failed or was refused); New from files, New from a folder (watched:
-rescanned every 30 seconds while the app runs, and on Rescan), Rescan, Rename (typed in the list) and
-Delete. A collection just made is selected, its files shown. A change of the documents' embedder re-embeds
-every collection in the background, with its own progress bar here.
+files, each with its state and why it failed or was refused (``collection_files.py``); New from files, New
+from a folder (watched: rescanned every 30 seconds while the app runs, and on Rescan), Rescan, Rename (typed
+in the list) and Delete. A collection just made is selected, its files shown. A change of the documents'
+embedder re-embeds every collection in the background, with its own progress bar here.
 
 The collections are the API server's vector stores too (``bridge.knowledge``). Every call runs on the task
 pool; while a collection is being indexed the page asks again once a second (progress is sampled, not
@@ -32,24 +32,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fireside.engine.fmt import human_bytes
-
 from ..context import AppContext
 from ..feedback import show_error
+from .collection_files import CollectionFiles
 
 POLL_MS = 1000
 COLUMNS = ("Collection", "Files from", "Indexed", "State")
-FILE_COLUMNS = ("File", "State", "Passages", "Size")
-STATES = {"in_progress": "indexing…", "completed": "indexed", "failed": "failed", "cancelled": "cancelled",
-          "refused": "refused"}
-
-
-def describe_file(f) -> tuple[str, str, str, str]:
-    """The four cells of a file's row: its name, its state (with the reason it failed), passages, size."""
-    state = STATES.get(f.status, f.status)
-    if f.reason:
-        state += f": {f.reason}"
-    return f.name, state, str(f.chunks) if f.status == "completed" else "", human_bytes(f.size) if f.size else ""
 
 
 def describe_row(row) -> tuple[str, str, str, str]:
@@ -88,16 +76,13 @@ class KnowledgePage(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.rows: list = []
-        self.files_of: str | None = None  # the collection whose files the lower list shows
         self.note = ""  # what the last action did (a rescan's counts), shown above the selected row's problems
         self.tree = QTreeWidget(objectName="knowledgeList", rootIsDecorated=False, uniformRowHeights=True)
         self.tree.setHeaderLabels(COLUMNS)
         self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
         self.tree.header().setSectionResizeMode(1, QHeaderView.Stretch)
         self.tree.currentItemChanged.connect(self._on_tree_current_changed)
-        self.files = QTreeWidget(objectName="knowledgeFiles", rootIsDecorated=False, uniformRowHeights=True)
-        self.files.setHeaderLabels(FILE_COLUMNS)
-        self.files.header().setSectionResizeMode(1, QHeaderView.Stretch)
+        self.files = CollectionFiles()  # the selected collection's files
         self.progress = QProgressBar(visible=False, textVisible=True)
         self.embedding = QProgressBar(visible=False, textVisible=True, objectName="knowledgeEmbedding")
         self._indexing = self._embedding = False
@@ -217,9 +202,7 @@ class KnowledgePage(QWidget):
         self.delete_button.setEnabled(row is not None)
         self.rename_button.setEnabled(row is not None)
         self.rescan_button.setEnabled(row is not None and row.folder is not None)
-        if row is None or row.collection.id != self.files_of:
-            self.files.clear()  # the same collection's files stay shown until its new list comes
-        self.files_of = row.collection.id if row else None
+        self.files.follow(row.collection.id if row else None)
         if row is None:
             self.details.setText(self.note or ("" if self.rows else "No collections yet."))
             return
@@ -232,13 +215,7 @@ class KnowledgePage(QWidget):
     def _on_files_listed(self, collection_id: str, files, error) -> None:
         if error or collection_id != self.selected():  # deleted meanwhile, or another one chosen since
             return
-        self.files.clear()
-        for f in files:
-            item = QTreeWidgetItem(list(describe_file(f)))
-            item.setToolTip(1, item.text(1))
-            self.files.addTopLevelItem(item)
-        for column in (0, 2, 3):
-            self.files.resizeColumnToContents(column)
+        self.files.show_files(files)
         self.files_listed.emit()
 
     # --- changing ----------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ class LoadDialog(QDialog):
         self.layers_label = QLabel()
         self.context = QSpinBox(minimum=256, maximum=1 << 20, singleStep=1024, suffix=" tokens")
         self.kv = QComboBox()
-        self.kv.addItems(["auto", "f16", "q8_0", "q4_0"])  # auto: q8_0 on the CPU, exact replies (planner.kv_for)
+        self.kv.addItems(["auto", "f16", "q8_0", "q4_0"])  # auto: q8_0 on the CPU, exact replies (exactness.kv_for)
         self.flash = QComboBox()
         self.flash.addItems(list(FLASH))
         self.parallel = QSpinBox(minimum=1, maximum=MAX_SLOTS, toolTip=(
@@ -207,4 +207,5 @@ class LoadDialog(QDialog):
 def _split_text(plan) -> str:
     """Where the layers and bytes go, device by device: "Vulkan0 120 MB (15 layers) · RAM 300 MB (15 layers)"."""
     gpus = " · ".join(f"{g.name} {human_bytes(g.total_bytes)} ({g.layers} layers)" for g in plan.gpus if g.layers)
-    return f"{gpus or 'VRAM ' + human_bytes(0)} · RAM {human_bytes(plan.ram.total_bytes)} ({plan.ram.layers} layers)"
+    experts = " and every layer's experts" if plan.experts_on_cpu else ""
+    return f"{gpus or 'VRAM ' + human_bytes(0)} · RAM {human_bytes(plan.ram.total_bytes)} ({plan.ram.layers} layers{experts})"

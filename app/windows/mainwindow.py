@@ -161,7 +161,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_resume_sharing_timeout(self) -> None:
         """Sharing was on when the app last quit: share again, and say so once it listens."""
-        self._resuming = self.pages["Server"].devices.resume_sharing()
+        self._resuming = self.pages["Server"].devices.sharing.resume_sharing()
 
     @Slot()
     def _on_devices_sharing_stopped(self) -> None:
@@ -176,7 +176,7 @@ class MainWindow(QMainWindow):
                                  "when Fireside last quit.", "info", "Stop sharing", self._stop_sharing)
 
     def _stop_sharing(self) -> None:
-        self.pages["Server"].devices.share.setChecked(False)
+        self.pages["Server"].devices.sharing.share.setChecked(False)
 
     @property
     def chat(self) -> ChatPage:

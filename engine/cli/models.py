@@ -51,6 +51,9 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-budget-gib", type=float, metavar="GIB",
                    help="plan for at most this much memory on each GPU (default: FIRESIDE_GPU_BUDGET_GIB, else "
                         "all that is free)")
+    g.add_argument("--experts-on-cpu", action=argparse.BooleanOptionalAction, default=None,
+                   help="keep a MoE model's experts in host memory and the rest of each layer on the GPU, as "
+                        "llama-server's --cpu-moe (default: when that puts more layers on the GPU)")
     g.add_argument("--kv-type", choices=["auto", *sorted(KV_TYPE_BYTES)], default="auto",
                    help="the KV cache's type (auto: q8_0 on the CPU, which keeps replies exact, else f16)")
     g.add_argument("--flash-attn", action=argparse.BooleanOptionalAction, default=None)

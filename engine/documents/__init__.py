@@ -2,8 +2,9 @@
 blocks that keep pages and headings, chunking them along that structure, and an index in SQLite that
 finds passages by BM25 (FTS5) and by vectors (sqlite-vec), their scores mixed. Above the
 index: uploaded files (``uploads.py``) and named collections of them, each with its own index, indexed in
-the background (``collections.py``, a registry in ``registry.py``), and numbered sources with the
-citation markers a reply writes (``sources.py``).
+the background (``collections.py``, the indexing in ``indexing.py``, a registry in ``registry.py``), searched
+with a query within the caps (``query.py``), and numbered sources with the citation markers a reply writes
+(``sources.py``).
 
 Imports only the engine's leaf modules (``errors``); the engine's facade and the app sit above it.
 
@@ -37,12 +38,12 @@ _WHERE = {
     "choose_embedder": "embedding",
     "chosen_embedder": "embedding",
     "embedder_for": "embedding",
-    "clipped_query": "collections",
+    "clipped_query": "query",
     "Collection": "collections",
     "Collections": "collections",
     "Member": "collections",
     "Passage": "collections",
-    "query_over": "collections",
+    "query_over": "query",
     "CitationCutter": "sources",
     "grounded_prompt": "sources",
     "StoredFile": "uploads",

@@ -1,6 +1,7 @@
 """The registry of uploaded files and collections: one SQLite file (``registry.sqlite3``) beside the
 files themselves and one index per collection. ``uploads.py`` keeps the ``files`` table, ``collections.py``
-the ``collections`` and ``members`` tables; both hold one ``Registry`` and take its lock around each use.
+the ``collections`` and ``members`` tables (its ``indexing.py`` the members' indexing status and ``reading``);
+they hold one ``Registry`` and take its lock around each use.
 
 Tables: ``files`` (an uploaded file: its id, name, purpose, size, when), ``collections`` (a named set of
 files: its id, name, metadata as JSON, when) and ``members`` (a file in a collection: its indexing status,

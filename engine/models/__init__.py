@@ -1,5 +1,6 @@
 """Knowing a model before loading it: GGUF inspection (``inspection.py`` over the header reader,
-``header.py``), this machine's hardware (``hardware.py``), the fit planner (``planner.py``) and vision
+``header.py``), this machine's hardware (``hardware.py``), the fit planner (``planner.py``; its options and
+plan are ``fitplan.py``'s, the attention that keeps replies exact ``exactness.py``'s) and vision
 projectors (``projector.py``); ``bert.py`` writes the built-in embedder's GGUF.
 
 Offers the names in ``__all__``; each loads its module on first use.
@@ -20,15 +21,15 @@ _WHERE = {
     "hardware": "hardware",
     "engine_build": "hardware",
     "Hardware": "hardware",
-    "DEFAULT_PARALLEL": "planner",
-    "drafting_text": "planner",
-    "FitPlan": "planner",
-    "kv_fits": "planner",
-    "LoadOptions": "planner",
+    "DEFAULT_PARALLEL": "fitplan",
+    "drafting_text": "fitplan",
+    "FitPlan": "fitplan",
+    "kv_fits": "exactness",
+    "LoadOptions": "fitplan",
     "plan_fit": "planner",
-    "replies_text": "planner",
-    "verdict_text": "planner",
-    "VERDICT_WORDS": "planner",
+    "replies_text": "exactness",
+    "verdict_text": "fitplan",
+    "VERDICT_WORDS": "fitplan",
     "with_draft": "planner",
     "with_projector": "planner",
     "best": "projector",

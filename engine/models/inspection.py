@@ -68,6 +68,10 @@ class ModelInfo:
     eos_token: str | None = None
     split_files: list[str] = field(default_factory=list)
     layer_bytes: list[int] = field(default_factory=list)  # bytes of each repeating block
+    expert_bytes: list[int] = field(default_factory=list)  # of which a MoE model's experts (EXPERTS_PATTERN)
+    # where each group of tensors lies in the file, [file index, first byte, end]: "input", "output", "other",
+    # "blk.N" (a layer) and "exps.N" (its experts); llama.cpp maps host tensors as one range per file
+    spans: dict[str, list[int]] = field(default_factory=dict)
     other_bytes: dict[str, int] = field(default_factory=dict)  # "input", "output" and "other" tensors
     tied_embeddings: bool = False  # no output.weight: the token embedding doubles as the output layer
     metadata: dict[str, object] = field(default_factory=dict)  # scalars and short arrays, verbatim
@@ -171,6 +175,9 @@ def split_parts(path: Path) -> list[Path]:
 
 
 _LAYER_RE = re.compile(r"^blk\.(\d{1,9})\.")
+# A MoE model's experts, every expert of a layer in one tensor: llama.cpp's own pattern for them
+# (LLM_FFN_EXPS_REGEX, what llama-server's --cpu-moe keeps in host memory)
+EXPERTS_PATTERN = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 
 
 class _Numbers:
@@ -222,7 +229,7 @@ def _summarize(path: str, file_size: int, headers: list[Header]) -> ModelInfo:
     kv_heads = num.counts("attention.head_count_kv", MAX_HEADS, n_head)
     kv_per_layer = kv_heads[:n_layers] if isinstance(kv_heads, list) else [kv_heads] * n_layers
     head_dim = n_embd // n_head if n_head else 0
-    layer_bytes, other = _weights(tensors, n_layers)
+    layer_bytes, expert_bytes, other = _weights(tensors, n_layers)
     mix: Counter[str] = Counter()
     for t in tensors:
         mix[t.type_name] += t.n_bytes
@@ -258,6 +265,8 @@ def _summarize(path: str, file_size: int, headers: list[Header]) -> ModelInfo:
         bos_token=_token(kv, tokens, "bos"),
         eos_token=_token(kv, tokens, "eos"),
         layer_bytes=layer_bytes,
+        expert_bytes=expert_bytes if any(expert_bytes) else [],
+        spans=_spans(tensors, n_layers),
         other_bytes=other,
         tied_embeddings=not any(t.name == "output.weight" for t in tensors),
         metadata={k: v for k, v in kv.items() if not isinstance(v, Skimmed) and (not isinstance(v, list) or len(v) <= 64)},
@@ -265,21 +274,45 @@ def _summarize(path: str, file_size: int, headers: list[Header]) -> ModelInfo:
     )
 
 
-def _weights(tensors: list[TensorInfo], n_layers: int) -> tuple[list[int], dict[str, int]]:
-    """Bytes of each repeating block, and of the input, output and other tensors."""
-    layer_bytes = [0] * n_layers
+def _weights(tensors: list[TensorInfo], n_layers: int) -> tuple[list[int], list[int], dict[str, int]]:
+    """Bytes of each repeating block, of the experts in each, and of the input, output and other tensors."""
+    layer_bytes, expert_bytes = [0] * n_layers, [0] * n_layers
     other: dict[str, int] = defaultdict(int)
+    experts = re.compile(EXPERTS_PATTERN)
     for t in tensors:
         m = _LAYER_RE.match(t.name)
         if m and int(m.group(1)) < n_layers:
             layer_bytes[int(m.group(1))] += t.n_bytes
+            if experts.search(t.name):
+                expert_bytes[int(m.group(1))] += t.n_bytes
         elif t.name.startswith("token_embd"):
             other["input"] += t.n_bytes
         elif t.name.startswith("output"):
             other["output"] += t.n_bytes
         else:
             other["other"] += t.n_bytes
-    return layer_bytes, dict(other)
+    return layer_bytes, expert_bytes, dict(other)
+
+
+def _spans(tensors: list[TensorInfo], n_layers: int) -> dict[str, list[int]]:
+    """Each group's range of the file (``ModelInfo.spans``); a group whose tensors lie in two files keeps the first."""
+    spans: dict[str, list[int]] = {}
+    experts = re.compile(EXPERTS_PATTERN)
+
+    def widen(group: str, t: TensorInfo) -> None:
+        span = spans.setdefault(group, [t.file_index, t.offset, t.offset + t.n_bytes])
+        if span[0] == t.file_index:
+            span[1], span[2] = min(span[1], t.offset), max(span[2], t.offset + t.n_bytes)
+
+    for t in tensors:
+        m = _LAYER_RE.match(t.name)
+        if m and int(m.group(1)) < n_layers:
+            widen(f"blk.{m.group(1)}", t)
+            if experts.search(t.name):
+                widen(f"exps.{m.group(1)}", t)
+        else:
+            widen("input" if t.name.startswith("token_embd") else "output" if t.name.startswith("output") else "other", t)
+    return spans
 
 
 def _main_type(mix: Counter[str]) -> str:

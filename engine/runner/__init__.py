@@ -2,13 +2,15 @@
 loaded model, and owns its llama.cpp context.
 
 ``process.py`` is the process (the pipe reader and the one worker thread that owns the ``Llama``);
-``batch.py`` decodes the requests of every slot together, step by step; ``sampler.py`` samples each
-sequence; ``decode.py`` turns tokens into text and a reply's usage; ``tokens.py`` tokenizes prompts;
-``kvstate.py`` restores and saves slots' KV states in the prompt cache; ``threads.py`` times each
-step and chooses its thread counts, within the share of the cores the runtime gives the runner. Nothing here is imported by
-the server's side: the runtime starts a runner with ``python -m fireside.engine.runner``
-(``__main__.py``; a frozen install with ``--fireside-runner``, ``installers/entry.py``) and talks to
-it through the ground floor's ``protocol.py``. It imports nothing of the engine but the ground floor.
+``batch.py`` decodes the requests of every slot together, step by step, in a context that gives each slot a KV
+stream of its own (``kvstreams.py``); ``gather.py`` lets requests sent together share their first step;
+``sampler.py`` samples each sequence; ``decode.py`` turns tokens into text and a reply's usage; ``tokens.py``
+tokenizes prompts; ``kvstate.py`` restores and saves slots' KV states in the prompt cache; ``threads.py``
+times each step and chooses its thread counts, within the share of the cores the runtime gives the runner.
+Nothing here is imported by the server's side: the runtime starts a runner with ``python -m
+fireside.engine.runner`` (``__main__.py``; a frozen install with ``--fireside-runner``,
+``installers/entry.py``) and talks to it through the ground floor's ``protocol.py``. It imports nothing of the
+engine but the ground floor.
 
 Offers (the server's side uses nothing else): the prompt cache folder's format, ``kvcache`` (entries, sizes,
 clearing) and its ``CacheConfig``; ``kvstate.py`` is the runner's reader and writer of it. Names load on

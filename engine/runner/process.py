@@ -11,7 +11,7 @@ thread turns the prompts of ``generate``, ``tokenize`` and ``embed`` requests in
 streams being decoded (``tokens.py``); one worker thread owns the ``Llama``'s context. It takes requests off a queue in order and hands ``generate`` requests to
 the batch engine (``batch.py``), which decodes every request in a slot together, one step at a time;
 between steps the worker takes the next requests, so a new one joins the running batch (and
-requests sent together share their first step: ``Gather`` in ``batch.py``). With the
+requests sent together share their first step: ``Gather`` in ``gather.py``). With the
 prompt cache on (``kvstate.py``), a writer thread saves the slots' KV states after their replies.
 """
 
@@ -30,7 +30,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..protocol import FramedPipe, PipeClosed
-from .batch import BatchEngine, Gather, sequences, slot_context
+from .batch import BatchEngine
+from .gather import Gather
+from .kvstreams import sequences, slot_context
 from .threads import yield_cpu
 
 TOKENIZED = ("generate", "tokenize", "embed")  # the requests the tokenizer thread sees first
@@ -38,17 +40,21 @@ _BUFFER_RE = re.compile(r"(\S+)\s+(model|KV|compute|output|RS) buffer size\s*=\s
 
 
 @contextlib.contextmanager
-def model_params(extra_bufts: bool, on_progress: Any = None, devices: list[str] | None = None) -> Iterator[None]:
+def model_params(extra_bufts: bool, on_progress: Any = None, devices: list[str] | None = None,
+                 host_tensors: list[str] | None = None) -> Iterator[None]:
     """Around ``llama_cpp.Llama(...)``: its model is loaded with ``use_extra_bufts`` as given (off: no AMX
-    or CPU-repack kernels, see healing.py), given one, ``on_progress`` as its progress callback, and
-    given ``devices`` (names from ``fireside hw``), offloading to those devices only (``Llama`` has no
-    parameter for any of them, so its default model params are wrapped)."""
+    or CPU-repack kernels, see healing.py), given one, ``on_progress`` as its progress callback, given
+    ``devices`` (names from ``fireside hw``), offloading to those devices only, and given
+    ``host_tensors`` (regexes over tensor names: a MoE model's experts, the planner's
+    ``EXPERTS_PATTERN``), keeping those tensors in host memory whatever layer they are in (``Llama``
+    has no parameter for any of them, so its default model params are wrapped)."""
     import llama_cpp
 
-    from ..ggml import device_handles
+    from ..ggml import device_handles, host_overrides
 
     default_params = llama_cpp.llama_model_default_params
     handles = device_handles(devices) if devices is not None else None  # alive until the load is done
+    places = host_overrides(host_tensors) if host_tensors else None  # likewise
 
     def params():
         p = default_params()
@@ -57,6 +63,8 @@ def model_params(extra_bufts: bool, on_progress: Any = None, devices: list[str] 
             p.progress_callback = on_progress
         if handles is not None:
             p.devices = ctypes.cast(handles, ctypes.c_void_p)
+        if places is not None:
+            p.tensor_buft_overrides = ctypes.cast(places, ctypes.c_void_p)
         return p
 
     llama_cpp.llama_cpp.llama_model_default_params = llama_cpp.llama.llama_cpp.llama_model_default_params = params
@@ -255,10 +263,11 @@ class Runner:
         if not tiled:  # ggml reads it at its first matrix product, and a runner loads one model: none ran yet
             os.environ["GGML_CPU_TILED_MM"] = "0"
         devices = kwargs.pop("devices", None)  # llama_model_params.devices: not a Llama() keyword
+        host_tensors = kwargs.pop("host_tensors", None)  # llama_model_params.tensor_buft_overrides: likewise
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
         started = time.monotonic()
         try:
-            with model_params(extra_bufts, on_progress, devices), sequences(kwargs) as seq_kwargs:
+            with model_params(extra_bufts, on_progress, devices, host_tensors), sequences(kwargs) as seq_kwargs:
                 self.llama = llama_cpp.Llama(model_path=msg["path"], verbose=False, **seq_kwargs)
         except Exception as exc:
             if cancel.is_set():
@@ -271,7 +280,8 @@ class Runner:
         vision_error = self._load_projector(msg.get("mmproj"), kwargs)
         draft_error = self._load_draft(msg.get("draft"), dict(kwargs, devices=devices), extra_bufts)
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj"),
-                                              devices=devices, **({} if tiled else {"tiled_mm": False})))
+                                              devices=devices, **({} if tiled else {"tiled_mm": False}),
+                                              **({"host_tensors": host_tensors} if host_tensors else {})))
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
         from .tokens import longest_piece

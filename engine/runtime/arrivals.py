@@ -2,7 +2,7 @@
 
 Requests sent together should share their first step, as in llama-server; a runner cannot see a
 request the server is still reading, so it used to wait a quiet period for one whenever its clients
-had lately sent requests together (``Gather``, ``runner/batch.py``), and a person or a script sending
+had lately sent requests together (``Gather``, ``runner/gather.py``), and a person or a script sending
 one request at a time after such a burst paid that wait on each. Now the server takes a ``Ticket``
 for each generation request as soon as its headers are read (before its body, its checks, its
 template), and the runtime hands the ticket in as it sends the request to its runner, telling the

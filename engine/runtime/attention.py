@@ -11,7 +11,7 @@ fastest (``choose``). The choice is one per load, not per depth: the kinds hold 
 different types, so switching would mean converting or re-evaluating every slot's history.
 
 Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
-step (issue 41: ``batch.py``), so a kind that is not exact must beat it by ``MARGIN`` to be chosen, and
+step (issue 41: ``runner/batch.py``), so a kind that is not exact must beat it by ``MARGIN`` to be chosen, and
 a load that uses it says that batched and drafted replies may then differ from a reply decoded alone.
 
 Remembered per machine like the healing rungs (``healing.py``): ``attention.json`` in the data

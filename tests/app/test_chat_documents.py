@@ -92,7 +92,7 @@ def test_a_long_pdf_is_retrieved_from_and_its_sources_name_the_page(qtbot, make_
     assert view.sources.toggle.text() == "Sources (1) · 1 cited · found by keywords"
     with qtbot.waitSignal(page.source_shown, timeout=10_000):
         view.body.anchorClicked.emit(QUrl("source:1"))
-    page.source_dialog.close()
+    page.viewers.source_dialog.close()
 
     conv_id = page.conv_id
     first.stop()
@@ -163,10 +163,10 @@ def test_bad_documents_are_refused_in_words_and_the_text_stays(qtbot, app, tmp_p
     assert page.composer.toPlainText() == "Summarise this" and not page.bar.doc_chips
     assert not list((app.settings.data_dir / "documents").glob("*.*"))  # nothing saved
 
-    page.attach_document(good)  # taken off while it is read: dropped, nothing said
+    page.attacher.attach_document(good)  # taken off while it is read: dropped, nothing said
     [key] = page.bar.doc_chips
     page.bar.doc_chips[key].remove_button.click()
-    qtbot.waitUntil(lambda: not page._reading, timeout=10_000)
+    qtbot.waitUntil(lambda: not page.attacher._reading, timeout=10_000)
     assert not page.bar.doc_chips and not any("good.pdf" in said for said in fresh_feedback)
     assert drop(qtbot, page, good).label == "good.pdf"  # the next one is fine
     assert page.composer.toPlainText() == "Summarise this"
@@ -217,7 +217,7 @@ def test_documents_are_read_indexed_and_saved_off_the_gui_thread_and_an_edit_bri
     view = page.transcript.view(reply_id)
     with qtbot.waitSignal(page.source_shown, timeout=10_000):
         view.sources.list.linkActivated.emit("source:1")
-    page.source_dialog.close()
+    page.viewers.source_dialog.close()
     user = app.ctx.store.thread(page.conv_id)[0]
     with qtbot.waitSignal(page.document_attached, timeout=30_000):
         page.transcript.view(user.id).edit_button.click()  # the edited message's document comes back
@@ -305,7 +305,7 @@ def test_a_pdf_shows_its_reading_progress_and_taking_it_off_stops_the_reading(qt
 
     big = long_pdf(tmp_path / "big.pdf", pages=400)
     shown.clear(), read.clear()
-    page.attach_document(big)
+    page.attacher.attach_document(big)
     [key] = page.bar.doc_chips
     qtbot.waitUntil(lambda: bool(shown), timeout=20_000)
     assert page.bar.doc_chips[key].progress.maximum() == 400
@@ -313,6 +313,6 @@ def test_a_pdf_shows_its_reading_progress_and_taking_it_off_stops_the_reading(qt
     page.send()  # not yet: the document would be left out
     assert "big.pdf is still being read" in fresh_feedback[-1] and page.composer.toPlainText() == "Summarise it"
     page.bar.doc_chips[key].remove_button.click()
-    qtbot.waitUntil(lambda: not page._reading, timeout=20_000)
+    qtbot.waitUntil(lambda: not page.attacher._reading, timeout=20_000)
     assert max(read) < 400 and not page.bar.doc_chips  # it stopped between pages, and nothing was attached
     assert not any(p.suffix == ".pdf" and p.name.startswith(".") for p in (app.settings.data_dir / "documents").glob("*"))

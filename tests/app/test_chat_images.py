@@ -87,8 +87,8 @@ def test_an_image_is_sent_answered_kept_and_shown_after_a_restart(qtbot, make_ap
     qtbot.waitUntil(lambda: not card.pictures.buttons[attachment.name].icon().isNull(), timeout=10_000)
     with qtbot.waitSignal(page.image_viewed, timeout=10_000):
         card.pictures.buttons[attachment.name].click()
-    assert page.viewer.picture.pixmap().size().toTuple() == (120, 80)  # full size
-    page.viewer.close()
+    assert page.viewers.viewer.picture.pixmap().size().toTuple() == (120, 80)  # full size
+    page.viewers.viewer.close()
 
     # the next turn sends the image again: the first turn's prompt, image included, comes from the cache
     second_id, state = send(qtbot, page, "And its colours?", max_tokens=6)
@@ -209,7 +209,7 @@ def test_images_are_read_decoded_and_written_off_the_gui_thread(qtbot, make_app,
     card = page.transcript.view(first.ctx.store.thread(page.conv_id)[0].id)
     with qtbot.waitSignal(page.image_viewed, timeout=10_000):
         card.pictures.buttons[name].click()
-    page.viewer.close()
+    page.viewers.viewer.close()
     md = tmp_path / "chat.md"
     page.export(page.conv_id, "markdown", md)
     qtbot.waitUntil(md.exists, timeout=10_000)

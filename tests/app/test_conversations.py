@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from fireside.app.chat.transcript import MessageView
+from fireside.app.chat.messagecard import MessageView
 from fireside.app.store import Message
 
 

@@ -67,18 +67,18 @@ def test_the_share_switch_shares_over_tls_its_code_pairs_a_device_and_revoke_shu
     panel, me = _panel(app), f"alpha{os.getpid()}"
     app.ctx.prefs.set("sharing", {"host": "127.0.0.1", "port": 0, "name": me})
     with qtbot.wait_signal(app.ctx.bridge.devices.sharing_started, timeout=WAIT_MS) as started:
-        panel.share.click()
+        panel.sharing.share.click()
     url = started.args[0].url
     host, port = "127.0.0.1", int(url.rsplit(":", 1)[1])
-    assert url.startswith("https://") and "Sharing" in panel.share_state.text()
+    assert url.startswith("https://") and "Sharing" in panel.sharing.share_state.text()
     pem = peer_certificate(host, port)  # a real TLS listener, with the certificate the page names
     fingerprint = Identity.load_or_create(app.ctx.settings).fingerprint
-    assert panel.me.toolTip() == f"SHA-256 {fingerprint}" and me in panel.me.text()
+    assert panel.sharing.me.toolTip() == f"SHA-256 {fingerprint}" and me in panel.sharing.me.text()
     assert [f.fingerprint for f in browse(5.0, want=me) if f.name == me] == [fingerprint]  # announced by mDNS
 
-    panel.code_button.click()
-    code = re.search(r"\d{3}-\d{3}", panel.code.text()).group(0)
-    assert "expires in 4:5" in panel.code.text() or "expires in 5:00" in panel.code.text()
+    panel.sharing.code_button.click()
+    code = re.search(r"\d{3}-\d{3}", panel.sharing.code.text()).group(0)
+    assert "expires in 4:5" in panel.sharing.code.text() or "expires in 5:00" in panel.sharing.code.text()
     settings_b, book_b, identity_b = _other_device(tmp_path, "laptop")
     paired = pair(book_b, identity_b, "laptop", me, host, port, code)
     token = book_b.token(paired)
@@ -95,8 +95,8 @@ def test_the_share_switch_shares_over_tls_its_code_pairs_a_device_and_revoke_shu
     assert refused.status_code == 401
 
     with qtbot.wait_signal(app.ctx.bridge.devices.sharing_stopped, timeout=WAIT_MS):
-        panel.share.click()
-    assert not panel.share.isChecked() and not panel.code_button.isEnabled() and panel.code.text() == ""
+        panel.sharing.share.click()
+    assert not panel.sharing.share.isChecked() and not panel.sharing.code_button.isEnabled() and panel.sharing.code.text() == ""
     with pytest.raises(DeviceError):
         peer_certificate(host, port)
 

@@ -13,8 +13,9 @@ import stat
 import pytest
 
 from fireside.app import export
+from fireside.app.migrations import SCHEMA_VERSION, migrate
 from fireside.app.prefs import Prefs
-from fireside.app.store import SCHEMA_VERSION, Store, migrate
+from fireside.app.store import Store
 from fireside.engine.errors import ReadOnlyData
 from fireside.engine.remote.registry import RemoteRegistry
 from fireside.engine.settings import Settings

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from fireside.app.bridge.loader import describe_options
 from fireside.engine.models import hardware
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.models.planner import plan_fit
 from tests.helpers.driving import open_load_dialog
 
 

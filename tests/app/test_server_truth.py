@@ -20,13 +20,13 @@ def _share(app, qtbot, host: str = "127.0.0.1"):
     devices = app.window.pages["Server"].devices
     app.ctx.prefs.set("sharing", {"host": host, "port": 0, "announce": False})
     with qtbot.wait_signal(app.ctx.bridge.devices.sharing_started, timeout=WAIT_MS) as started:
-        devices.share.click()
+        devices.sharing.share.click()
     return started.args[0]
 
 
 def _unshare(app, qtbot):
     with qtbot.wait_signal(app.ctx.bridge.devices.sharing_stopped, timeout=WAIT_MS):
-        app.window.pages["Server"].devices.share.click()
+        app.window.pages["Server"].devices.sharing.share.click()
 
 
 def test_sharing_on_every_interface_shows_an_address_another_device_can_use(qtbot, app):
@@ -36,7 +36,7 @@ def test_sharing_on_every_interface_shows_an_address_another_device_can_use(qtbo
     try:
         host = device.url.split("://", 1)[1].rsplit(":", 1)[0]
         assert "0.0.0.0" not in device.url and host in (local_addresses() or ["localhost"])
-        for text in (page.state.text(), app.window.server_label.text(), page.devices.share_state.text()):
+        for text in (page.state.text(), app.window.server_label.text(), page.devices.sharing.share_state.text()):
             assert device.url in text and "0.0.0.0" not in text
         assert "Sharing" in page.state.text() and "API server stopped" in page.state.text()
         assert "sharing with paired devices" in app.window.server_label.text()
@@ -72,7 +72,7 @@ def test_sharing_left_on_comes_back_after_the_window_shows_and_says_so(qtbot, ma
     window = fireside.start()
     try:
         devices = fireside.ctx.bridge.devices
-        assert not window.pages["Server"].devices.share.isChecked()  # nothing started while the window is built
+        assert not window.pages["Server"].devices.sharing.share.isChecked()  # nothing started while the window is built
         with qtbot.wait_signal(devices.sharing_started, timeout=WAIT_MS) as started:
             window.show()
         notice = window.notice

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication
 
 from fireside.app.bridge import EngineBridge, Tasks
 from fireside.app.bridge.tools import AppTools
+from fireside.app.chat.request import request_messages
 from fireside.app.chat.session import ChatSession
 from fireside.app.prefs import Prefs
 from fireside.app.store import Store
@@ -127,7 +128,7 @@ def test_a_tool_call_waits_on_its_own_thread_and_a_gui_slot_runs_it(qtbot, sessi
     roles = [m.role for m in session.thread()[0]]
     assert roles == ["user", "assistant", "tool", "assistant"] and session.thread()[0][-1].id == reply_id
     assert MARKER in session.thread()[0][2].content
-    assert session.request_messages(session.conv_id)[2]["role"] == "tool"
+    assert request_messages(session.store, session.conv_id)[2]["role"] == "tool"
     assert session.store.message(reply_id).stats["tool_step_limit"] == 1, "the chat's step limit was kept"
 
 

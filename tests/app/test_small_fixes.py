@@ -15,8 +15,9 @@ from PySide6.QtWidgets import QPushButton, QStyle
 from fireside.engine.library import Library
 from fireside.engine.library import library as library_module
 from fireside.engine.models import hardware
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.models.planner import plan_fit
 from fireside.engine.settings import Settings
 from tests.helpers.driving import open_load_dialog
 from tests.helpers.gguf_builder import build_gguf

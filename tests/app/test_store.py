@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from fireside.app.store import MIGRATIONS, SCHEMA_VERSION, Store, migrate
+from fireside.app.migrations import MIGRATIONS, SCHEMA_VERSION, migrate
+from fireside.app.store import Store
 
 
 def test_wal_and_schema_version(tmp_path):

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from fireside.app.chat.request import request_messages
 from fireside.app.chat.toolcard import ToolCallView
 from fireside.engine.mcp import McpConfig
 from fireside.engine.settings import Settings
@@ -85,7 +86,7 @@ def test_the_card_shows_the_call_and_run_feeds_the_result_back(qtbot, tools_app,
     assert done.result.isVisible() and MARKER in done.result.toPlainText()
     assert isinstance(done.result, type(done.arguments)) and done.result.isReadOnly()
     # What the model read for its answer: the question, its call, and the tool's result.
-    messages = page.session.request_messages(page.conv_id)[:-1]
+    messages = request_messages(page.store, page.conv_id)[:-1]
     prompt = loaded_runtime.render_prompt("starter", ChatRequest(messages=messages))
     assert MARKER in prompt and QUESTION in prompt
 
@@ -97,7 +98,7 @@ def test_deny_does_not_run_the_call_and_tells_the_model(qtbot, tools_app, loaded
     assert state == "complete" and weather_calls(tools_app) == before
     tool = tools_app.ctx.store.thread(page.conv_id)[2]
     assert tool.tool["outcome"] == "denied" and "denied" in page.transcript.view(tool.id).toggle.text()
-    messages = page.session.request_messages(page.conv_id)[:-1]
+    messages = request_messages(page.store, page.conv_id)[:-1]
     prompt = loaded_runtime.render_prompt("starter", ChatRequest(messages=messages))
     assert "The user denied this call to weather; it was not run." in prompt and MARKER not in prompt
 

@@ -49,7 +49,7 @@ def test_cards_wrap_without_sideways_scrolling(qtbot, make_app, shared_runtime, 
 
 
 def test_your_text_is_shown_exactly_as_typed(qtbot):
-    from fireside.app.chat.transcript import MessageView
+    from fireside.app.chat.messagecard import MessageView
     from fireside.app.store import Message
 
     typed = "<think>\nwhy is **this** `<b>` not bold?\n\n<div>x</div> & done"
@@ -59,7 +59,7 @@ def test_your_text_is_shown_exactly_as_typed(qtbot):
 
 
 def test_model_markdown_renders_but_raw_html_stays_text(qtbot):
-    from fireside.app.chat.transcript import MessageView
+    from fireside.app.chat.messagecard import MessageView
     from fireside.app.store import Message
 
     text = "<think>\nplanning\n</think>\n\nA **bold** word and <b>a tag</b>.\n\n<div>block</div>"
@@ -74,7 +74,7 @@ def test_model_markdown_renders_but_raw_html_stays_text(qtbot):
 
 
 def test_a_failed_reply_offers_retry(qtbot):
-    from fireside.app.chat.transcript import MessageView
+    from fireside.app.chat.messagecard import MessageView
     from fireside.app.store import Message
 
     card = MessageView(Message(3, 1, 1, "assistant", "half a repl", "error", "m", 0.0), (0, 1))
@@ -89,7 +89,7 @@ def test_a_failed_reply_offers_retry(qtbot):
 
 
 def test_the_stats_line_shows_the_share_of_drafted_tokens_accepted():
-    from fireside.app.chat.transcript import format_stats
+    from fireside.app.chat.messagecard import format_stats
     from fireside.engine.types import Usage
 
     drafted = {"finish_reason": "stop", **Usage(completion_tokens=50, draft_tokens=40, accepted_draft_tokens=30).to_dict()}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 

@@ -3,7 +3,7 @@ of the keyed test server. Kept here, not in a conftest, so test modules import t
 
 from __future__ import annotations
 
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 
 SMALL = LoadOptions(context=2048)  # a short context: SmolLM2 loads in a moment on two cores
 API_KEY = "test-key-0123456789"  # the key of tests/server/conftest.py's keyed server

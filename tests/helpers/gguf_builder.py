@@ -37,10 +37,14 @@ class Shape:
     n_ff: int
     n_vocab: int
     n_ctx: int
+    n_expert: int = 0  # a MoE model's experts per layer (Mixtral's shape), each n_ff wide
+    n_expert_used: int = 0
 
 
 LLAMA_8B = Shape(n_layers=36, n_embd=4096, n_head=32, n_kv_head=8, n_ff=12288, n_vocab=151936, n_ctx=131072)  # Qwen3-8B-like
 LLAMA_70B = Shape(n_layers=80, n_embd=8192, n_head=64, n_kv_head=8, n_ff=28672, n_vocab=128256, n_ctx=131072)
+MIXTRAL_8X7B = Shape(n_layers=32, n_embd=4096, n_head=32, n_kv_head=8, n_ff=14336, n_vocab=32000, n_ctx=32768,
+                     n_expert=8, n_expert_used=2)
 TINY = Shape(n_layers=4, n_embd=64, n_head=4, n_kv_head=2, n_ff=128, n_vocab=64, n_ctx=2048)
 
 
@@ -79,6 +83,9 @@ def _add_header(w: GGUFWriter, name: str, s: Shape, file_type: LlamaFileType, ch
     w.add_feed_forward_length(s.n_ff)
     w.add_head_count(s.n_head)
     w.add_head_count_kv(s.n_kv_head)
+    if s.n_expert:
+        w.add_expert_count(s.n_expert)
+        w.add_expert_used_count(s.n_expert_used)
     w.add_file_type(file_type)
     if sliding_window:
         w.add_sliding_window(sliding_window)
@@ -179,10 +186,16 @@ def _tensors(s: Shape, weight: GGMLQuantizationType, output: GGMLQuantizationTyp
             (b + "attn_v.weight", (kv, s.n_embd), weight),
             (b + "attn_output.weight", (s.n_embd, s.n_embd), weight),
             (b + "ffn_norm.weight", (s.n_embd,), Q.F32),
-            (b + "ffn_gate.weight", (s.n_ff, s.n_embd), weight),
-            (b + "ffn_up.weight", (s.n_ff, s.n_embd), weight),
-            (b + "ffn_down.weight", (s.n_embd, s.n_ff), weight),
         ]
+        if s.n_expert:  # the router, then every expert of the layer in one tensor each
+            out += [(b + "ffn_gate_inp.weight", (s.n_expert, s.n_embd), Q.F32),
+                    (b + "ffn_gate_exps.weight", (s.n_expert, s.n_ff, s.n_embd), weight),
+                    (b + "ffn_up_exps.weight", (s.n_expert, s.n_ff, s.n_embd), weight),
+                    (b + "ffn_down_exps.weight", (s.n_expert, s.n_embd, s.n_ff), weight)]
+        else:
+            out += [(b + "ffn_gate.weight", (s.n_ff, s.n_embd), weight),
+                    (b + "ffn_up.weight", (s.n_ff, s.n_embd), weight),
+                    (b + "ffn_down.weight", (s.n_embd, s.n_ff), weight)]
     out += [("output_norm.weight", (s.n_embd,), Q.F32), ("output.weight", (s.n_vocab, s.n_embd), output)]
     return out
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from fireside.engine.facade import Engine
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.remote import RemoteEngine, RemoteRegistry
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app

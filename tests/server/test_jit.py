@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.server import ServerThread, create_app
 

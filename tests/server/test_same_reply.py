@@ -7,11 +7,11 @@ with busy processes taking the cores (so the runner's thread count moves, runner
 the request alone or among three other streams; with and without a ``prediction`` and a draft model
 (speculative decoding verifies guesses in batches). The prompt is long enough (600 tokens or more) that
 every path llama.cpp's CPU attention can take is reached: on an f16 KV cache each of these cases moved
-the logits (models/planner.py, ``kv_for``). Log-probabilities are compared exactly: a changed path shows
+the logits (models/exactness.py, ``kv_for``). Log-probabilities are compared exactly: a changed path shows
 there even where no near tie flips a word. The weights' side is checked on a Q4_K_M copy of the starter:
 K-quant weights in a batch of 8 rows or more took a tiled kernel that rounds otherwise than a decoded
 token's (and on AVX2 a repacked one at 4 rows), so a prediction's verification or another stream's prompt
-in the same step moved the reply (``planner.BATCH_VARIANT_TYPES``).
+in the same step moved the reply (``exactness.BATCH_VARIANT_TYPES``).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def test_ctrl_c_stops_the_reply_and_the_next_prompt_works():
 
 
 def test_ps_lists_what_a_running_server_has_loaded(tmp_path):
-    from fireside.engine.models.planner import LoadOptions
+    from fireside.engine.models.fitplan import LoadOptions
     from fireside.engine.runtime.runtime import Runtime
     from fireside.engine.server import ServerThread, create_app
     from fireside.engine.settings import Settings

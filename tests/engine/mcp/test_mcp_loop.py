@@ -9,7 +9,7 @@ import pytest
 
 from fireside.engine.mcp import McpConfig, McpHub, Timeouts
 from fireside.engine.mcp.loop import PendingCall, ToolLoop
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling

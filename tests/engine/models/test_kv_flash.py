@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.models.planner import plan_fit
 from tests.engine.models.test_planner import machine
 from tests.helpers.cli import fireside
 from tests.helpers.gguf_builder import LLAMA_8B, Q, write_model

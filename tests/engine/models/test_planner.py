@@ -6,10 +6,12 @@ from dataclasses import replace
 
 import pytest
 
+from fireside.engine.models.exactness import exact_replies, replies_text
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.hardware import Device, Hardware
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, exact_replies, plan_fit, replies_text
-from tests.helpers.gguf_builder import LLAMA_8B, LLAMA_70B, Q, write_model
+from fireside.engine.models.planner import plan_fit
+from tests.helpers.gguf_builder import LLAMA_8B, LLAMA_70B, MIXTRAL_8X7B, Q, write_model
 
 GiB = 1024**3
 
@@ -35,7 +37,7 @@ def test_no_gpu_runs_on_the_cpu_with_everything_in_ram(q8b):
     plan = plan_fit(q8b, machine(), LoadOptions(context=8192, parallel=1))
     assert (plan.verdict, plan.n_gpu_layers, plan.gpus) == ("cpu_only", 0, [])
     assert plan.ram.weights_bytes == q8b.weights_bytes
-    assert plan.kv_type == "q8_0"  # on the CPU, the cache that keeps replies exact (planner.kv_for)
+    assert plan.kv_type == "q8_0"  # on the CPU, the cache that keeps replies exact (exactness.kv_for)
     assert plan.ram.kv_bytes == 144 * 1024 * 8192 * 17 // 32  # 0.6 GiB: 1.125 GiB were it f16
     assert plan.llama_kwargs()["n_gpu_layers"] == 0 and plan.llama_kwargs()["type_k"] == 8
 
@@ -236,3 +238,46 @@ def test_planned_device_and_host_bytes_are_set_beside_llama_cpps_buffers(q8b):
     g = plan.gpus[0]
     assert cmp["device"]["planned"] == g.weights_bytes + g.kv_bytes + g.compute_bytes  # the reserve is not allocated
     assert 0 < cmp["device"]["planned"] < plan.gpu_bytes
+
+
+@pytest.fixture(scope="module")
+def mixtral(tmp_path_factory):
+    return inspect_file(write_model(tmp_path_factory.mktemp("p") / "8x7b.gguf", MIXTRAL_8X7B, weight=Q.Q4_K,
+                                    output=Q.Q6_K))
+
+
+def test_a_moe_models_experts_stay_in_ram_when_that_puts_every_layer_on_the_gpu(mixtral):
+    """Mixtral 8x7B (25 GB of Q4_K) on a 12 GB card: whole layers, about a third fit; with the experts
+    (96% of a layer's bytes) kept in host memory, the attention of all 32 layers and the output do, and the
+    runner is told to keep them there (llama-server's --cpu-moe)."""
+    hw = machine((12, 11.5), ram=64)
+    whole = plan_fit(mixtral, hw, LoadOptions(context=8192, parallel=1, experts_on_cpu=False))
+    plan = plan_fit(mixtral, hw, LoadOptions(context=8192, parallel=1))
+    assert whole.verdict == "partial" and 5 < whole.n_gpu_layers < 16 and not whole.experts_on_cpu
+    assert plan.experts_on_cpu and plan.n_gpu_layers == 33 and plan.verdict == "partial"  # split by tensor
+    experts = sum(mixtral.expert_bytes)
+    assert experts > 0.9 * sum(mixtral.layer_bytes)
+    assert plan.gpus[0].weights_bytes < 2 * 2**30 and plan.gpus[0].fits  # attention, routers, output
+    assert plan.ram.weights_bytes >= experts
+    assert any("experts" in n and "32 of 32 layers" in n and f"instead of {whole.n_gpu_layers}" in n
+               for n in plan.notes)
+    assert plan.llama_kwargs()["host_tensors"] == [r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"]
+    assert "host_tensors" not in whole.llama_kwargs()
+
+
+def test_experts_stay_where_they_are_when_nothing_is_gained_or_the_user_chose(mixtral, q8b):
+    big = plan_fit(mixtral, machine((80, 79), ram=64), LoadOptions(context=8192, parallel=1))
+    assert big.verdict == "full_gpu" and not big.experts_on_cpu  # the whole model fits: no reason to split
+    cpu = plan_fit(mixtral, machine(ram=64), LoadOptions(context=8192, parallel=1))
+    assert cpu.verdict == "cpu_only" and not cpu.experts_on_cpu and "host_tensors" not in cpu.llama_kwargs()
+    mine = plan_fit(mixtral, machine((12, 11.5), ram=64), LoadOptions(context=8192, parallel=1, n_gpu_layers=8))
+    assert mine.n_gpu_layers == 8 and not mine.experts_on_cpu  # a user's layer count is kept as asked
+    dense = plan_fit(q8b, machine((4, 3.5)), LoadOptions(context=8192, parallel=1))
+    assert dense.verdict == "partial" and not dense.experts_on_cpu and q8b.expert_bytes == []
+
+
+def test_when_even_the_attention_does_not_fit_the_experts_move_anyway_and_more_layers_go(mixtral):
+    plan = plan_fit(mixtral, machine((2, 1.2), ram=64), LoadOptions(context=8192, parallel=1))
+    whole = plan_fit(mixtral, machine((2, 1.2), ram=64), LoadOptions(context=8192, parallel=1, experts_on_cpu=False))
+    assert plan.experts_on_cpu and plan.verdict == "partial" and plan.n_gpu_layers > whole.n_gpu_layers
+    assert plan.gpus[0].fits

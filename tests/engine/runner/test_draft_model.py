@@ -5,7 +5,7 @@ between its logits and the reply's greedy choice it must accept every one of the
 text token for token. Its context evaluates the prompt in one batch and then one token at a time while
 the model verifies a draft in a batch of several: on an f16 KV cache llama.cpp's attention rounds
 those differently (70% of drafts were taken on an AMD EPYC), on the cache a load takes by default
-(models/planner.py, ``kv_for``) it computes each token the same way in either. The tiny text model of
+(models/exactness.py, ``kv_for``) it computes each token the same way in either. The tiny text model of
 the vision pair (SmolLM2's vocabulary, random weights) guesses badly: same text, and its guesses
 stop once they do not pay. A draft whose vocabulary differs in two tokens is refused, with a message
 saying which, and the model loads without it. Compared pairs share the cache state as in test_drafts.py.
@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling

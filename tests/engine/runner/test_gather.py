@@ -1,11 +1,11 @@
-"""When a runner waits for requests sent together, and when it never does (``Gather`` in batch.py): by
+"""When a runner waits for requests sent together, and when it never does (``Gather`` in gather.py): by
 the quiet-period rule, and by what the server says is on its way (``runtime/arrivals.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fireside.engine.runner.batch import GATHER_MAX_S, GATHER_MEMORY_S, GATHER_QUIET_S, Gather
+from fireside.engine.runner.gather import GATHER_MAX_S, GATHER_MEMORY_S, GATHER_QUIET_S, Gather
 
 
 def test_a_lone_user_never_waits():
@@ -69,7 +69,7 @@ def test_a_request_after_the_first_step_ended_is_not_company():
 def test_gathering_stops_after_bursts_in_a_row_without_company():
     """A batch job once, then a person chatting alone: their messages waited 10-30 ms each for ten
     minutes. After ``GATHER_LONE_BURSTS`` lone bursts they do not; a burst with company starts it again."""
-    from fireside.engine.runner.batch import GATHER_LONE_BURSTS
+    from fireside.engine.runner.gather import GATHER_LONE_BURSTS
 
     g = Gather()
     g.arrived(0.0, idle=True)

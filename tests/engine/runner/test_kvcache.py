@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runner import kvcache, kvstate
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from fireside.engine.errors import ContextOverflow
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.prompts.images import decode_image
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings

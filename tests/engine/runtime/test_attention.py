@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from fireside.engine.models import hardware
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions
 from fireside.engine.runtime import attention
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings

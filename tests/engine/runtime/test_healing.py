@@ -18,8 +18,9 @@ import pytest
 
 from fireside.engine.errors import RunnerCrashed
 from fireside.engine.models import hardware
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.inspection import inspect_file
-from fireside.engine.models.planner import LoadOptions, plan_fit
+from fireside.engine.models.planner import plan_fit
 from fireside.engine.runtime import healing
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings

@@ -8,8 +8,9 @@ import psutil
 import pytest
 
 from fireside.engine.errors import LoadCancelled, QueueFull
-from fireside.engine.models.planner import LoadOptions
-from fireside.engine.runtime.runtime import Runtime, _fallback
+from fireside.engine.models.fitplan import LoadOptions
+from fireside.engine.runtime.loading import _fallback
+from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
 from tests.helpers.waiting import wait_until

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from fireside.engine.models import hardware
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.runtime.threadbudget import shares
 from fireside.engine.settings import Settings

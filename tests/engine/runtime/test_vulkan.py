@@ -8,11 +8,13 @@ Needs llama-cpp-python built with Vulkan (``scripts/build-vulkan.sh``) and ``GGM
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from fireside.engine.models import hardware
-from fireside.engine.models.planner import LoadOptions
+from fireside.engine.models.fitplan import LoadOptions
+from fireside.engine.models.inspection import inspect_file
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
@@ -88,3 +90,21 @@ def test_layers_on_the_device_give_the_cpu_reply(runtime, cpu_reply, layers):
         print(f"\n{layers} layers on llvmpipe: the reply parts from the CPU's at character {at}: "
               f"{text[at:at + 40]!r} vs {cpu_reply[at:at + 40]!r}")
         assert at >= 40, (text, cpu_reply)
+
+
+def test_a_moe_models_experts_stay_in_host_memory_while_its_layers_are_on_the_device(tmp_path, moe_model):
+    """The tiny MoE model (4 experts a layer) with every layer on llvmpipe, its experts kept in host memory
+    (``experts_on_cpu``, llama-server's ``--cpu-moe``): the device's model buffer is smaller by exactly the
+    experts' bytes, and the reply is the one with the experts on the device and the CPU's."""
+    rt = Runtime(Settings.from_env({"FIRESIDE_HOME": str(tmp_path)}), resolver=lambda _: moe_model)
+    try:
+        base = LoadOptions(context=512, parallel=1, kv_type="f16")
+        cpu, _ = _reply(rt, base)
+        whole, on_device = _reply(rt, replace(base, device="llvmpipe", n_gpu_layers=-1, experts_on_cpu=False))
+        split, kept = _reply(rt, replace(base, device="llvmpipe", n_gpu_layers=-1, experts_on_cpu=True))
+    finally:
+        rt.close()
+    experts_mib = sum(inspect_file(moe_model).expert_bytes) / 2**20
+    moved = on_device.reported_buffers["Vulkan0 model"] - kept.reported_buffers["Vulkan0 model"]
+    assert abs(moved - experts_mib) < 0.05, (on_device.reported_buffers, kept.reported_buffers)
+    assert split == whole == cpu and len(cpu) > 20

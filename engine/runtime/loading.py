@@ -1,0 +1,343 @@
+"""Starting a model's runner, for the runtime (``runtime.py``): the model file inspected, the fit plan with
+its vision projector's and draft model's memory counted, the attention this machine measured fastest
+(``attention.py``), the runner spawned and its load's progress reported, the safety ladder walked when
+llama.cpp crashes it (``healing.py``) and a failed load tried again with a smaller plan, and what the runner
+answered kept as the model's ``Slot``.
+
+Threading: ``Loader.start`` runs on the thread that asked for the load, which holds that model's load lock
+(``Runtime.load``); loads of different models may run at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import (
+    ContextOverflow,
+    EmbedsOnly,
+    InvalidModelFile,
+    LoadCancelled,
+    ModelNotFound,
+    ModelTooLarge,
+    RunnerCrashed,
+    RuntimeFailure,
+)
+from ..models import (
+    FitPlan,
+    LoadOptions,
+    ModelInfo,
+    hardware,
+    inspect_file,
+    kv_fits,
+    plan_fit,
+    read_projector,
+    with_draft,
+    with_projector,
+)
+from ..prompts import ChatTemplate
+from ..protocol import Segments, max_prompt_chars, prompt_chars
+from ..runner import CacheConfig
+from ..settings import Settings
+from ..types import LoadedModel, LoadProgress
+from . import attention, healing
+from .client import RunnerClient
+from .embedders import embedder_facts, embedding_kwargs
+from .threadbudget import ThreadBudget
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[[LoadProgress], None]
+LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
+
+
+@dataclass
+class Slot:
+    """A loaded model: its runner and what it was loaded with."""
+
+    model_id: str
+    info: ModelInfo
+    plan: FitPlan
+    options: LoadOptions
+    client: RunnerClient
+    template: ChatTemplate
+    add_bos: bool
+    loaded: LoadedModel
+    ttl_s: float
+    busy: int = 0
+    notes: list[str] = field(default_factory=list)
+    max_chars: int = 0  # the longest prompt, in characters, that could fit the context (tokens.py); 0: no cap
+
+    def bounded(self, prompt: str | Segments, what: str = "the prompt") -> None:
+        """Refuse ``prompt`` here, before anything tokenizes it, when it is too long to fit the context
+        whatever it says: a 4 MB prompt would otherwise cost the runner seconds to find that out."""
+        chars = prompt_chars(prompt)
+        if self.max_chars and chars > self.max_chars:
+            n_ctx = self.loaded.n_ctx
+            raise ContextOverflow(f"{self.model_id}: {what} is {chars:,} characters, and a {n_ctx:,}-token context "
+                                  f"holds at most {self.max_chars:,} characters of this model's text", 0, n_ctx)
+
+
+@dataclass(frozen=True)
+class _Spawn:
+    """What one load starts runners for, whatever configuration each try uses."""
+
+    model_id: str
+    path: Path
+    embedding: bool
+    on_progress: ProgressFn | None
+    cancel: threading.Event | None
+    fixed_threads: int | None = None  # the user's --threads: kept as chosen (runner/threads.py)
+    mmproj: str | None = None
+    draft: dict | None = None  # the draft model the runner loads beside it: {"path", "name", "n_gpu_layers"}
+    pooling: int = 1  # an embedding load's llama.cpp pooling type: -1 (the GGUF's own) when it names one, else mean
+    positions: int | None = None  # an encoder's (BERT's) trained positions: its context cannot go past them
+
+
+class Loader:
+    """Starts runners with ``runtime``'s settings, resolver, projectors, workarounds and attention choices
+    (read when a load needs them), and keeps the thread budget its runners share."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        # the cores, split between the runners decoding: made at the first load, told by the runtime who decodes
+        self.budget: ThreadBudget | None = None
+
+    def start(self, model_id: str, opts: LoadOptions, on_progress: ProgressFn | None,
+              cancel: threading.Event | None, ttl_s: float | None, embedding: bool) -> Slot:
+        """Start a runner for ``model_id`` with ``opts`` and return the loaded model's slot."""
+        path = self.runtime.resolver(model_id)
+        try:
+            info = inspect_file(path)
+        except (OSError, InvalidModelFile):
+            if Path(path).exists():
+                raise
+            # removed since the library named it: gone (a 404), as an unknown name is
+            raise ModelNotFound(f"{model_id} is no longer in the models folder") from None
+        if info.embeds_only and not embedding:
+            raise EmbedsOnly(f"{model_id} is an embedding model: it turns text into vectors for search "
+                             "(the embeddings API, or the documents' embedder in Settings) and cannot write replies")
+        template = ChatTemplate(info.chat_template, info.bos_token, info.eos_token)
+        plan, mmproj, draft = self._plan(model_id, Path(path), info, opts, embedding)
+        plan, measure = self._attention(model_id, path, info, opts, plan, embedding)
+        notes = list(plan.notes)
+        warnings: list[str] = []
+        spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
+                       str(mmproj) if mmproj else None,
+                       {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0,
+                        "kv_type": plan.draft_kv}
+                       if draft else None, *embedder_facts(info))
+        if self.budget is None:
+            self.budget = ThreadBudget(hardware.detect().cpu_cores)  # what a load takes when not told
+        client, result, plan = self._spawn_or_smaller(spawn, plan, warnings)
+        if result.get("vision_error"):
+            warnings.append(f"{model_id} loaded for text only: {result['vision_error']}")
+        if result.get("draft_error"):
+            warnings.append(f"{model_id} loaded without a draft model: {result['draft_error']}")
+        notes += warnings
+        gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
+        reported = reported_bytes(result.get("buffers", {}))
+        loaded = LoadedModel(
+            model_id=model_id, path=str(path), pid=client.pid, n_ctx=result["n_ctx"], n_gpu_layers=gpu_layers,
+            n_layers=info.block_count, verdict=plan.verdict, planned_ram_bytes=plan.ram.total_bytes,
+            planned_gpu_bytes=plan.gpu_bytes, rss_bytes=result.get("rss", 0), loaded_at=time.time(),
+            last_used=time.time(), embedding=embedding, notes=notes, reported_bytes=reported,
+            reported_buffers=dict(result.get("buffers", {})),
+            calibration=plan.compare(reported) if reported else {}, warnings=warnings,
+            parallel=result.get("n_seq", plan.parallel), vision=bool(result.get("vision")),
+            draft=result.get("draft") or "",
+        )
+        note_threads(loaded, result.get("threads"))
+        if measure is not None:
+            threading.Thread(target=measure, name="fireside-attention-calibration", daemon=True).start()
+        log.info("loaded %s in runner %d (%s, ctx %d, %d slots)", model_id, client.pid, plan.verdict, loaded.n_ctx,
+                 loaded.parallel)
+        return Slot(model_id, info, plan, opts, client, template, result.get("add_bos", False), loaded,
+                    self.runtime.idle_ttl_s if ttl_s is None else ttl_s, notes=notes,
+                    max_chars=max_prompt_chars(loaded.n_ctx, result.get("longest_piece", 0)))
+
+    def _spawn_or_smaller(self, spawn: _Spawn, plan: FitPlan,
+                          warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
+        """Start a runner for ``plan`` (``_spawn_healing``); when the load fails, but not by a crash the
+        ladder could not heal, once more with a smaller plan (``_fallback``)."""
+        model_id, cancel = spawn.model_id, spawn.cancel
+        try:
+            return self._spawn_healing(spawn, plan, warnings)
+        except (RuntimeFailure, RunnerCrashed) as first:
+            if isinstance(first, LoadCancelled) or (cancel and cancel.is_set()):
+                raise LoadCancelled(f"loading {model_id} was cancelled") from None
+            smaller, change = _fallback(plan)
+            if smaller is None or (isinstance(first, RunnerCrashed) and healing.is_crash(first.signal)):
+                raise
+            log.warning("load of %s failed (%s); retrying with %s", model_id, first, change)
+            warnings.append(f"The first load of {model_id} failed ({first}); it loaded with {change} instead.")
+            return self._spawn_healing(spawn, smaller, warnings)
+
+    def _plan(self, model_id: str, path: Path, info, opts: LoadOptions, embedding: bool):
+        """The fit plan for a load, the vision projector's and draft model's memory counted, the
+        projector's path and the draft model's path; raises ``ModelTooLarge`` for a load llama.cpp would
+        refuse or that does not fit, ``ModelNotFound`` for a draft model that is not there."""
+        if opts.gpu_budget_gib is None and self.runtime.settings.gpu_budget_gib is not None:
+            opts = replace(opts, gpu_budget_gib=self.runtime.settings.gpu_budget_gib)
+        plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
+        mmproj = None if embedding else (opts.mmproj or self.runtime.projectors(model_id, path))
+        projector = read_projector(mmproj) if mmproj else None
+        if projector is not None:
+            plan = with_projector(plan, projector.size, projector.compute_bytes)
+        draft = None
+        if opts.draft and not embedding:
+            try:
+                draft = Path(self.runtime.resolver(opts.draft))
+                plan = with_draft(plan, inspect_file(draft))
+            except (ModelNotFound, OSError, InvalidModelFile) as exc:
+                raise ModelNotFound(f"the draft model for {model_id} cannot be used: {exc}") from None
+        if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
+            raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
+        if not plan.fits and opts.n_gpu_layers is None:
+            raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
+                                f"this machine has free at a {plan.context:,}-token context; try a smaller context "
+                                f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
+        return plan, mmproj, draft
+
+    def _attention(self, model_id: str, path, info: ModelInfo, opts: LoadOptions, plan: FitPlan,
+                   embedding: bool) -> tuple[FitPlan, Callable[[], None] | None]:
+        """The plan with the attention this machine measured fastest for the model's architecture
+        (``attention.py``), when the load left the choice to Fireside (KV type auto, flash attention
+        unset, on the CPU); and, when nothing is remembered yet, the calibration to run after the load."""
+        if embedding or opts.kv_type != "auto" or opts.flash_attn is not None or plan.n_gpu_layers > 0:
+            return plan, None
+        threads = opts.threads or hardware.detect().cpu_cores
+        k = attention.model_key(hardware.detect(), info, threads)
+        entry = self.runtime.attention.get(k)
+        if entry is None:
+            if not self.runtime.calibrate:
+                return plan, None
+
+            def measure() -> None:
+                try:
+                    self.runtime.attention.remember(k, attention.calibrate(str(path), threads), model_id)
+                    log.info("attention calibrated for %s: %s", model_id, attention.describe(self.runtime.attention.get(k)))
+                except Exception as exc:  # a crash or a timeout: the default stays, measured again next time
+                    log.warning("attention calibration for %s failed: %s", model_id, exc)
+            return plan, measure
+        kv, flash = attention.KINDS[entry["kind"]]
+        if kv != "f16" and not kv_fits(info, kv):
+            return plan, None
+        note = f"attention: {attention.describe(entry)}, measured on this machine"
+        return replace(plan, kv_type=kv, flash_attn=flash, notes=[*plan.notes, note]), None
+
+    def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
+        """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk
+        the safety ladder (``healing.py``) until a configuration survives, and remember that one."""
+        key = healing.machine_key(hardware.detect(), spawn.path)
+        remembered = rungs = self.runtime.workarounds.get(key)
+        if rungs:
+            log.info("loading %s with the remembered workaround for this machine: %s", spawn.model_id,
+                     healing.describe(rungs))
+        crashed: RunnerCrashed | None = None
+        while True:
+            try:
+                client, result = self._spawn(spawn, plan, rungs)
+                break
+            except RunnerCrashed as crash:
+                safer = healing.next_rungs(plan, rungs)
+                if not healing.is_crash(crash.signal) or (spawn.cancel and spawn.cancel.is_set()) or safer is None:
+                    if crashed is not None:
+                        raise RunnerCrashed(f"{crash} (also with {healing.describe(rungs)})", crash.signal) from None
+                    raise
+                log.warning("the runner for %s crashed (%s) with %s; retrying with %s", spawn.model_id,
+                            healing.signal_name(crash.signal), healing.describe(rungs) if rungs else "the full "
+                            "configuration", healing.describe(safer))
+                if spawn.on_progress:
+                    spawn.on_progress(LoadProgress(spawn.model_id, 0.0, f"llama.cpp crashed; retrying with "
+                                                                        f"{healing.describe(safer)}"))
+                crashed, rungs = crash, safer
+        if crashed is not None:
+            self.runtime.workarounds.remember(key, rungs, spawn.model_id, f"crashed by {healing.signal_name(crashed.signal)}")
+            warnings.append(f"llama.cpp crashed ({healing.signal_name(crashed.signal)}) while loading "
+                            f"{spawn.model_id}, so Fireside loaded it with {healing.describe(rungs)}; this is "
+                            "remembered for this machine (see Settings or `fireside hw`).")
+        elif remembered:
+            warnings.append(f"{spawn.model_id} loaded with {healing.describe(rungs)}, remembered after a llama.cpp "
+                            "crash on this machine (clear it in Settings or with `fireside hw --clear-workarounds`).")
+        return client, result, healing.apply(plan, rungs)
+
+    def _spawn(self, spawn: _Spawn, plan: FitPlan, rungs: tuple[str, ...] = ()) -> tuple[RunnerClient, dict]:
+        model_id, path, embedding = spawn.model_id, spawn.path, spawn.embedding
+        on_progress, cancel, rt = spawn.on_progress, spawn.cancel, self.runtime
+        client = RunnerClient(model_id, rt.settings.cache_dir / "logs", rt.max_queue, rt.runner_command)
+        kwargs = healing.load_kwargs(plan, rungs)
+        if embedding:
+            kwargs.update(embedding_kwargs(spawn.pooling, spawn.positions, kwargs))
+        try:
+            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
+                                     draft=spawn.draft,
+                                     threads_fixed=spawn.fixed_threads is not None,
+                                     kvcache=None if embedding else cache_config(rt.settings)):
+                if msg["type"] == "progress" and on_progress:  # 1.0 only once loaded and warmed up
+                    on_progress(LoadProgress(model_id, min(msg["fraction"], LOADING_MAX)))
+                elif msg["type"] == "error":
+                    if msg.get("error") == "LoadCancelled":
+                        raise LoadCancelled(f"loading {model_id} was cancelled")
+                    raise RuntimeFailure(f"could not load {model_id}: {msg['message']}")
+                elif msg["type"] == "result":
+                    if on_progress:
+                        on_progress(LoadProgress(model_id, 1.0, "loaded"))
+                    return client, msg
+            raise RuntimeFailure(f"the runner for {model_id} ended the load without an answer")
+        except BaseException:
+            client.close()
+            raise
+
+
+def cache_config(settings: Settings) -> dict | None:
+    """What a runner is told about the prompt cache on disk (``kvcache.py``, ``runner/kvstate.py``); None when it is off."""
+    if not settings.prompt_cache:
+        return None
+    return CacheConfig(str(settings.prompt_cache_dir), settings.prompt_cache_cap_bytes).to_dict()
+
+
+def _never_back(on_progress: ProgressFn | None) -> ProgressFn | None:
+    """``on_progress`` with fractions that never go down: a load retried after a crash (or with a
+    smaller plan) keeps the bar where it was, with a message saying why it waits, instead of
+    emptying it (the retry reads the file from the page cache, so it catches up fast)."""
+    if on_progress is None:
+        return None
+    best = [0.0]
+
+    def report(p: LoadProgress) -> None:
+        best[0] = max(best[0], p.fraction)
+        on_progress(replace(p, fraction=best[0]))
+
+    return report
+
+
+def note_threads(loaded: LoadedModel, threads: dict | None) -> None:
+    """Keep what the runner said about its threads (``runner/threads.py``'s ``now``) for ``ps``."""
+    if threads:
+        loaded.threads, loaded.prompt_threads = threads["decode"], threads["prompt"]
+        loaded.thread_share, loaded.threads_fixed = threads["share"], threads["fixed"]
+
+
+def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:
+    """Sum llama.cpp's logged buffer sizes ("CUDA0 KV": 512.0 MiB, ...) into weights, kv and compute."""
+    out = {"weights": 0.0, "kv": 0.0, "compute": 0.0}
+    for name, mib in buffers.items():
+        kind = name.rsplit(" ", 1)[-1]
+        key = {"model": "weights", "KV": "kv", "RS": "kv"}.get(kind, "compute")
+        out[key] += mib
+    return {k: int(v * 1024 * 1024) for k, v in out.items() if v}
+
+
+def _fallback(plan: FitPlan) -> tuple[FitPlan | None, str]:
+    """A smaller plan to retry a failed load with, and what changed, in words."""
+    if plan.n_gpu_layers > 0:
+        fewer = plan.n_gpu_layers // 2
+        return replace(plan, n_gpu_layers=fewer), f"{fewer} GPU layers instead of {plan.n_gpu_layers}"
+    if plan.context > 2048:
+        half = max(2048, plan.context // 2)
+        return replace(plan, context=half), f"a {half:,}-token context instead of {plan.context:,}"
+    return None, ""
