@@ -15,6 +15,7 @@ llama.cpp allocated.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
 
 MiB = 2**20
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package: the two tiny models
 PROMPT = [{"role": "user", "content": "Write a short story about a lighthouse keeper and a storm."}]
 
 

@@ -10,9 +10,11 @@ User overrides win over every automatic choice. The plan is a plain value: the r
 ``fitplan.py``'s values; the KV cache's type, flash attention and the kernels that keep replies exact
 are ``exactness.py``'s choices.
 
-The estimates follow llama.cpp's own placement: the token embedding stays in host memory, the last
-``n_gpu_layers`` repeating layers go to the GPUs (split by ``tensor_split``), the output layer follows
-them when every layer is offloaded, and each offloaded layer keeps its KV cache beside it.
+The estimates follow llama.cpp's own placement (``_place``), checked against what it allocates on a real
+Vulkan device (``bench/offload.py``): the token embedding stays in host memory, the output layer goes to
+the GPU first, then the last ``n_gpu_layers - 1`` repeating layers (split by ``tensor_split``), each with
+its KV cache beside it; a GPU runs a prompt's large products even for weights in RAM, so it keeps the
+compute buffer; and with mmap the host's weights are one mapped range of the file.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ class _Costs:
     """Per-layer and fixed costs of one model at one context and KV type."""
 
     def __init__(self, info: ModelInfo, ctx: int, kv_type: str, flash: bool, ubatch: int, slots: int = 1,
-                 experts_on_cpu: bool = False):
-        self.info, self.ctx, self.flash, self.ubatch = info, ctx, flash, ubatch
+                 experts_on_cpu: bool = False, mmap: bool = True):
+        self.info, self.ctx, self.flash, self.ubatch, self.mmap = info, ctx, flash, ubatch, mmap
         kv = info.kv_bytes_per_token_by_layer(kv_type)
         # experts kept in host memory whichever device their layer is on (llama.cpp's tensor_buft_overrides)
         self.experts = list(info.expert_bytes) if experts_on_cpu and info.expert_bytes else [0] * len(kv)
@@ -82,6 +84,28 @@ class _Costs:
 
     def compute(self, with_output: bool) -> int:
         return _compute_bytes(self.info, self.ctx, self.ubatch, self.flash, with_output)
+
+    def activations(self) -> int:
+        """A ubatch's activations alone: the compute a host keeps while a device runs the large products."""
+        return min(self.ubatch, self.ctx) * max(self.info.embedding_length, 1) * 4 * 8
+
+    def host_weights(self, first: int, output_on_gpu: bool) -> int:
+        """The host's weights when layers ``first`` and up are offloaded: with mmap, llama.cpp maps the host's
+        tensors as one range of the file (from the first to the last of them, whatever lies between), so
+        that range is what it reports (a file whose layers are stored out of order maps nearly whole)."""
+        held = (self.host_fixed + sum(w for w, _ in self.layers[:first]) + sum(self.experts)
+                + (0 if output_on_gpu else self.output))
+        spans = self.info.spans
+        groups = ["input", "other", *(f"blk.{i}" for i in range(first)), *([] if output_on_gpu else ["output"]),
+                  *(f"exps.{i}" for i in range(first, len(self.layers)) if self.experts[i])]
+        ranges = [spans[g] for g in groups if g in spans]
+        if not (self.mmap and ranges and first < len(self.layers) + 1):
+            return held
+        by_file: dict[int, list[int]] = {}
+        for index, start, end in ranges:
+            lo_hi = by_file.setdefault(index, [start, end])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], start), max(lo_hi[1], end)
+        return max(held, sum(end - start for start, end in by_file.values()))
 
 
 def _offload_devices(hw: Hardware, o: LoadOptions, notes: list[str]) -> tuple[list[Device], list[Device] | None, str | None]:
@@ -113,34 +137,45 @@ def _reserve(dev: Device) -> int:
 
 
 def _place(costs: _Costs, gpus: list[Device], n_gpu: int, ratios: list[float], hw: Hardware) -> tuple[list[DeviceUse], DeviceUse]:
+    """The bytes on each device and in RAM with ``n_gpu`` layers offloaded. llama.cpp counts the output layer
+    first: ``n_gpu_layers`` >= 1 puts the output on the last GPU used and the last ``n_gpu_layers - 1``
+    repeating layers beside it (llama-model.cpp's ``i_gpu_start``)."""
     n_layers = len(costs.layers)
-    n_rep = min(n_gpu, n_layers)
-    output_on_gpu = n_gpu > n_layers and bool(gpus)
-    counts = _distribute(n_rep, ratios) if gpus else []
-    first = n_layers - n_rep  # llama.cpp offloads the last n_gpu_layers repeating layers
+    output_on_gpu = n_gpu >= 1 and bool(gpus)
+    n_rep = min(n_gpu - 1, n_layers) if output_on_gpu else 0
+    # llama.cpp splits the output's place with the layers', and the output's is the last
+    counts = _distribute(n_rep + 1, ratios) if gpus else []
+    weighted = [j for j, r in enumerate(ratios) if r > 0] or [0]
+    last = max((j for j, c in enumerate(counts) if c), default=weighted[-1])
+    if counts and counts[last]:
+        counts[last] -= 1
+    first = n_layers - n_rep
     uses, layer = [], first
-    last_used = max((j for j, c in enumerate(counts) if c), default=-1)
     for j, dev in enumerate(gpus):
         w = k = 0
         for _ in range(counts[j]):
             w += costs.layers[layer][0]
             k += costs.layers[layer][1]
             layer += 1
-        holds_output = output_on_gpu and j == last_used
-        if holds_output:
-            w += costs.output_gpu
-        used = counts[j] > 0
-        uses.append(DeviceUse(dev.name, counts[j], w, k, costs.compute(holds_output) if used else 0,
-                              _reserve(dev) if used else 0, dev.free_bytes))
-    cpu_w = (costs.host_fixed + sum(w for w, _ in costs.layers[:first]) + sum(costs.experts)
-             + (0 if output_on_gpu else costs.output))
+        w += costs.output_gpu if output_on_gpu and j == last else 0
+        # llama.cpp runs a prompt's large products on a device even for weights it does not hold (op
+        # offload): the last device keeps a compute buffer with the logits (and, while the output layer is
+        # in RAM, a copy of its weights), any other used one a buffer without.
+        if j == last:
+            compute = costs.compute(True) + (0 if output_on_gpu else costs.output_gpu)
+        else:
+            compute = costs.compute(False) if counts[j] else 0
+        used = counts[j] > 0 or j == last
+        uses.append(DeviceUse(dev.name, counts[j], w, k, compute, _reserve(dev) if used else 0, dev.free_bytes))
+    cpu_w = costs.host_weights(first, output_on_gpu) if gpus else (
+        costs.host_fixed + sum(w for w, _ in costs.layers) + costs.output)
     cpu_k = sum(k for _, k in costs.layers[:first])
-    # The host keeps a full compute buffer while any layer or the output runs there, one without the logits
-    # while it runs offloaded layers' experts, a small one otherwise.
-    if n_rep < n_layers or not output_on_gpu:
+    if not gpus:  # the CPU runs everything
         cpu_compute = costs.compute(True)
+    elif n_rep < n_layers or any(costs.experts):  # layers' activations; the large products run on the device
+        cpu_compute = costs.activations()
     else:
-        cpu_compute = costs.compute(False) if any(costs.experts) else costs.ubatch * 4096 * 4
+        cpu_compute = costs.ubatch * 4096 * 4
     ram = DeviceUse("RAM", n_layers - n_rep, cpu_w, cpu_k, cpu_compute, RAM_OVERHEAD, hw.ram_available_bytes)
     return uses, ram
 
@@ -184,7 +219,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     gpus, devices, named_refusal = _offload_devices(hw, o, notes)
     o, flash, refusal = choose_attention(info, o, bool(gpus), notes)
     refusal = named_refusal or refusal
-    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel), o.experts_on_cpu)
+    costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel), o.experts_on_cpu, o.use_mmap)
     user_ratios = list(o.tensor_split) if o.tensor_split else None
     if user_ratios and len(user_ratios) != len(gpus):
         notes.append(f"tensor split has {len(user_ratios)} entries for {len(gpus)} GPUs; extra entries ignored")
@@ -278,9 +313,13 @@ def _auto_experts(info: ModelInfo, hw: Hardware, o: LoadOptions, search_context:
     if not split.fits or split.n_gpu_layers <= plan.n_gpu_layers:
         return plan
     split.notes.append(f"the experts ({sum(info.expert_bytes) / 2**20:,.0f} MiB) stay in host memory, so "
-                       f"{min(split.n_gpu_layers, info.block_count)} of {info.block_count} layers fit on the GPU "
-                       f"instead of {min(plan.n_gpu_layers, info.block_count)}")
+                       f"{_repeating(split)} of {info.block_count} layers fit on the GPU instead of {_repeating(plan)}")
     return split
+
+
+def _repeating(plan: FitPlan) -> int:
+    """The repeating layers a plan puts on GPUs (its ``n_gpu_layers`` counts the output layer first)."""
+    return max(0, min(plan.n_gpu_layers - 1, plan.n_layers))
 
 
 def _auto_parallel(info: ModelInfo, hw: Hardware, o: LoadOptions, search_context: bool) -> FitPlan:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -61,7 +62,9 @@ def test_8b_at_32k_on_8gb_is_a_partial_offload_that_uses_the_gpu_fully(q8b):
     assert plan.gpus[0].total_bytes <= plan.gpus[0].available_bytes
     one_more = plan_fit(q8b, hw, LoadOptions(context=32768, n_gpu_layers=plan.n_gpu_layers + 1))
     assert one_more.verdict == "will_not_fit"  # the planner offloaded as many layers as fit
-    assert plan.ram.layers == 36 - plan.n_gpu_layers
+    # llama.cpp counts the output layer first: n_gpu_layers - 1 repeating layers go beside it
+    assert plan.ram.layers == 36 - (plan.n_gpu_layers - 1) and plan.gpus[0].layers == plan.n_gpu_layers - 1
+    assert plan.ram.weights_bytes < q8b.weights_bytes - q8b.other_bytes["output"]  # the output is on the GPU
 
 
 def test_70b_across_24_and_12_gb_gpus_splits_by_free_memory(q70b):
@@ -69,11 +72,12 @@ def test_70b_across_24_and_12_gb_gpus_splits_by_free_memory(q70b):
     assert plan.verdict == "partial"
     big, small = plan.gpus
     assert big.layers > 0 and small.layers > 0
-    assert big.layers + small.layers == plan.n_gpu_layers
+    assert big.layers + small.layers == plan.n_gpu_layers - 1  # and the output layer, on the last GPU
     assert 1.6 < big.layers / small.layers < 2.4  # about 2:1, like their free memory
-    assert plan.tensor_split == [float(big.layers), float(small.layers)]
+    split = plan.tensor_split[0] / sum(plan.tensor_split)  # llama.cpp splits the output's place too
+    assert big.layers == math.ceil(split * plan.n_gpu_layers)  # places p with p / n_gpu_layers < split
     assert all(g.total_bytes <= g.available_bytes for g in plan.gpus)
-    assert plan.ram.layers == 80 - plan.n_gpu_layers
+    assert plan.ram.layers == 80 - (plan.n_gpu_layers - 1)
 
 
 def test_model_larger_than_everything_will_not_fit_and_says_by_how_much(q70b):
@@ -89,7 +93,7 @@ def test_user_overrides_win(q8b):
                        flash_attn=False, threads=3, use_mmap=False, use_mlock=True)
     plan = plan_fit(q8b, machine((24, 23), (24, 23)), opts)
     assert plan.n_gpu_layers == 10
-    assert [g.layers for g in plan.gpus] == [5, 5]
+    assert [g.layers for g in plan.gpus] == [5, 4]  # llama.cpp's split of 10 places, the last the output's
     kw = plan.llama_kwargs()
     assert kw["n_gpu_layers"] == 10 and kw["tensor_split"] == [1, 1] and kw["main_gpu"] == 1
     assert kw["n_ctx"] == 4096 and kw["flash_attn"] is False and kw["n_threads"] == 3
@@ -259,7 +263,7 @@ def test_a_moe_models_experts_stay_in_ram_when_that_puts_every_layer_on_the_gpu(
     assert experts > 0.9 * sum(mixtral.layer_bytes)
     assert plan.gpus[0].weights_bytes < 2 * 2**30 and plan.gpus[0].fits  # attention, routers, output
     assert plan.ram.weights_bytes >= experts
-    assert any("experts" in n and "32 of 32 layers" in n and f"instead of {whole.n_gpu_layers}" in n
+    assert any("experts" in n and "32 of 32 layers" in n and f"instead of {whole.n_gpu_layers - 1}" in n
                for n in plan.notes)
     assert plan.llama_kwargs()["host_tensors"] == [r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"]
     assert "host_tensors" not in whole.llama_kwargs()
