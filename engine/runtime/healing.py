@@ -95,6 +95,18 @@ def describe(rungs: tuple[str, ...]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
+def layers_words(layers: int) -> str:
+    """The GPU-layers workaround in words."""
+    return "every layer on the CPU" if layers == 0 else f"at most {layers} GPU layers"
+
+
+def _entry_words(entry: dict) -> str:
+    words = [describe(tuple(entry["rungs"]))] if entry.get("rungs") else []
+    if entry.get("gpu_layers") is not None:
+        words.append(f"{layers_words(entry['gpu_layers'])} (the device refused more)")
+    return " and ".join(words)
+
+
 def is_crash(signal_number: int | None) -> bool:
     return signal_number is not None and signal_number in CRASH_SIGNALS
 
@@ -175,16 +187,33 @@ class Workarounds:
     def remember(self, key: str, rungs: tuple[str, ...], model: str, reason: str) -> None:
         with self._lock:
             data = self._read()
-            data[key] = {"rungs": list(rungs), "model": model, "reason": reason, "since": time.time(),
-                         "llama_cpp": _llama_version()}
+            data[key] = {**(data.get(key) or {}), "rungs": list(rungs), "model": model, "reason": reason,
+                         "since": time.time(), "llama_cpp": _llama_version()}
+            self._write(data)
+
+    def gpu_layers(self, key: str) -> int | None:
+        """The most GPU layers that loaded after the device refused more (``remember_layers``), if any."""
+        with self._lock:
+            entry = self._read().get(key) or {}
+        layers = entry.get("gpu_layers")
+        return layers if isinstance(layers, int) and layers >= 0 else None
+
+    def remember_layers(self, key: str, layers: int, model: str, reason: str) -> None:
+        """A load of ``model`` failed on the device and loaded with ``layers`` GPU layers: later loads take at
+        most that many (the GPU rung for a load that fails without a crash: out of device memory)."""
+        with self._lock:
+            data = self._read()
+            entry = data.get(key) or {"rungs": []}
+            data[key] = {**entry, "gpu_layers": layers, "model": model, "layers_reason": reason,
+                         "since": time.time(), "llama_cpp": _llama_version()}
             self._write(data)
 
     def entries(self) -> list[dict]:
         """Every remembered workaround, for ``fireside hw`` and the Settings page."""
         with self._lock:
             data = self._read()
-        return [{"key": k, **v, "description": describe(tuple(v.get("rungs", [])))}
-                for k, v in data.items() if v.get("rungs")]
+        return [{"key": k, **v, "description": _entry_words(v)}
+                for k, v in data.items() if v.get("rungs") or v.get("gpu_layers") is not None]
 
     def clear(self) -> int:
         """Forget every workaround; the next load tries the full configuration again. Returns how many."""

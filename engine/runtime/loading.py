@@ -162,19 +162,45 @@ class Loader:
     def _spawn_or_smaller(self, spawn: _Spawn, plan: FitPlan,
                           warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan`` (``_spawn_healing``); when the load fails, but not by a crash the
-        ladder could not heal, once more with a smaller plan (``_fallback``)."""
+        ladder could not heal, again with smaller plans (``_fallbacks``: half the GPU layers, every layer on
+        the CPU, the GPU off; or half the context). GPU layers that had to go are remembered for this
+        machine and model, and a later load starts from what loaded."""
         model_id, cancel = spawn.model_id, spawn.cancel
+        key = healing.machine_key(hardware.detect(), spawn.path)
+        plan = self._remembered_layers(key, model_id, plan, warnings)
         try:
             return self._spawn_healing(spawn, plan, warnings)
-        except (RuntimeFailure, RunnerCrashed) as first:
+        except (RuntimeFailure, RunnerCrashed) as failure:
+            first = failure
+        for smaller, change in _fallbacks(plan):
             if isinstance(first, LoadCancelled) or (cancel and cancel.is_set()):
                 raise LoadCancelled(f"loading {model_id} was cancelled") from None
-            smaller, change = _fallback(plan)
-            if smaller is None or (isinstance(first, RunnerCrashed) and healing.is_crash(first.signal)):
-                raise
+            if isinstance(first, RunnerCrashed) and healing.is_crash(first.signal):
+                break
             log.warning("load of %s failed (%s); retrying with %s", model_id, first, change)
-            warnings.append(f"The first load of {model_id} failed ({first}); it loaded with {change} instead.")
-            return self._spawn_healing(spawn, smaller, warnings)
+            if spawn.on_progress:
+                spawn.on_progress(LoadProgress(model_id, 0.0, f"the load failed; retrying with {change}"))
+            try:
+                loaded = self._spawn_healing(spawn, smaller, warnings)
+            except (RuntimeFailure, RunnerCrashed):
+                continue
+            kept = ""
+            if smaller.n_gpu_layers < plan.n_gpu_layers:
+                self.runtime.workarounds.remember_layers(key, smaller.n_gpu_layers, model_id, str(first))
+                kept = "; this is remembered for this machine (see Settings or `fireside hw`)"
+            warnings.append(f"The first load of {model_id} failed ({first}); it loaded with {change} instead{kept}.")
+            return loaded
+        raise first
+
+    def _remembered_layers(self, key: str, model_id: str, plan: FitPlan, warnings: list[str]) -> FitPlan:
+        """``plan`` with no more GPU layers than loaded after the device refused more (``remember_layers``)."""
+        cap = self.runtime.workarounds.gpu_layers(key)
+        if cap is None or plan.n_gpu_layers <= cap:
+            return plan
+        warnings.append(f"{model_id} loaded with {healing.layers_words(cap)} instead of {plan.n_gpu_layers} GPU "
+                        "layers, remembered after the device refused more on this machine (clear it in Settings "
+                        "or with `fireside hw --clear-workarounds`).")
+        return replace(plan, n_gpu_layers=cap, tensor_split=plan.tensor_split if cap else [])
 
     def _plan(self, model_id: str, path: Path, info, opts: LoadOptions, embedding: bool):
         """The fit plan for a load, the vision projector's and draft model's memory counted, the
@@ -332,12 +358,19 @@ def reported_bytes(buffers: dict[str, float]) -> dict[str, int]:
     return {k: int(v * 1024 * 1024) for k, v in out.items() if v}
 
 
-def _fallback(plan: FitPlan) -> tuple[FitPlan | None, str]:
-    """A smaller plan to retry a failed load with, and what changed, in words."""
+def _fallbacks(plan: FitPlan) -> list[tuple[FitPlan, str]]:
+    """Smaller plans to retry a failed load with, in order, each with what changed in words: with GPU
+    layers, half of them, then every layer on the CPU, then the GPU off (llama.cpp still runs a prompt's
+    large products on a device it may use); on the CPU, half the context."""
     if plan.n_gpu_layers > 0:
-        fewer = plan.n_gpu_layers // 2
-        return replace(plan, n_gpu_layers=fewer), f"{fewer} GPU layers instead of {plan.n_gpu_layers}"
+        half = plan.n_gpu_layers // 2
+        out = [(replace(plan, n_gpu_layers=half), f"{half} GPU layers instead of {plan.n_gpu_layers}")] if half else []
+        out.append((replace(plan, n_gpu_layers=0, tensor_split=[]),
+                    f"every layer on the CPU instead of {plan.n_gpu_layers} GPU layers"))
+        if plan.devices != []:
+            out.append((replace(plan, n_gpu_layers=0, tensor_split=[], devices=[]), "the GPU off"))
+        return out
     if plan.context > 2048:
         half = max(2048, plan.context // 2)
-        return replace(plan, context=half), f"a {half:,}-token context instead of {plan.context:,}"
-    return None, ""
+        return [(replace(plan, context=half), f"a {half:,}-token context instead of {plan.context:,}")]
+    return []

@@ -9,7 +9,7 @@ import pytest
 
 from fireside.engine.errors import LoadCancelled, QueueFull
 from fireside.engine.models.fitplan import LoadOptions
-from fireside.engine.runtime.loading import _fallback
+from fireside.engine.runtime.loading import _fallbacks
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
@@ -91,11 +91,12 @@ def test_a_failed_load_is_retried_smaller_and_says_what_changed(smollm2_path):
     from fireside.engine.models.planner import plan_fit
 
     plan = plan_fit(inspect_file(smollm2_path), hardware.detect(), LoadOptions(context=8192))
-    smaller, change = _fallback(plan)
+    [(smaller, change)] = _fallbacks(plan)
     assert smaller.context == 4096 and change == "a 4,096-token context instead of 8,192"
-    gpu_plan = replace(plan, n_gpu_layers=31)
-    smaller, change = _fallback(gpu_plan)
-    assert smaller.n_gpu_layers == 15 and change == "15 GPU layers instead of 31"
+    steps = _fallbacks(replace(plan, n_gpu_layers=31))
+    assert [(p.n_gpu_layers, p.devices, change) for p, change in steps] == [
+        (15, None, "15 GPU layers instead of 31"), (0, None, "every layer on the CPU instead of 31 GPU layers"),
+        (0, [], "the GPU off")]
 
 
 def test_plan_matches_what_llama_cpp_reports_allocating(make_runtime):

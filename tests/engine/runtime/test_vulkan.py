@@ -108,3 +108,26 @@ def test_a_moe_models_experts_stay_in_host_memory_while_its_layers_are_on_the_de
     moved = on_device.reported_buffers["Vulkan0 model"] - kept.reported_buffers["Vulkan0 model"]
     assert abs(moved - experts_mib) < 0.05, (on_device.reported_buffers, kept.reported_buffers)
     assert split == whole == cpu and len(cpu) > 20
+
+
+def test_a_load_the_device_refuses_heals_to_the_cpu_and_is_remembered(tmp_path, smollm2_path, monkeypatch):
+    """A real device failure: ggml's Vulkan backend told its buffers may hold at most 512 KiB (as a small
+    card's would be full), so the KV cache of any offloaded layer cannot be made and llama.cpp refuses the
+    context. The load falls to half the layers (refused too), then to every layer on the CPU, which loads;
+    it says so, and the next load of the model on this machine goes there at once, saying why."""
+    monkeypatch.setenv("GGML_VK_FORCE_MAX_BUFFER_SIZE", str(512 * 1024))  # the runners inherit it
+    monkeypatch.setenv("GGML_VK_FORCE_MAX_ALLOCATION_SIZE", str(512 * 1024))
+    options = LoadOptions(context=2048, parallel=1, kv_type="f16", device="llvmpipe", n_gpu_layers=LAYERS + 1)
+    rt = Runtime(Settings.from_env({"FIRESIDE_HOME": str(tmp_path)}), resolver=lambda _: smollm2_path)
+    try:
+        healed = rt.load("starter", options)
+        assert healed.n_gpu_layers == 0 and not any(k == "Vulkan0 KV" for k in healed.reported_buffers)
+        said = " ".join(healed.warnings)
+        assert "failed" in said and "every layer on the CPU instead of 31 GPU layers" in said and "remembered" in said
+        assert [e["gpu_layers"] for e in rt.workarounds.entries()] == [0]
+        rt.unload("starter")
+        again = rt.load("starter", options)
+        said = " ".join(again.warnings)
+        assert again.n_gpu_layers == 0 and "failed" not in said and "the device refused more" in said
+    finally:
+        rt.close()
