@@ -52,15 +52,27 @@ def runtime(tmp_path_factory, smollm2_path):
 
 
 def _reply(rt: Runtime, options: LoadOptions) -> tuple[str, object]:
-    loaded = rt.load("starter", options)
-    text = "".join(c.text for c in rt.chat("starter", ChatRequest(PROMPT, Sampling(temperature=0, max_tokens=64)))
-                   if c.kind == "text")
+    text, loaded, _ = _tokens(rt, options)
     return text, loaded
 
 
+def _tokens(rt: Runtime, options: LoadOptions) -> tuple[str, object, list]:
+    """The greedy reply, the load, and each token with its two likeliest (``TokenLogprob``)."""
+    loaded = rt.load("starter", options)
+    chunks = [c for c in rt.chat("starter", ChatRequest(PROMPT, Sampling(temperature=0, max_tokens=64, logprobs=2)))
+              if c.kind == "text"]
+    return "".join(c.text for c in chunks), loaded, [t for c in chunks for t in (c.logprobs or [])]
+
+
+def _margin(token) -> float:
+    """How far the chosen token led the runner-up (log-probabilities differ as the logits do)."""
+    return token.top[0][1] - token.top[1][1] if len(token.top) > 1 else float("inf")
+
+
 @pytest.fixture(scope="module")
-def cpu_reply(runtime) -> str:
-    return _reply(runtime, LoadOptions(context=512, parallel=1, kv_type="f16"))[0]
+def cpu_reply(runtime) -> tuple[str, list]:
+    text, _, tokens = _tokens(runtime, LoadOptions(context=512, parallel=1, kv_type="f16"))
+    return text, tokens
 
 
 def test_fireside_hw_lists_the_software_device():
@@ -78,18 +90,24 @@ def test_the_software_device_is_not_used_unless_named(runtime):
 @pytest.mark.parametrize("layers", [0, LAYERS // 2, LAYERS + 1])
 def test_layers_on_the_device_give_the_cpu_reply(runtime, cpu_reply, layers):
     """Vulkan's kernels sum in another order than the CPU's, so a greedy reply may part from the CPU's
-    where two tokens were nearly tied; where it does, that place is printed, and the replies must agree
-    before it for a good stretch (a wrong offload, such as misplaced layers, garbles it at once)."""
-    text, loaded = _reply(runtime, LoadOptions(context=512, parallel=1, kv_type="f16", device="llvmpipe",
-                                               n_gpu_layers=layers))
+    where two tokens were nearly tied; where it does, that place is printed with the first diverging token
+    and the top-2 margin there on each side, and the replies must agree before it for a good stretch (a
+    wrong offload, such as misplaced layers, garbles it at once)."""
+    cpu_text, cpu_tokens = cpu_reply
+    text, loaded, tokens = _tokens(runtime, LoadOptions(context=512, parallel=1, kv_type="f16", device="llvmpipe",
+                                                        n_gpu_layers=layers))
     assert loaded.n_gpu_layers == layers
     on_device = sum(v for k, v in loaded.reported_buffers.items() if k == "Vulkan0 model")
     assert (on_device > 0) == (layers > 0), loaded.reported_buffers
-    if text != cpu_reply:
-        at = next((i for i, (a, b) in enumerate(zip(text, cpu_reply)) if a != b), min(len(text), len(cpu_reply)))
+    if text != cpu_text:
+        at = next((i for i, (a, b) in enumerate(zip(text, cpu_text)) if a != b), min(len(text), len(cpu_text)))
+        n = next((i for i, (a, b) in enumerate(zip(tokens, cpu_tokens)) if a.token != b.token), None)
+        where = "" if n is None else (
+            f"; token {n}: {tokens[n].token!r} (margin {_margin(tokens[n]):.3f}) vs the CPU's "
+            f"{cpu_tokens[n].token!r} (margin {_margin(cpu_tokens[n]):.3f})")
         print(f"\n{layers} layers on llvmpipe: the reply parts from the CPU's at character {at}: "
-              f"{text[at:at + 40]!r} vs {cpu_reply[at:at + 40]!r}")
-        assert at >= 40, (text, cpu_reply)
+              f"{text[at:at + 40]!r} vs {cpu_text[at:at + 40]!r}{where}")
+        assert at >= 40, (text, cpu_text)
 
 
 def test_a_moe_models_experts_stay_in_host_memory_while_its_layers_are_on_the_device(tmp_path, moe_model):
@@ -131,3 +149,16 @@ def test_a_load_the_device_refuses_heals_to_the_cpu_and_is_remembered(tmp_path, 
         assert again.n_gpu_layers == 0 and "failed" not in said and "the device refused more" in said
     finally:
         rt.close()
+
+
+def test_the_gpu_budget_caps_what_llama_cpp_puts_on_the_device(runtime):
+    """llvmpipe reports the host's memory as its own; a budget of 0.4 GiB makes the planner split the starter
+    at an 8k context (its KV cache alone is 180 MiB), and what llama.cpp then allocates on the device stays
+    under the budget; a larger one puts every layer there."""
+    base = LoadOptions(context=8192, parallel=1, kv_type="f16", device="llvmpipe")
+    _, capped = _reply(runtime, replace(base, gpu_budget_gib=0.4))
+    on_device = sum(v for k, v in capped.reported_buffers.items() if k.startswith("Vulkan0")) * 2**20
+    assert 1 < capped.n_gpu_layers <= LAYERS and capped.verdict == "partial", capped.reported_buffers
+    assert on_device <= 0.4 * 2**30, capped.reported_buffers
+    _, roomy = _reply(runtime, replace(base, gpu_budget_gib=2))
+    assert roomy.n_gpu_layers == LAYERS + 1 and roomy.verdict == "full_gpu"
