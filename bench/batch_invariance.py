@@ -1,6 +1,7 @@
 """Whether a token's logits depend on the batch it is computed in, for a model file and this llama.cpp build.
 
     python bench/batch_invariance.py MODEL.gguf [--extra-bufts on|off] [--threads 2]
+        [--attention q8_0+fa|f16+fa|f16] [--depth N]
 
 "Same request, same reply" (tests/server/test_same_reply.py) needs each token's logits to be a function
 of the tokens before it alone. The KV cache side is settled by ``exactness.kv_for``; this checks the
@@ -18,6 +19,15 @@ A Q4_K_M starter copy also DIFFERS as one of four rows with extra buffer types o
 An IQ4_NL copy (three of its tensors fall back to Q5_K) DIFFERS from its first batched token with
 extra buffer types off and ``GGML_CPU_TILED_MM=0`` as well: batches of IQ4_NL take llamafile's sgemm,
 built in with no run-time switch (exactness.SGEMM_VARIANT_TYPES: such a load's replies are not guaranteed).
+
+``--attention`` asks the same of the KV cache's side (issue 47: is plain attention, the faster kind deep in a
+long chat on some CPUs, exact too?). On the starter, an AVX-512 AMD EPYC, extra buffer types off, at depth 0
+and 700: q8_0+fa SAME everywhere; plain f16 SAME on 1, 2 and 3 threads and beside three other streams (each
+sequence has its own cache stream, ``kvstreams.sequences``) but DIFFERENT (up to 0.85) for every token after
+the first of a batch of 2 or more of one sequence, alike for 2, 3, 4, 5 and 8: a sequence's one-row and
+multi-row attention products round differently, so drafts' verification and a cold prompt's last token
+differ from what plain decoding gives. f16+fa SAME at these short shapes (its tiled prompt kernel and
+split decode start at 64-token chunks and 512 cells; issue 41).
 """
 
 from __future__ import annotations
@@ -33,22 +43,29 @@ OTHERS = [b"Name three rivers in Europe.", b"What is a prime number?", b"Describ
 Q8_0 = 8  # ggml's type id
 
 
+FILLER = b" The tide tables for the harbour are printed each spring and pinned by the door of the inn."
+ATTENTION = {"q8_0+fa": (Q8_0, True), "f16+fa": (1, True), "f16": (1, False)}  # ggml type id, flash attention
+
+
 class Probe:
-    def __init__(self, path: str, extra_bufts: bool, threads: int):
+    def __init__(self, path: str, extra_bufts: bool, threads: int, attention: str = "q8_0+fa", depth: int = 0):
         import llama_cpp as lc
 
         from fireside.engine.runner.kvstreams import sequences
         from fireside.engine.runner.process import model_params
 
         self.lc = lc
-        kw = dict(model_path=path, n_ctx=512, n_batch=512, n_ubatch=512, flash_attn=True, verbose=False,
-                  type_k=Q8_0, type_v=Q8_0, n_seq_max=4, n_threads=threads, n_threads_batch=threads)
+        kv, fa = ATTENTION[attention]
+        self.threads = threads
+        kw = dict(model_path=path, n_ctx=4 * (depth + 512), n_batch=512, n_ubatch=512, flash_attn=fa,
+                  verbose=False, type_k=kv, type_v=kv, n_seq_max=4, n_threads=threads, n_threads_batch=threads)
         with model_params(extra_bufts), sequences(kw) as seq_kw:
             self.llm = lc.Llama(**seq_kw)
         self.ctx = self.llm._ctx.ctx
         self.n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(self.llm._model.model))
         self.batch = lc.llama_batch_init(512, 0, 4)
-        self.prompt = self.llm.tokenize(PROMPT)
+        filler = self.llm.tokenize(FILLER * (1 + depth // 16))[:depth]
+        self.prompt = filler + self.llm.tokenize(PROMPT, add_bos=not filler)
         self.cont = self.llm.tokenize(CONTINUATION, add_bos=False)[:8]
         self.others = [self.llm.tokenize(t) for t in OTHERS]
 
@@ -69,7 +86,8 @@ class Probe:
 
     def fresh(self) -> None:
         self.lc.llama_memory_clear(self.lc.llama_get_memory(self.ctx), True)
-        self.run([(t, i, 0, False) for i, t in enumerate(self.prompt)])
+        for s in range(0, len(self.prompt), 512):
+            self.run([(t, s + i, 0, False) for i, t in enumerate(self.prompt[s:s + 512])])
 
     def verified(self, n: int) -> list[np.ndarray]:
         self.fresh()
@@ -77,6 +95,13 @@ class Probe:
         for s in range(0, len(self.cont), n):
             got += self.run([(t, start + s + j, 0, True) for j, t in enumerate(self.cont[s:s + n])])
         return got
+
+    def on_threads(self, threads: int) -> list[np.ndarray]:
+        self.lc.llama_set_n_threads(self.ctx, threads, threads)
+        try:
+            return self.verified(1)
+        finally:
+            self.lc.llama_set_n_threads(self.ctx, self.threads, self.threads)
 
     def beside_others(self, first: bool) -> list[np.ndarray]:
         self.fresh()
@@ -95,10 +120,13 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--extra-bufts", choices=("on", "off"), default="on")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--attention", choices=tuple(ATTENTION), default="q8_0+fa")
+    ap.add_argument("--depth", type=int, default=0, help="tokens of filler history before the prompt")
     args = ap.parse_args()
-    probe = Probe(args.model, args.extra_bufts == "on", args.threads)
+    probe = Probe(args.model, args.extra_bufts == "on", args.threads, args.attention, args.depth)
     single = probe.verified(1)
     cases = {f"verified {n} at a time": lambda n=n: probe.verified(n) for n in (2, 3, 4, 5, 8)}
+    cases.update({f"alone on {t} thread(s)": lambda t=t: probe.on_threads(t) for t in (1, 3) if t != args.threads})
     cases["beside 3 streams (first row)"] = lambda: probe.beside_others(True)
     cases["beside 3 streams (last row)"] = lambda: probe.beside_others(False)
     for name, case in cases.items():

@@ -2,7 +2,8 @@
 torn mix: write a temporary file beside it, fsync it, rename it over the old one, fsync the folder.
 
 Every file Fireside replaces goes through ``atomic_write``: the app's preferences, the remotes
-registry, chat exports and the downloader's sidecars. ``os.replace`` alone is atomic against other
+registry, chat exports, the downloader's sidecars and the per-machine workarounds and attention
+choices (read back with ``read_json_object``). ``os.replace`` alone is atomic against other
 processes but not against a power cut: without the fsyncs, a journaling file system may commit the
 rename before the data, and the file comes back empty.
 
@@ -11,6 +12,8 @@ Threading: any thread; concurrent writers of one path each win whole (the last r
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -36,6 +39,20 @@ def atomic_write(path: Path | str, data: str | bytes | Sequence[bytes | memoryvi
         raise
     fsync_dir(path.parent)
     return path
+
+
+def read_json_object(path: Path | str, log: logging.Logger) -> dict:
+    """The JSON object in ``path``; {} when the file is missing, and {} with a warning on ``log`` when it is
+    unreadable or holds something else (a file Fireside remembers things in must never stop a load)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def fsync_dir(folder: Path | str) -> None:

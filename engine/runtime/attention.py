@@ -34,6 +34,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..fsutil import atomic_write, read_json_object
 from ..models import Hardware
 from .healing import _cpu_identity
 
@@ -79,14 +80,7 @@ class Choices:
         self._lock = threading.Lock()
 
     def _read(self) -> dict[str, dict]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s: %s", self.path, exc)
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_json_object(self.path, log)
 
     def get(self, k: str) -> dict | None:
         """The remembered entry (``kind``, ``figures``, ``model``, ``since``), or None: not measured yet."""
@@ -99,10 +93,7 @@ class Choices:
         with self._lock:
             data = self._read()
             data[k] = {"kind": kind, "figures": figures, "model": model, "since": time.time()}
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(data, indent=2))
         return kind
 
     def entries(self) -> list[dict]:

@@ -25,13 +25,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import signal
 import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..fsutil import atomic_write, read_json_object
 from ..models import FitPlan, Hardware
 
 log = logging.getLogger(__name__)
@@ -160,23 +160,10 @@ class Workarounds:
         self._lock = threading.Lock()
 
     def _read(self) -> dict[str, dict]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as exc:
-            log.warning("ignoring unreadable %s: %s", self.path, exc)
-            return {}
-        return data if isinstance(data, dict) else {}
+        return read_json_object(self.path, log)
 
     def _write(self, data: dict[str, dict]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(data, indent=2))
 
     def get(self, key: str) -> tuple[str, ...]:
         with self._lock:
