@@ -30,6 +30,7 @@ _WHERE = {
     "replies_text": "exactness",
     "verdict_text": "fitplan",
     "VERDICT_WORDS": "fitplan",
+    "with_attention": "planner",
     "with_draft": "planner",
     "with_projector": "planner",
     "best": "projector",
@@ -47,5 +48,5 @@ __all__ = ["DEFAULT_PARALLEL", "FitPlan", "Hardware", "KV_TYPE_BYTES", "LoadOpti
            "SPLIT_RE", "VERDICT_WORDS", "best", "drafting_text", "engine_build", "from_header", "hardware",
            "inspect_file", "inspection", "kind", "kv_fits", "not_regular", "pair", "plan_fit",
            "read_projector", "read_small", "replies_text", "split_parts", "verdict_text", "vocabulary",
-           "with_draft", "with_projector", "write_bert"]
+           "with_attention", "with_draft", "with_projector", "write_bert"]
 __getattr__, __dir__ = lazy(__name__, _WHERE)

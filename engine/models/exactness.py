@@ -53,6 +53,10 @@ BATCH_VARIANT_TYPES = frozenset({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_XS
 SGEMM_VARIANT_TYPES = frozenset({"IQ4_NL"})
 
 
+ROW_KERNELS_NOTE = (" weights are multiplied row by row, as one token is, so replies stay exact (prompts evaluate "
+                    "slower; an f16 KV cache lifts both)")
+
+
 def batch_variant_weights(info: ModelInfo, types: frozenset[str] = BATCH_VARIANT_TYPES) -> list[str]:
     """The model's weight types whose batched kernels round otherwise than a single row's, largest first."""
     return [t for t in info.quant_mix if t in types]
@@ -67,8 +71,7 @@ def keep_exact(plan: FitPlan, info: ModelInfo) -> None:
     variant = batch_variant_weights(info)
     if variant and not plan.inexact_weights:
         plan.row_kernels = True
-        plan.notes.append(f"{', '.join(variant)} weights are multiplied row by row, as one token is, so replies "
-                          "stay exact (prompts evaluate slower; an f16 KV cache lifts both)")
+        plan.notes.append(f"{', '.join(variant)}{ROW_KERNELS_NOTE}")
 
 
 def exact_replies(plan: FitPlan) -> bool:

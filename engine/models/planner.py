@@ -23,10 +23,10 @@ import copy
 from dataclasses import replace
 from pathlib import Path
 
-from .exactness import choose_attention, keep_exact, kv_fits
+from .exactness import ROW_KERNELS_NOTE, choose_attention, keep_exact, kv_fits
 from .fitplan import DEFAULT_PARALLEL, VERDICT_RANK, DeviceUse, FitPlan, LoadOptions
 from .hardware import Device, Hardware
-from .inspection import ModelInfo
+from .inspection import KV_TYPE_BYTES, ModelInfo
 
 MiB = 1024 * 1024
 GPU_RESERVE_MIN = 256 * MiB  # driver context, fragmentation, other apps' growth
@@ -285,6 +285,22 @@ def with_draft(plan: FitPlan, draft: ModelInfo) -> FitPlan:
     plan.notes.append(f"draft model {plan.draft_model} on {device.name}: {draft.file_size / 2**20:.0f} MiB of "
                       f"weights, {kv / 2**20:.0f} MiB of KV cache")
     return plan
+
+
+def with_attention(plan: FitPlan, info: ModelInfo, kv_type: str, flash_attn: bool) -> FitPlan | None:
+    """A CPU ``plan`` with another KV cache type and flash attention (the kind ``runtime/attention.py``
+    measured fastest), its cache re-sized for the type and its weights' kernels chosen again for it
+    (``keep_exact``: a kind that is not exact takes the fast batched kernels back); None when the larger
+    cache would not fit in the memory the plan had free (an f16 cache is nearly twice a q8_0 one).
+    Counted conservatively: a draft model's cache is scaled with the model's."""
+    ram = plan.ram
+    kv = int(ram.kv_bytes * KV_TYPE_BYTES[kv_type] / KV_TYPE_BYTES.get(plan.kv_type, KV_TYPE_BYTES[kv_type]))
+    if kv > ram.kv_bytes and ram.total_bytes - ram.kv_bytes + kv > ram.available_bytes:
+        return None
+    sized = replace(plan, kv_type=kv_type, flash_attn=flash_attn, ram=replace(ram, kv_bytes=kv), row_kernels=False,
+                    inexact_weights=[], notes=[n for n in plan.notes if not n.endswith(ROW_KERNELS_NOTE)])
+    keep_exact(sized, info)
+    return sized
 
 
 def _beside(plan: FitPlan, on_gpu: bool, weights_bytes: int, kv_bytes: int, compute_bytes: int) -> DeviceUse:

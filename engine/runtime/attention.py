@@ -10,6 +10,9 @@ in a process of its own in the background after a model architecture's first loa
 fastest (``choose``). The choice is one per load, not per depth: the kinds hold the cache in
 different types, so switching would mean converting or re-evaluating every slot's history.
 
+A remembered kind is used where its cache fits the load's free memory (``planner.with_attention``
+re-sizes the plan: f16 holds nearly twice what q8_0 does), and it chooses the weights' kernels again.
+
 Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
 step (issue 41: ``runner/batch.py``), so a kind that is not exact must beat it by ``MARGIN`` to be chosen, and
 a load that uses it says that batched and drafted replies may then differ from a reply decoded alone.

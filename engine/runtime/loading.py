@@ -36,6 +36,7 @@ from ..models import (
     kv_fits,
     plan_fit,
     read_projector,
+    with_attention,
     with_draft,
     with_projector,
 )
@@ -252,8 +253,12 @@ class Loader:
         kv, flash = attention.KINDS[entry["kind"]]
         if kv != "f16" and not kv_fits(info, kv):
             return plan, None
-        note = f"attention: {attention.describe(entry)}, measured on this machine"
-        return replace(plan, kv_type=kv, flash_attn=flash, notes=[*plan.notes, note]), None
+        sized = with_attention(plan, info, kv, flash)
+        if sized is None:
+            note = f"attention: {entry['kind']} measured faster here, but its {kv} KV cache does not fit in free memory"
+            return replace(plan, notes=[*plan.notes, note]), None
+        sized.notes.append(f"attention: {attention.describe(entry)}, measured on this machine")
+        return sized, None
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk

@@ -285,3 +285,23 @@ def test_when_even_the_attention_does_not_fit_the_experts_move_anyway_and_more_l
     whole = plan_fit(mixtral, machine((2, 1.2), ram=64), LoadOptions(context=8192, parallel=1, experts_on_cpu=False))
     assert plan.experts_on_cpu and plan.verdict == "partial" and plan.n_gpu_layers > whole.n_gpu_layers
     assert plan.gpus[0].fits
+
+
+def test_a_measured_f16_attention_is_taken_only_where_its_larger_cache_fits(q8b):
+    from fireside.engine.models.planner import with_attention
+
+    roomy = plan_fit(q8b, machine(), LoadOptions(context=32768, parallel=1))
+    f16 = with_attention(roomy, q8b, "f16", False)
+    assert (f16.kv_type, f16.flash_attn) == ("f16", False)
+    assert f16.ram.kv_bytes == 144 * 1024 * 32768 and roomy.ram.kv_bytes == 144 * 1024 * 32768 * 17 // 32
+    assert f16.llama_kwargs()["flash_attn"] is False and "type_k" not in f16.llama_kwargs()
+    # Q4_K weights: the exact q8_0 plan multiplies them row by row; plain f16 attention is not exact, so it
+    # takes the fast kernels back and stops saying otherwise
+    assert roomy.row_kernels and not f16.row_kernels and "use_extra_bufts" not in f16.llama_kwargs()
+    assert not any("row by row" in n for n in f16.notes) and any("row by row" in n for n in roomy.notes)
+    # the same load where free memory holds the q8_0 cache (2.3 GiB) but not the f16 one (4.5 GiB)
+    tight = plan_fit(q8b, machine(ram=roomy.ram.total_bytes / GiB + 1), LoadOptions(context=32768, parallel=1))
+    assert tight.fits and tight.kv_type == "q8_0"
+    assert with_attention(tight, q8b, "f16", False) is None
+    same = with_attention(tight, q8b, "q8_0", True)
+    assert (same.ram.kv_bytes, same.row_kernels, same.notes) == (tight.ram.kv_bytes, True, tight.notes)
