@@ -35,6 +35,11 @@ from .models import describe_plan
 START_TIMEOUT_S = 300  # loading a large model from a slow disk
 LOAD_TIMEOUT_S = 600
 SLOTS = 2
+# the server launch starts keeps its KV cache in f16: an agent's first request is a prompt of 7.5k-22.6k
+# tokens, which the exact q8_0 cache evaluates 2.3x slower at 8k tokens and slower still past it (the
+# starter on a 2-core EPYC: 8,192 tokens in 154 s against 66 s); an agent does not rely on a reply
+# being the same every time, a person waiting for its first answer notices (issue 43's 22.6k-token request)
+AGENT_KV = "f16"
 
 
 class LaunchRefused(FiresideError):
@@ -80,8 +85,8 @@ def cmd_launch(args: argparse.Namespace) -> int:
         if not _answers(url, args.api_key):
             if args.url:
                 raise LaunchRefused(f"no Fireside server answers at {url}")
-            n_ctx = _planned_context(agent, args.model, args.ctx, settings)
-            server, url = _start_server(args.model, n_ctx, Path(home), args.api_key)
+            n_ctx, kv = _planned_context(agent, args.model, args.ctx, settings)
+            server, url = _start_server(args.model, n_ctx, kv, Path(home), args.api_key)
         try:
             n_ctx = _loaded_context(agent, url, args.api_key, args.model, args.ctx)
             env = {**os.environ, **configure(agent, Path(home) / "agent", url, args.api_key, args.model, n_ctx)}
@@ -92,9 +97,10 @@ def cmd_launch(args: argparse.Namespace) -> int:
                 _stop(server)
 
 
-def _planned_context(agent: Agent, model: str, ctx: int | None, settings: Settings) -> int:
-    """The context to start a server with for ``agent``; refused with the numbers when the model was
-    trained on too little (unless ``--ctx`` says otherwise) or when memory cannot hold it."""
+def _planned_context(agent: Agent, model: str, ctx: int | None, settings: Settings) -> tuple[int, str]:
+    """The context and KV cache type to start a server with for ``agent``: ``AGENT_KV`` where it fits, else
+    the planner's own (q8_0, half the size); refused with the numbers when the model was trained on too
+    little (unless ``--ctx`` says otherwise) or when memory cannot hold it."""
     info = inspect_file(resolve_model(model, settings))
     if ctx is None:
         why = refusal(agent, info.context_length, model)
@@ -107,11 +113,14 @@ def _planned_context(agent: Agent, model: str, ctx: int | None, settings: Settin
     elif ctx > info.context_length:
         print(f"fireside: warning: {model} was trained on {info.context_length:,} tokens; --ctx {ctx:,} goes past it",
               file=sys.stderr)
-    plan = plan_fit(info, hardware.detect(), LoadOptions(context=ctx))
+    hw = hardware.detect()
+    if plan_fit(info, hw, LoadOptions(context=ctx, kv_type=AGENT_KV)).fits:
+        return ctx, AGENT_KV
+    plan = plan_fit(info, hw, LoadOptions(context=ctx))
     if not plan.fits:
         raise LaunchRefused(f"{model} with {ctx:,} tokens of context (what {agent.title} needs) does not fit in this "
                             f"machine's memory:\n{describe_plan(plan)}")
-    return ctx
+    return ctx, plan.kv_type
 
 
 def _headers(key: str | None) -> dict[str, str]:
@@ -157,8 +166,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start_server(model: str, n_ctx: int, home: Path, key: str | None) -> tuple[subprocess.Popen, str]:
-    """``fireside serve`` on a free loopback port with ``model`` loaded at ``n_ctx``, in its own session
+def _start_server(model: str, n_ctx: int, kv: str, home: Path, key: str | None) -> tuple[subprocess.Popen, str]:
+    """``fireside serve`` on a free loopback port with ``model`` loaded at ``n_ctx`` on a ``kv`` cache, in its own session
     (Ctrl-C in the agent's terminal does not reach it); its log goes to ``home``. It asks for the key
     stored in the keyring, if there is one, as ``fireside serve`` does."""
     port = _free_port()
@@ -166,9 +175,13 @@ def _start_server(model: str, n_ctx: int, home: Path, key: str | None) -> tuple[
     log = home / "serve.log"
     print(f"fireside: starting a server at {url} with {model} at {n_ctx:,} tokens of context (log: {log})",
           file=sys.stderr)
+    if kv == AGENT_KV:
+        print(f"fireside: its KV cache is {kv}, which evaluates the agent's long prompts faster than the exact q8_0 "
+              "(a reply may differ from one time to the next)", file=sys.stderr)
     with log.open("wb") as out:  # two slots: the agent's turn and its background requests (titles, summaries)
         proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "serve", "--port", str(port),
-                                 "--ctx", str(n_ctx), "--parallel", str(SLOTS), "--load", model, "--keep-alive", "-1"],
+                                 "--ctx", str(n_ctx), "--kv-type", kv, "--parallel", str(SLOTS), "--load", model,
+                                 "--keep-alive", "-1"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
