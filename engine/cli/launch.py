@@ -13,6 +13,7 @@ Ctrl-C is the agent's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -80,7 +82,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
                             f"`npm install -g {agent.package}`")
     settings = Settings.from_env()
     url = (args.url or f"http://127.0.0.1:{settings.port}").rstrip("/")
-    with tempfile.TemporaryDirectory(prefix=f"fireside-{agent.name}-") as home:
+    with _ended_by_signals(), tempfile.TemporaryDirectory(prefix=f"fireside-{agent.name}-") as home:
         server = None
         if not _answers(url, args.api_key):
             if args.url:
@@ -95,6 +97,23 @@ def cmd_launch(args: argparse.Namespace) -> int:
         finally:
             if server is not None:
                 _stop(server)
+
+
+@contextlib.contextmanager
+def _ended_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) end launch through its ``finally`` blocks, as Ctrl-C does:
+    the agent is killed and the server launch started stops (it runs in a session of its own, keeps its
+    model loaded for good and would otherwise go on using the CPU with nobody to talk to)."""
+    def end(signum: int, _frame) -> None:
+        raise SystemExit(128 + signum)
+
+    wanted = [signal.SIGTERM, *([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])]
+    previous = {s: signal.signal(s, end) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _planned_context(agent: Agent, model: str, ctx: int | None, settings: Settings) -> tuple[int, str]:

@@ -80,3 +80,40 @@ def test_the_settings_point_at_fireside_from_a_folder_of_their_own(tmp_path):
     assert opencode["OPENCODE_CONFIG"] == str(home / "opencode.json") and provider["options"]["baseURL"] == f"{url}/v1"
     assert provider["models"]["qwen"]["limit"]["context"] == 16384
     assert sorted(p.name for p in tmp_path.iterdir()) == ["launch"]  # nothing written outside its folder
+
+
+@pytest.mark.model
+def test_a_launch_ended_by_sigterm_stops_its_agent_and_the_server_it_started(tmp_path, smollm2_path):
+    """A closed terminal or a `kill` ends launch as Ctrl-C does: the server it started (in a session of its
+    own, its model kept loaded) must not go on running with nobody to talk to."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    folder, seen = tmp_path / "bin", tmp_path / "seen"
+    folder.mkdir()
+    claude = folder / "claude"
+    claude.write_text(f'#!/bin/sh\necho "$$ $ANTHROPIC_BASE_URL" > {seen}\nexec sleep 300\n')
+    claude.chmod(claude.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}", "FIRESIDE_HOME": str(tmp_path / "home"),
+           "FIRESIDE_PORT": "1"}
+    launch = subprocess.Popen([sys.executable, "-m", "fireside.engine", "launch", "claude", "--model", "starter",
+                               "--ctx", "32768"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (seen.exists() and seen.read_text().strip()):
+            assert launch.poll() is None and time.monotonic() < deadline, launch.stderr.read() if launch.poll() else ""
+            time.sleep(0.2)
+        pid, url = seen.read_text().split()
+        assert httpx.get(f"{url}/api/ps", timeout=5).status_code == 200  # the server it started is up
+        launch.send_signal(signal.SIGTERM)
+        assert launch.wait(timeout=60) != 0
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"{url}/api/ps", timeout=5)
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+    finally:
+        if launch.poll() is None:
+            launch.kill()
