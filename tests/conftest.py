@@ -16,6 +16,8 @@ from tests.helpers.models import smollm2_file  # noqa: E402
 # servers it starts (module fixtures start them before any function fixture could set this)
 os.environ["FIRESIDE_ATTENTION_CALIBRATION"] = "off"
 
+pytest_plugins = ["tests.helpers.stalls"]  # a timed-out test's own stack, again at the end of the log
+
 
 def pytest_configure(config):
     # Module- and session-scoped fixtures are set up before the per-test keyring below, so they would
