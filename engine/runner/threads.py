@@ -49,8 +49,13 @@ PROBE_MAX_S = {1: 1.5, -1: 4.0}  # ... up to this: more threads (a quiet machine
 OVERHEAD = 0.03  # ... but always long enough that lost probes cost at most this share of the time
 PROBE_STEPS = 2  # steps measured on the probed count ...
 CLEARLY_WORSE = 1.3  # ... but one step this much slower than the count it left ends the probe at once
-FRESH_S = 2.0  # a count's time older than this (of measured step time) no longer speaks for it
-SLOW_ALPHA = 0.1  # how much one step moves a count's smoothed time per token
+FRESH_S = 2.0  # a count's time older than this (of measured step time) no longer speaks for it, ...
+FRESH_STEPS = PROBE_STEPS + 1  # ... unless measured within this many steps: a long prompt's chunks take
+#                               seconds each, and the count a probe left must still speak when it ends
+SLOW_ALPHA = 0.1  # how much one step moves a count's smoothed time per token ...
+CHUNK_ALPHA = 0.5  # ... or a prompt chunk's: each is hundreds of tokens (little noise), and a long prompt's
+#                   time per token grows with its depth (attention), which a slow average took for a busier
+#                   machine (1.3x behind after a few chunks), probing fewer threads again and again
 LOOK_S = 0.25  # how often the runner looks at what other processes use (MachineLoad)
 BUSY_CORES, QUIET_CORES = 0.6, 0.3  # other processes' cores that mean busy, and quiet again (the server
 #                                     and a streaming client take about 0.1 at 60 tokens/s)
@@ -60,6 +65,7 @@ BUSY_CORES, QUIET_CORES = 0.6, 0.3  # other processes' cores that mean busy, and
 class _Estimate:
     per_token: float  # smoothed seconds per token
     at: float  # the controller's clock when last measured
+    step: int  # the controller's step count then
 
 
 class ThreadController:
@@ -72,6 +78,7 @@ class ThreadController:
         self.most = max(1, fixed or most)
         self.threads = min(self.most, max(1, start or self.most))
         self.clock = 0.0
+        self.steps = 0
         self.est: dict[tuple[int, int], _Estimate] = {}  # (step size bucket, threads) -> time per token
         self.probe: tuple[int, int, float] | None = None  # (threads to return to, steps left, seconds lost)
         self.wait = {-1: PROBE_MIN_S, 1: PROBE_MIN_S}  # seconds between probes down and up
@@ -106,21 +113,23 @@ class ThreadController:
         if self.fixed is not None or tokens <= 0 or seconds <= 0:
             return self.threads
         self.clock += seconds
+        self.steps += 1
         bucket = _bucket(tokens)
         per_token = seconds / tokens
         old = self.est.get((bucket, threads))
-        fresh = old is not None and self.clock - old.at < FRESH_S
+        fresh = old is not None and self._is_fresh(old)
         # a probe's steps measured before this one (None: not probing this count)
         measured = PROBE_STEPS - self.probe[1] if self.probe is not None and threads == self.threads else None
         if measured == 0:
             fresh = False  # a probe measures its count afresh: a time from before the machine changed
             #                (a busy stretch) would outweigh it for dozens of probes if smoothed into
         if fresh:
-            alpha = SLOW_ALPHA if measured is None else 1 / (measured + 1)  # a probe: its steps' mean
+            smooth = SLOW_ALPHA if bucket <= 8 else CHUNK_ALPHA
+            alpha = smooth if measured is None else 1 / (measured + 1)  # a probe: its steps' mean
             old.per_token += alpha * (per_token - old.per_token)
-            old.at = self.clock
+            old.at, old.step = self.clock, self.steps
         else:
-            self.est[(bucket, threads)] = _Estimate(per_token, self.clock)
+            self.est[(bucket, threads)] = _Estimate(per_token, self.clock, self.steps)
         if self.probe is not None:
             self._probing(bucket, threads, per_token, tokens)
         elif threads == self.threads:
@@ -172,7 +181,10 @@ class ThreadController:
 
     def _fresh(self, bucket: int, threads: int) -> _Estimate | None:
         e = self.est.get((bucket, threads))
-        return e if e is not None and self.clock - e.at < FRESH_S else None
+        return e if e is not None and self._is_fresh(e) else None
+
+    def _is_fresh(self, e: _Estimate) -> bool:
+        return self.clock - e.at < FRESH_S or self.steps - e.step <= FRESH_STEPS
 
     def _best(self, bucket: int, back: int) -> int:
         """The fastest count measured recently for this step size, preferring fewer threads unless

@@ -110,7 +110,7 @@ class Loader:
     def start(self, model_id: str, opts: LoadOptions, on_progress: ProgressFn | None,
               cancel: threading.Event | None, ttl_s: float | None, embedding: bool) -> Slot:
         """Start a runner for ``model_id`` with ``opts`` and return the loaded model's slot."""
-        path = self.runtime.resolver(model_id)
+        path = Path(self.runtime.resolver(model_id))  # a resolver may answer a str (bench/runtime.py)
         try:
             info = inspect_file(path)
         except (OSError, InvalidModelFile):

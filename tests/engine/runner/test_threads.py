@@ -143,6 +143,41 @@ def test_steps_of_several_streams_are_measured_apart_from_single_ones():
     assert ctl.threads == 2
 
 
+def _long_prompt(ctl: ThreadController, chunks: int = 45, busy: range = range(0), seed: int = 5):
+    """A prompt of ``chunks`` 512-token chunks on a 2-core machine, each chunk's time per token growing with
+    its depth (attention): modelled on the starter's 8,192-token prompt on an f16 cache in 66 s at 2
+    threads (2026-12-04, 2-core EPYC), a thread alone about 1.75x slower; ``busy`` chunks run beside a
+    busy process (2 threads 3.5x slower, 1 thread 1.1x). Returns each chunk's (threads, seconds)."""
+    rng = random.Random(seed)
+    trace = []
+    for i in range(chunks):
+        depth = i * 512
+        per_token = {1: 0.0045 + depth * 1.0e-6, 2: 0.0026 + depth * 0.55e-6}
+        if i in busy:
+            per_token = {1: per_token[1] * 1.1, 2: per_token[2] * 3.5}
+        threads = ctl.threads
+        seconds = per_token[threads] * 512 * rng.gauss(1.0, 0.03)
+        ctl.observe(threads, seconds, 512)
+        trace.append((threads, seconds))
+    return trace
+
+
+def test_a_long_prompt_whose_chunks_take_seconds_stays_on_the_faster_count():
+    """Claude Code's 22k-token first request flipped between 1 and 2 threads 213 times: each chunk took
+    longer than FRESH_S, so the count a probe left was stale when the probe ended (its loss never counted,
+    the next probe came a chunk later), and the slowly smoothed time, behind the depth's growth, looked
+    like a busier machine. The whole prompt cost 1.5x what 2 fixed threads took."""
+    auto = sum(s for _, s in _long_prompt(ThreadController(2)))
+    fixed = sum(s for _, s in _long_prompt(ThreadController(2, fixed=2)))
+    assert auto <= 1.08 * fixed, (auto, fixed)
+
+
+def test_a_busy_process_during_a_long_prompt_still_moves_it_to_one_thread():
+    trace = _long_prompt(ThreadController(2), chunks=45, busy=range(15, 35))
+    assert [t for t, _ in trace[14:16]] == [2, 2]  # the first busy chunk is what shows it
+    assert sum(1 for t, _ in trace[17:35] if t == 1) >= 15
+
+
 # two busy processes beside the starter: a lost probe's one step on two threads took 100-200 ms here
 HEAVY = {"quiet": {1: 1 / 43, 2: 1 / 70}, "busy": {1: 1 / 28, 2: 1 / 6}}
 
