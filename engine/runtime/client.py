@@ -9,6 +9,7 @@ runner's last log lines; the app process carries on.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import queue
 import select
@@ -25,6 +26,8 @@ from ..errors import QueueFull, RunnerCrashed, RuntimeFailure
 from ..protocol import FramedPipe, PipeClosed
 
 _ids = itertools.count(1)
+log = logging.getLogger(__name__)
+
 CANCEL_POLL_S = 0.02  # how often a caller waiting for its next reply looks at its cancel event
 
 
@@ -122,10 +125,14 @@ class RunnerClient:
             return ""
         return " | ".join(line.strip() for line in lines[-n:])
 
-    def submit(self, op: str, cancel: threading.Event | None = None, **payload: Any) -> Iterator[dict]:
+    def submit(self, op: str, cancel: threading.Event | None = None, kill_after_s: float | None = None,
+               **payload: Any) -> Iterator[dict]:
         """Send one request and yield its replies until ``result``, ``done`` or an error.
 
-        Setting ``cancel`` (or closing the generator) tells the runner to stop within one token.
+        Setting ``cancel`` (or closing the generator) tells the runner to stop within one token. With
+        ``kill_after_s``, a runner that has not answered that long after being told is killed (then
+        ``RunnerCrashed``): a load stuck inside llama.cpp (a warm-up, a wedged driver) never looks at
+        its cancel event, and Cancel must still end it.
         """
         req_id = f"r{next(_ids)}"
         q: queue.SimpleQueue = queue.SimpleQueue()  # C, not Condition-based: one put per streamed token
@@ -135,7 +142,7 @@ class RunnerClient:
             if op == "generate" and len(self._pending) >= self.max_queue:
                 raise QueueFull(f"{self.label} already has {len(self._pending)} requests waiting")
             self._pending[req_id] = q
-        complete, told = False, False
+        complete, told, told_at = False, False, 0.0
         try:
             self.pipe.send({"op": op, "id": req_id, **payload})
             while True:
@@ -147,9 +154,14 @@ class RunnerClient:
                 # (a token: so Stop takes effect within one) and every CANCEL_POLL_S while none comes;
                 # a thread polling every request's event cost 30 us of CPU per streamed token
                 if cancel is not None and not told and cancel.is_set():
-                    told = True
+                    told, told_at = True, time.monotonic()
                     self._send_cancel(req_id)
                 if msg is None:
+                    if told and kill_after_s is not None and time.monotonic() - told_at > kill_after_s:
+                        log.warning("the runner for %s did not stop %.0f s after its %s was cancelled: killing it",
+                                    self.label, kill_after_s, op)
+                        self.proc.kill()  # its reader then posts the crash on this queue
+                        kill_after_s = None
                     continue
                 kind = msg["type"]
                 if kind == "crash":

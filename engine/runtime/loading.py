@@ -53,6 +53,7 @@ from .threadbudget import ThreadBudget
 log = logging.getLogger(__name__)
 ProgressFn = Callable[[LoadProgress], None]
 LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
+CANCEL_KILL_S = 5.0  # a load told to stop that has not answered by then is stuck in llama.cpp: its runner is killed
 
 
 @dataclass
@@ -304,7 +305,8 @@ class Loader:
         if embedding:
             kwargs.update(embedding_kwargs(spawn.pooling, spawn.positions, kwargs))
         try:
-            for msg in client.submit("load", cancel=cancel, path=str(path), kwargs=kwargs, mmproj=spawn.mmproj,
+            for msg in client.submit("load", cancel=cancel, kill_after_s=CANCEL_KILL_S, path=str(path), kwargs=kwargs,
+                                     mmproj=spawn.mmproj,
                                      draft=spawn.draft,
                                      threads_fixed=spawn.fixed_threads is not None,
                                      kvcache=None if embedding else cache_config(rt.settings)):
@@ -315,10 +317,17 @@ class Loader:
                         raise LoadCancelled(f"loading {model_id} was cancelled")
                     raise RuntimeFailure(f"could not load {model_id}: {msg['message']}")
                 elif msg["type"] == "result":
+                    if cancel is not None and cancel.is_set():  # cancelled after llama.cpp's part (warm-up, projector)
+                        raise LoadCancelled(f"loading {model_id} was cancelled")
                     if on_progress:
                         on_progress(LoadProgress(model_id, 1.0, "loaded"))
                     return client, msg
             raise RuntimeFailure(f"the runner for {model_id} ended the load without an answer")
+        except RunnerCrashed:
+            client.close()
+            if cancel is not None and cancel.is_set():  # killed for not stopping (kill_after_s), or died meanwhile
+                raise LoadCancelled(f"loading {model_id} was cancelled") from None
+            raise
         except BaseException:
             client.close()
             raise

@@ -14,6 +14,7 @@ from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
 from tests.helpers.waiting import wait_until
+from tests.helpers.wedged_runner import wedged_runner_command
 
 pytestmark = pytest.mark.model
 
@@ -52,6 +53,30 @@ def test_cancelled_load_says_so_and_leaves_nothing_running(make_runtime):
         rt.load("a", LoadOptions(context=512), cancel=cancel)
     assert rt.loaded() == []
     assert rt.load("a", LoadOptions(context=512)).n_ctx == 512  # and a later load works
+
+
+def test_cancel_ends_a_load_stuck_inside_llama_cpp_and_its_runner_within_seconds(make_runtime):
+    """A load that never looks at its cancel event again (a warm-up, a wedged driver) used to leave
+    Cancel waiting for good, and the app's quit behind it; its runner is now killed 5 s after being told."""
+    rt = make_runtime(idle_ttl_s=0, runner_command=wedged_runner_command())
+    cancel, seen, outcome = threading.Event(), [], []
+
+    def load():
+        try:
+            rt.load("a", LoadOptions(context=512), cancel=cancel, on_progress=seen.append)
+        except BaseException as exc:  # noqa: BLE001 - the outcome is what the test asserts
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    wait_until(lambda: seen, 60)  # the runner started and reported its first progress
+    runners = [p for p in psutil.Process().children() if "wedged_runner" in " ".join(p.cmdline())]
+    cancel.set()
+    worker.join(30)
+    assert not worker.is_alive(), "Cancel did not end the stuck load"
+    assert len(outcome) == 1 and isinstance(outcome[0], LoadCancelled), outcome
+    assert runners and not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in runners)
+    assert rt.loaded() == []
 
 
 def test_several_models_at_once_and_unload_gives_memory_back(make_runtime):
