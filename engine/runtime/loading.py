@@ -323,13 +323,10 @@ class Loader:
                         on_progress(LoadProgress(model_id, 1.0, "loaded"))
                     return client, msg
             raise RuntimeFailure(f"the runner for {model_id} ended the load without an answer")
-        except RunnerCrashed:
+        except BaseException as exc:
             client.close()
-            if cancel is not None and cancel.is_set():  # killed for not stopping (kill_after_s), or died meanwhile
-                raise LoadCancelled(f"loading {model_id} was cancelled") from None
-            raise
-        except BaseException:
-            client.close()
+            if isinstance(exc, RunnerCrashed) and cancel is not None and cancel.is_set():
+                raise LoadCancelled(f"loading {model_id} was cancelled") from None  # killed for not stopping, or died meanwhile
             raise
 
 
