@@ -93,3 +93,71 @@ def host_overrides(patterns: list[str]) -> ctypes.Array:
     for i, pattern in enumerate(patterns):
         places[i].pattern, places[i].buft = pattern.encode(), buft
     return places
+
+
+# --- llama.cpp's RPC backend (``engine/rpc``): layers on another machine's memory -------------------------
+RPC_MODULE = {"linux": "libggml-rpc.so", "darwin": "libggml-rpc.dylib", "win32": "ggml-rpc.dll"}.get(sys.platform,
+                                                                                                   "libggml-rpc.so")
+
+
+def rpc_built_in() -> bool:
+    """Whether llama-cpp-python was built with ``-DGGML_RPC=on`` (its own RPC library beside libggml)."""
+    return (lib_dir() / RPC_MODULE).exists()
+
+
+@functools.lru_cache(maxsize=1)
+def _rpc_cached(module: str | None) -> ctypes.CDLL:
+    lib = library()
+    if rpc_built_in():
+        rpc = ctypes.CDLL(str(lib_dir() / RPC_MODULE))
+    elif module and Path(module).exists():
+        lib.ggml_backend_load.argtypes, lib.ggml_backend_load.restype = [ctypes.c_char_p], ctypes.c_void_p
+        if not lib.ggml_backend_load(str(module).encode()):  # registers "RPC", as a -DGGML_RPC=on build would
+            raise HardwareError(f"llama.cpp could not load its RPC backend from {module}")
+        rpc = ctypes.CDLL(str(module))
+    else:
+        raise HardwareError("this llama.cpp has no RPC backend: `fireside devices lend --build` builds it")
+    c_p, c_sz = ctypes.c_void_p, ctypes.c_size_t
+    for owner, fn, args, res in [
+        (rpc, "ggml_backend_rpc_add_server", [ctypes.c_char_p], c_p),
+        (rpc, "ggml_backend_rpc_start_server", [ctypes.c_char_p, ctypes.c_char_p, c_sz, c_sz, ctypes.POINTER(c_p)], None),
+        (lib, "ggml_backend_reg_dev_count", [c_p], c_sz),
+        (lib, "ggml_backend_reg_dev_get", [c_p, c_sz], c_p),
+        (lib, "ggml_backend_device_register", [c_p], None),
+    ]:
+        f = getattr(owner, fn)
+        f.argtypes, f.restype = args, res
+    return rpc
+
+
+def rpc_library(module: str | None = None) -> ctypes.CDLL:
+    """llama.cpp's RPC backend, loaded once per process: the build's own when it has one, else the module
+    Fireside built for this llama.cpp (``rpc/build.py``) at ``module``. Raises ``HardwareError`` without."""
+    return _rpc_cached(str(module) if module else None)
+
+
+def rpc_devices(endpoints: list[str], module: str | None = None) -> list[str]:
+    """Register the RPC servers at ``endpoints`` (``host:port``, in order) with ggml and return their devices'
+    names (``RPC0``, ...), which ``device_handles`` then finds. Connects to each at once: llama.cpp aborts the
+    process when one cannot be reached, so only a runner (a process of its own) calls this."""
+    rpc, lib, names = rpc_library(module), library(), []
+    for endpoint in endpoints:
+        reg = rpc.ggml_backend_rpc_add_server(endpoint.encode())
+        if not reg:
+            raise HardwareError(f"the RPC server at {endpoint} offers no device")
+        for i in range(lib.ggml_backend_reg_dev_count(reg)):
+            dev = lib.ggml_backend_reg_dev_get(reg, i)
+            name = lib.ggml_backend_dev_name(dev).decode()
+            if not lib.ggml_backend_dev_by_name(name.encode()):
+                lib.ggml_backend_device_register(dev)
+            names.append(name)
+    return names
+
+
+def rpc_serve(endpoint: str, threads: int, module: str | None = None) -> None:
+    """Serve this machine's CPU to RPC clients at ``endpoint`` (loopback only: the caller's tunnel is the
+    way in). Blocks for good; returns only when the server could not start."""
+    rpc, lib = rpc_library(module), library()
+    cpu = lib.ggml_backend_dev_by_type(DEVICE_CPU)
+    devices = (ctypes.c_void_p * 1)(cpu)
+    rpc.ggml_backend_rpc_start_server(endpoint.encode(), None, threads, 1, devices)

@@ -16,6 +16,8 @@ Environment variables:
     FIRESIDE_PROMPT_CACHE_GIB  the prompt cache's size cap in GiB (default 4)
     FIRESIDE_GPU_BUDGET_GIB    the most memory the planner uses on each GPU (default: all that is free);
                                the load option ``gpu_budget_gib`` and ``--gpu-budget-gib`` win over it
+    FIRESIDE_RAM_BUDGET_GIB    the most of this machine's memory the planner uses (default: all that is free);
+                               ``ram_budget_gib`` and ``--ram-budget-gib`` win over it
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class Settings:
     prompt_cache_cap_bytes: int = int(DEFAULT_PROMPT_CACHE_GIB * 2**30)
     attention_calibration: bool = True  # measure which attention decodes fastest after a first load (runtime/attention.py)
     gpu_budget_gib: float | None = None  # a cap on the device memory the planner uses (None: what is free)
+    ram_budget_gib: float | None = None  # a cap on the host memory the planner uses (None: what is free)
     extra: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -115,6 +118,7 @@ class Settings:
                                    or os.environ.get("FIRESIDE_ATTENTION_CALIBRATION", "on")).strip().lower()
             not in ("off", "0", "no", "false"),
             gpu_budget_gib=_gib(env.get("FIRESIDE_GPU_BUDGET_GIB")),
+            ram_budget_gib=_gib(env.get("FIRESIDE_RAM_BUDGET_GIB")),
         )
 
     def __repr__(self) -> str:

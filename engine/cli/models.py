@@ -51,6 +51,12 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-budget-gib", type=float, metavar="GIB",
                    help="plan for at most this much memory on each GPU (default: FIRESIDE_GPU_BUDGET_GIB, else "
                         "all that is free)")
+    g.add_argument("--with", dest="with_devices", metavar="DEVICE[,DEVICE]",
+                   help="also place layers on these paired devices' lent memory (they run `fireside serve --share "
+                        "--lend GIB`); layers go there only as far as this machine needs")
+    g.add_argument("--ram-budget-gib", type=float, metavar="GIB",
+                   help="plan for at most this much of this machine's memory (default: FIRESIDE_RAM_BUDGET_GIB, "
+                        "else all that is free)")
     g.add_argument("--experts-on-cpu", action=argparse.BooleanOptionalAction, default=None,
                    help="keep a MoE model's experts in host memory and the rest of each layer on the GPU, as "
                         "llama-server's --cpu-moe (default: when that puts more layers on the GPU)")
@@ -71,8 +77,27 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
     options = LoadOptions.from_dict(vars(args))
-    budget = Settings.from_env().gpu_budget_gib
-    return options if options.gpu_budget_gib is not None or budget is None else replace(options, gpu_budget_gib=budget)
+    settings = Settings.from_env()
+    if options.gpu_budget_gib is None and settings.gpu_budget_gib is not None:
+        options = replace(options, gpu_budget_gib=settings.gpu_budget_gib)
+    if options.ram_budget_gib is None and settings.ram_budget_gib is not None:
+        options = replace(options, ram_budget_gib=settings.ram_budget_gib)
+    return options
+
+
+def _with_lent(hw, options: LoadOptions, settings: Settings):
+    """``hw`` with the memory the paired devices in ``--with`` lend now (asked of each over its TLS)."""
+    if not options.with_devices:
+        return hw
+    from ..devices import DeviceBook
+    from ..rpc import Lenders
+
+    lenders = Lenders(DeviceBook(settings))
+    try:
+        lent, _, _ = lenders.offer(options.with_devices)
+    finally:
+        lenders.close()
+    return replace(hw, devices=[*hw.devices, *lent])
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
@@ -107,7 +132,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     info = inspect_file(resolve_model(args.model, settings))
     options = load_options(args)
-    plan = plan_fit(info, hardware.detect(), options)
+    plan = plan_fit(info, _with_lent(hardware.detect(), options, settings), options)
     if options.draft:
         plan = with_draft(plan, inspect_file(resolve_model(options.draft, settings)))
     if args.json:

@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--share-port", type=int, default=SHARE_PORT, metavar="PORT",
                    help=f"port to share on (default {SHARE_PORT})")
     p.add_argument("--name", help="this device's name, as others see it (default: the host name)")
+    p.add_argument("--lend", type=float, metavar="GIB",
+                   help="with --share: lend up to GIB of this machine's memory (and its CPU) to your paired devices, "
+                        "which place a model's layers here (`fireside run MODEL --with THIS-DEVICE`)")
     p.add_argument("--embedder", metavar="MODEL",
                    help="the model that embeds uploaded files for /v1/vector_stores and file_search ('none': "
                         "keywords alone; default: the one chosen in the app's Settings, else the built-in minilm)")
@@ -110,6 +113,9 @@ def api_key(args: argparse.Namespace) -> str | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..apikey import delete_api_key
 
+    if args.lend and not args.share:
+        print("fireside: --lend lends memory to paired devices, so it needs --share", file=sys.stderr)
+        return 2
     if args.forget_key:
         delete_api_key()
         print("the API key is removed; the server now answers loopback clients without one")
@@ -124,7 +130,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serve(settings, host, port, api_key(args), args.allow_origin, args.allow_host, stop,
           preload=args.load, jit=args.jit, keep_alive_s=args.keep_alive, management=args.allow_management,
           load_defaults=load_options(args), image_urls=args.allow_image_urls,
-          share=Share(args.share_host, args.share_port, args.name) if args.share else None,
+          share=Share(args.share_host, args.share_port, args.name, lend_gib=args.lend) if args.share else None,
           embedder=args.embedder)
     return 0
 

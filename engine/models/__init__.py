@@ -20,6 +20,7 @@ _WHERE = {
     "SPLIT_RE": "inspection",
     "hardware": "hardware",
     "engine_build": "hardware",
+    "Device": "hardware",
     "Hardware": "hardware",
     "DEFAULT_PARALLEL": "fitplan",
     "drafting_text": "fitplan",
@@ -44,7 +45,7 @@ _WHERE = {
     "vocabulary": "bert",
     "write_bert": "bert",
 }
-__all__ = ["DEFAULT_PARALLEL", "FitPlan", "Hardware", "KV_TYPE_BYTES", "LoadOptions", "MEAN", "ModelInfo",
+__all__ = ["DEFAULT_PARALLEL", "Device", "FitPlan", "Hardware", "KV_TYPE_BYTES", "LoadOptions", "MEAN", "ModelInfo",
            "SPLIT_RE", "VERDICT_WORDS", "best", "drafting_text", "engine_build", "from_header", "hardware",
            "inspect_file", "inspection", "kind", "kv_fits", "not_regular", "pair", "plan_fit",
            "read_projector", "read_small", "replies_text", "split_parts", "verdict_text", "vocabulary",

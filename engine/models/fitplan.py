@@ -63,12 +63,18 @@ class LoadOptions:
     device: str | None = None  # offload to this device alone (``Hardware.named``); the only way onto a software one
     gpu_budget_gib: float | None = None  # the most device memory to plan for on each device (FIRESIDE_GPU_BUDGET_GIB)
     experts_on_cpu: bool | None = None  # a MoE model's experts kept in host memory (None: when more layers fit so)
+    with_devices: tuple[str, ...] | None = None  # paired devices that lend memory (rpc/): layers placed there too
+    ram_budget_gib: float | None = None  # the most host memory to plan for (FIRESIDE_RAM_BUDGET_GIB)
 
     @classmethod
     def from_dict(cls, d: dict | None) -> LoadOptions:
         d = {k: v for k, v in (d or {}).items() if k in cls.__dataclass_fields__ and v is not None}
         if "tensor_split" in d:
             d["tensor_split"] = tuple(d["tensor_split"])
+        if isinstance(d.get("with_devices"), str):  # "alpha,beta" as the CLI and the API take it
+            d["with_devices"] = tuple(n.strip() for n in d["with_devices"].split(",") if n.strip())
+        elif "with_devices" in d:
+            d["with_devices"] = tuple(d["with_devices"])
         return cls(**d)
 
 
@@ -123,6 +129,8 @@ class FitPlan:
     row_kernels: bool = False  # K-quant weights multiplied by the one-row kernels only (exactness.keep_exact)
     inexact_weights: list[str] = field(default_factory=list)  # weight types no switch makes batch-invariant
     experts_on_cpu: bool = False  # a MoE model's experts stay in host memory while its layers are offloaded
+    rpc: dict[str, str] = field(default_factory=dict)  # a lending device's name in ``devices`` -> its tunnel's host:port
+    rpc_module: str = ""  # llama.cpp's RPC backend built by Fireside (rpc/build.py); "" when built in
 
     @property
     def fits(self) -> bool:
@@ -151,6 +159,9 @@ class FitPlan:
             kw["tensor_split"] = self.tensor_split
         if self.devices is not None:
             kw["devices"] = list(self.devices)  # the runner takes this one: llama_model_params.devices
+        if self.rpc:  # the runner takes this one: lending devices' tunnels, registered before the load
+            kw["rpc"] = {"endpoints": dict(self.rpc), "module": self.rpc_module}
+            kw["op_offload"] = False  # a prompt's products on a device far away would send it the CPU's weights
         if self.kv_type != "f16":
             kw["type_k"] = kw["type_v"] = _GGML_KV_TYPE[self.kv_type]
         if self.experts_on_cpu and self.n_gpu_layers:  # the runner takes this one: tensor_buft_overrides

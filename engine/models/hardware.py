@@ -37,7 +37,8 @@ class Device:
     index: int
     name: str
     description: str
-    kind: str  # "cpu", "gpu", "igpu", "accel" or "software" (a Vulkan driver that runs on the CPU)
+    kind: str  # "cpu", "gpu", "igpu", "accel", "software" (a Vulkan driver that runs on the CPU) or "remote"
+    # (a paired device's lent memory, ``rpc/``, listed only for a load that names it)
     backend: str  # the registry it comes from: "CPU", "CUDA", "Metal", "Vulkan", ...
     total_bytes: int
     free_bytes: int
@@ -50,7 +51,7 @@ class Device:
     @property
     def can_offload(self) -> bool:
         """A device layers can be placed on when a load names it (``LoadOptions.device``)."""
-        return self.kind in ("gpu", "igpu", "software")
+        return self.kind in ("gpu", "igpu", "software", "remote")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,11 @@ class Hardware:
         return [d for d in self.devices if d.is_gpu]
 
     @property
+    def remote(self) -> list[Device]:
+        """Paired devices' lent memory, present only in a load's hardware that names them (``rpc/``)."""
+        return [d for d in self.devices if d.kind == "remote"]
+
+    @property
     def software(self) -> list[Device]:
         return [d for d in self.devices if d.kind == "software"]
 
@@ -80,9 +86,10 @@ class Hardware:
         its description such as ``llvmpipe``), or None."""
         wanted = name.strip().lower()
         for d in self.devices:
-            if d.can_offload and wanted in (d.name.lower(), str(d.index)):
+            if d.can_offload and d.kind != "remote" and wanted in (d.name.lower(), str(d.index)):
                 return d
-        matches = [d for d in self.devices if d.can_offload and wanted and wanted in d.description.lower()]
+        matches = [d for d in self.devices if d.can_offload and d.kind != "remote" and wanted
+                   and wanted in d.description.lower()]
         return matches[0] if len(matches) == 1 else None
 
     def to_dict(self) -> dict[str, object]:

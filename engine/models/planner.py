@@ -117,6 +117,13 @@ def _offload_devices(hw: Hardware, o: LoadOptions, notes: list[str]) -> tuple[li
         cap = int(o.gpu_budget_gib * 2**30)
         gpus = [replace(g, free_bytes=min(g.free_bytes, cap), total_bytes=min(g.total_bytes, cap)) for g in gpus]
         notes.append(f"device memory capped at {o.gpu_budget_gib:g} GiB (the GPU budget)")
+    if o.with_devices:  # paired devices' lent memory, each under its own cap, after the local GPUs
+        remote = {d.name: d for d in hw.remote}
+        missing = [n for n in o.with_devices if f"rpc:{n}" not in remote]
+        if missing:
+            refusal = refusal or f"no memory lent by {', '.join(missing)} (`fireside devices ls` lists paired devices)"
+        lent = [remote[f"rpc:{n}"] for n in o.with_devices if f"rpc:{n}" in remote]
+        gpus, devices = [*gpus, *lent], [*gpus, *lent]
     return gpus, devices, refusal
 
 
@@ -206,9 +213,23 @@ def _auto_layers(costs: _Costs, gpus: list[Device], ratios: list[float] | None, 
     return 0, ratios
 
 
+def _fewest_lent(costs: _Costs, gpus: list[Device], ratios: list[float] | None, hw: Hardware) -> tuple[int, list[float]]:
+    """With paired devices' memory in the load: the fewest layers off this machine that let it fit (every
+    layer on another machine costs the network a round trip per token), split by their free memory unless
+    the user set a split; the most that fit when none does (the plan then says what is short)."""
+    ratios = ratios or [float(g.free_bytes) for g in gpus]
+    for n in range(0, len(costs.layers) + 2):
+        uses, ram = _place(costs, gpus, n, ratios, hw)
+        if ram.fits and all(u.fits for u in uses):
+            return n, ratios
+    return _auto_layers(costs, gpus, ratios, hw)
+
+
 def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, *, _search_context: bool = True) -> FitPlan:
     """Plan how to load ``info`` on ``hw``. Pure: no I/O, no llama.cpp calls; safe on any thread."""
     o = options or LoadOptions()
+    if o.ram_budget_gib is not None:
+        hw = replace(hw, ram_available_bytes=min(hw.ram_available_bytes, int(o.ram_budget_gib * 2**30)))
     if o.parallel is None or o.experts_on_cpu is None:  # the automatic choices, each a plan_fit per option
         return (_auto_parallel if o.parallel is None else _auto_experts)(info, hw, o, _search_context)
     trained = info.context_length or 4096
@@ -217,7 +238,8 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     if o.context and o.context > trained:
         notes.append(f"context {o.context} is past the {trained} tokens the model was trained on")
     gpus, devices, named_refusal = _offload_devices(hw, o, notes)
-    o, flash, refusal = choose_attention(info, o, bool(gpus), notes)
+    # a paired device's memory is its CPU's: the CPU's attention, and the CPU's exact replies
+    o, flash, refusal = choose_attention(info, o, any(g.kind != "remote" for g in gpus), notes)
     refusal = named_refusal or refusal
     costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel), o.experts_on_cpu, o.use_mmap)
     user_ratios = list(o.tensor_split) if o.tensor_split else None
@@ -230,6 +252,8 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         if not gpus and n_gpu:
             notes.append("GPU layers requested, but this llama.cpp build has no GPU: running on the CPU")
             n_gpu = 0
+    elif hw.remote and o.with_devices:
+        n_gpu, ratios = _fewest_lent(costs, gpus, user_ratios, hw)
     else:
         n_gpu, ratios = _auto_layers(costs, gpus, user_ratios, hw)
     uses, ram = _place(costs, gpus, n_gpu, ratios, hw)

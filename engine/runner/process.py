@@ -263,6 +263,9 @@ class Runner:
         if not tiled:  # ggml reads it at its first matrix product, and a runner loads one model: none ran yet
             os.environ["GGML_CPU_TILED_MM"] = "0"
         devices = kwargs.pop("devices", None)  # llama_model_params.devices: not a Llama() keyword
+        rpc = kwargs.pop("rpc", None)  # paired devices' tunnels (rpc/): their devices registered here first
+        if rpc and devices:
+            devices = _lent_devices(devices, rpc)
         host_tensors = kwargs.pop("host_tensors", None)  # llama_model_params.tensor_buft_overrides: likewise
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
         started = time.monotonic()
@@ -444,6 +447,16 @@ class Runner:
 
     def _finished(self, req_id: str) -> None:
         self.cancels.pop(req_id, None)
+
+
+def _lent_devices(devices: list[str], rpc: dict) -> list[str]:
+    """``devices`` with each paired device's name (``rpc:NAME``) replaced by the RPC device llama.cpp made for
+    its tunnel. Connecting is llama.cpp's, and it aborts this process when a tunnel does not answer: the
+    server's side reports that as the device having gone away."""
+    from ..ggml import rpc_devices
+
+    endpoints, module = rpc["endpoints"], rpc.get("module") or None
+    return [name for d in devices for name in (rpc_devices([endpoints[d]], module) if d in endpoints else [d])]
 
 
 def _step_threads(llama: Any, kwargs: dict, fixed: bool, share: int | None) -> Any:

@@ -38,6 +38,9 @@ def runner_command() -> list[str]:
     return [sys.executable, "-m", "fireside.engine.runner"]
 
 
+_RPC_LOST = "ggml-rpc.cpp"  # llama.cpp's RPC client aborts its process, naming its source, when a server is gone
+
+
 def _describe_exit(code: int | None) -> str:
     if code is None:
         return "stopped answering"
@@ -64,6 +67,7 @@ class RunnerClient:
         self._lock = threading.Lock()
         self.dead: str | None = None
         self.signal: int | None = None  # the signal that killed the runner, once it is dead
+        self.lent_by: list[str] = []  # paired devices holding some of its layers (rpc/), for a crash's words
         self.pid = self.proc.pid
         self._await_hello()
         self._reader = threading.Thread(target=self._read_loop, name=f"runner-reader-{self.pid}", daemon=True)
@@ -114,9 +118,12 @@ class RunnerClient:
         tail = self.log_tail()
         with self._lock:
             pending, self._pending = self._pending, {}
+        message = f"the runner for {self.label} {self.dead}" + (f"; its last words: {tail}" if tail else "")
+        if self.lent_by and _RPC_LOST in self.log_tail(400):
+            message = (f"{' or '.join(self.lent_by)} went away mid-reply: it held part of {self.label}'s layers, "
+                       f"so {self.label} was unloaded (the next load plans without a device it cannot reach)")
         for q in pending.values():
-            q.put({"type": "crash", "signal": self.signal,
-                   "message": f"the runner for {self.label} {self.dead}" + (f"; its last words: {tail}" if tail else "")})
+            q.put({"type": "crash", "signal": self.signal, "message": message})
 
     def log_tail(self, n: int = 3) -> str:
         try:

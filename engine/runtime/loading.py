@@ -210,7 +210,21 @@ class Loader:
         refuse or that does not fit, ``ModelNotFound`` for a draft model that is not there."""
         if opts.gpu_budget_gib is None and self.runtime.settings.gpu_budget_gib is not None:
             opts = replace(opts, gpu_budget_gib=self.runtime.settings.gpu_budget_gib)
-        plan = plan_fit(info, hardware.detect(refresh=True), opts)  # free memory now, other models included
+        if opts.ram_budget_gib is None and self.runtime.settings.ram_budget_gib is not None:
+            opts = replace(opts, ram_budget_gib=self.runtime.settings.ram_budget_gib)
+        hw, rpc = hardware.detect(refresh=True), {}  # free memory now, other models included
+        gone: list[str] = []
+        if opts.with_devices:  # paired devices' lent memory, each a device the planner places layers on
+            lent, rpc, gone = self.runtime.lenders().offer(opts.with_devices, skip_gone=True)
+            hw = replace(hw, devices=[*hw.devices, *lent])  # a device that cannot be reached: planned without
+            opts = replace(opts, with_devices=tuple(d.name.removeprefix("rpc:") for d in lent))
+        plan = plan_fit(info, hw, opts)
+        plan.notes.extend(f"planned without it: {why}" for why in gone)
+        if rpc and plan.devices:
+            from ..rpc import module
+
+            plan.rpc = {name: rpc[name] for name in plan.devices if name in rpc}
+            plan.rpc_module = str(module(self.runtime.settings.cache_dir) or "")
         mmproj = None if embedding else (opts.mmproj or self.runtime.projectors(model_id, path))
         projector = read_projector(mmproj) if mmproj else None
         if projector is not None:
@@ -225,8 +239,9 @@ class Loader:
         if plan.refusal:  # llama.cpp would refuse these options at any size: do not try, say why
             raise ModelTooLarge(f"{model_id} will not load: {plan.refusal}")
         if not plan.fits and opts.n_gpu_layers is None:
+            where = f"this machine and {', '.join(opts.with_devices)} have" if opts.with_devices else "this machine has"
             raise ModelTooLarge(f"{model_id} needs about {plan.shortfall_bytes / 2**30:.1f} GiB more memory than "
-                                f"this machine has free at a {plan.context:,}-token context; try a smaller context "
+                                f"{where} free at a {plan.context:,}-token context; try a smaller context "
                                 f"(largest that fits: {plan.max_context:,}) or a smaller quantization")
         return plan, mmproj, draft
 
@@ -301,6 +316,7 @@ class Loader:
         model_id, path, embedding = spawn.model_id, spawn.path, spawn.embedding
         on_progress, cancel, rt = spawn.on_progress, spawn.cancel, self.runtime
         client = RunnerClient(model_id, rt.settings.cache_dir / "logs", rt.max_queue, rt.runner_command)
+        client.lent_by = [name.removeprefix("rpc:") for name in plan.rpc]
         kwargs = healing.load_kwargs(plan, rungs)
         if embedding:
             kwargs.update(embedding_kwargs(spawn.pooling, spawn.positions, kwargs))

@@ -63,6 +63,7 @@ class Runtime:
         self.attention = attention.Choices(settings.data_dir / "attention.json")
         self.calibrate = calibrate  # measure attention in the background after a first load (attention.py)
         self.arrivals = Arrivals()  # requests a server is preparing for the runners (arrivals.py)
+        self._lenders = None  # paired devices that lend memory to a load (rpc/lenders.py), on first use
         self._slots: dict[str, Slot] = {}
         self._options: dict[str, LoadOptions] = {}  # remembered per model, reused after a crash or unload
         self._lock = threading.RLock()
@@ -325,6 +326,18 @@ class Runtime:
             keys = list(self._slots)
         for key in keys:
             self._drop(key)
+        if self._lenders is not None:
+            self._lenders.close()
+
+    def lenders(self):
+        """The paired devices a load may place layers on (``rpc.Lenders``), made on first use."""
+        with self._lock:
+            if self._lenders is None:
+                from ..devices import DeviceBook
+                from ..rpc import Lenders
+
+                self._lenders = Lenders(DeviceBook(self.settings))
+            return self._lenders
 
 
 def _text_of(prompt: Segments) -> str:

@@ -17,6 +17,7 @@ from .. import __version__ as engine_version
 from ..devices import PairingDesk
 from ..documents import Collections
 from ..facade import Engine
+from ..rpc import Lender
 from ..runtime import Runtime
 from ..settings import Settings
 from . import anthropic, files, ollama, openai, responses, sharing, vector_stores
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLike | None = None, *,
                policy: SecurityPolicy | None = None, puller: Puller | None = None, jit: bool = True,
                pairing: PairingDesk | None = None, shared: bool = False,
-               collections: Collections | None = None) -> FastAPI:
+               collections: Collections | None = None, lender: Lender | None = None) -> FastAPI:
     """The API server's ASGI app over ``engine`` (a bare ``Runtime`` is wrapped in an ``Engine`` with
     the settings' remote engines, so a tool that only has a runtime still gets remote models).
 
@@ -41,7 +42,8 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
     (off: only models already loaded answer). ``pairing`` is the desk of a server that shares
     (``fireside serve --share``): the loopback app opens codes with it, the shared app (``shared``,
     whose policy takes only paired devices' tokens) pairs devices with it; a shared app serves this
-    machine's own models only, never its remote engines, other devices or documents. ``collections`` are the
+    machine's own models only, never its remote engines, other devices or documents; with a ``lender``
+    (``rpc/lending.py``) it also lends this machine's memory to paired devices through the RPC tunnel. ``collections`` are the
     uploaded files and vector stores of ``/v1/files`` and ``/v1/vector_stores`` (default: the data
     folder's ``knowledge``, opened on first use, BM25 alone). Safe to call from any thread; the app
     itself runs on uvicorn's event loop.
@@ -71,7 +73,8 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
     async def root() -> dict:
         return {"name": "Fireside", "version": engine_version, "status": "running"}
 
-    app.add_middleware(SecurityMiddleware, policy=policy)
+    app.state.lender = lender if shared else None
+    app.add_middleware(SecurityMiddleware, policy=policy, websocket=app.state.lender)
     app.add_middleware(ArrivalsMiddleware, engine=engine)  # outermost: counted before the body is read
     return app
 

@@ -71,12 +71,12 @@ Refusal = tuple[int, str, str]
 class SecurityMiddleware:
     """ASGI middleware applying ``SecurityPolicy`` to every HTTP request before routing."""
 
-    def __init__(self, app: Callable, policy: SecurityPolicy):
-        self.app, self.policy = app, policy
+    def __init__(self, app: Callable, policy: SecurityPolicy, websocket: Callable | None = None):
+        self.app, self.policy, self.websocket = app, policy, websocket
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "websocket":  # no route speaks websocket: refuse rather than check
-            return await send({"type": "websocket.close", "code": 1008})
+        if scope["type"] == "websocket":  # only a lending device's RPC tunnel speaks websocket, after the checks
+            return await self._websocket(scope, receive, send)
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -104,6 +104,17 @@ class SecurityMiddleware:
         if origin:
             send = _with_cors(send, origin)
         await self.app(scope, receive, send)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The RPC tunnel (``rpc/tunnel.py``) on a shared listener that lends memory, for a paired device's
+        token only (the host checks too); every other websocket is refused before its handshake."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        device_of, offered = self.policy.device_of, offered_key(headers)
+        if self.websocket is None or device_of is None or scope["path"] != self.websocket.path \
+                or self._refusal(dict(scope, method="GET"), headers):
+            return await send({"type": "websocket.close", "code": 1008})
+        device = device_of(offered)
+        await self.websocket(receive, send, lambda: device_of(offered) == device)
 
     def _open_paths(self) -> tuple[str, ...]:
         return OPEN_PATHS if self.policy.open_paths is None else self.policy.open_paths

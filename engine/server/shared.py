@@ -4,7 +4,8 @@
 run: this device's identity (its certificate, ``devices/identity.py``), a ``PairingDesk`` for the
 one-time codes, a second app built by ``create_app`` whose policy takes paired devices' tokens only
 (and the two pairing paths without one), served over TLS by its own ``ServerThread``, and the mDNS
-announcement (``devices/announce.py``). ``start`` binds and announces; ``stop`` takes the
+announcement (``devices/announce.py``); with ``Share.lend_gib``, a ``Lender`` (``rpc/lending.py``) that
+lends this machine's memory to paired devices through the RPC tunnel. ``start`` binds and announces; ``stop`` takes the
 announcement back and stops the listener. Building it reads (or makes) the certificate and ``start``
 binds a port and waits for mDNS probing (a second or two): call both off a GUI thread.
 """
@@ -32,6 +33,7 @@ class Share:
     port: int = SHARE_PORT
     name: str | None = None  # None: the host name (``identity.default_name``)
     announce: bool = True  # announce by mDNS (a test on loopback may leave it out)
+    lend_gib: float | None = None  # lend this much memory to paired devices (rpc/: llama.cpp's RPC server)
 
 
 class Sharing:
@@ -55,9 +57,17 @@ class Sharing:
         self.desk = PairingDesk(self.book, self.identity, self.name)
         policy = SecurityPolicy(bind_host=share.host, port=share.port, device_of=self.book.client_for,
                                 open_paths=PAIRING_PATHS)
-        app = create_app(engine, settings, library, policy=policy, jit=jit, pairing=self.desk, shared=True)
+        self.lender = None
+        if share.lend_gib:
+            from ..rpc import Lender
+
+            self.lender = Lender(int(share.lend_gib * 2**30), settings.cache_dir)
+            log.info("lending up to %.1f GiB of memory to paired devices", share.lend_gib)
+        app = create_app(engine, settings, library, policy=policy, jit=jit, pairing=self.desk, shared=True,
+                         lender=self.lender)
         self.server = ServerThread(app, share.host, share.port, ssl_certfile=str(self.identity.cert_path),
-                                   ssl_keyfile=str(self.identity.key_path), keep_alive_s=LINK_IDLE_S)
+                                   ssl_keyfile=str(self.identity.key_path), keep_alive_s=LINK_IDLE_S,
+                                   websockets=self.lender is not None)
         self.announcer = None
 
     @property
@@ -80,10 +90,15 @@ class Sharing:
             raise
 
     def stop(self) -> None:
-        """Take the announcement back and stop listening. Idempotent."""
+        """Take the announcement back, stop listening and stop lending (the worker ends within a second).
+        Idempotent."""
         announcer, self.announcer = self.announcer, None
         try:
             if announcer is not None:
                 announcer.close()
         finally:
-            self.server.stop()
+            try:
+                if self.lender is not None:
+                    self.lender.stop()
+            finally:
+                self.server.stop()

@@ -3,6 +3,7 @@
 On the shared listener (TLS, paired devices' tokens only) ``/fireside/pair/start`` and
 ``/fireside/pair/finish`` are the only paths open without a token: they run the PAKE exchange of
 ``devices/pairing.py`` against the code the user opened. On the loopback listener,
+``/fireside/lend`` (a paired device's token only) says what memory it lends, when it does (``rpc/``).
 ``/fireside/pair/code`` opens a code (under the loopback's own rules: its API key, if one is set) for
 ``fireside devices code`` to show; the shared listener never answers it, so nobody on the network
 can open a code. Every answer is JSON; a refusal is a 403 that says why (a wrong code says how many
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from ..devices import FINISH_PATH, START_PATH, show_code
+from ..rpc import LEND_PATH
 from ..errors import DeviceError
 from .context import ServerContext, context
 from .errors import ApiError
@@ -64,3 +66,13 @@ async def start(body: StartBody, request: Request) -> dict:
 @router.post(FINISH_PATH)
 async def finish(body: FinishBody, request: Request) -> dict:
     return await _refused(_desk(context(request), shared=True).finish, body.session, body.confirm)
+
+
+@router.get(LEND_PATH)
+async def lend(request: Request) -> dict:
+    """What this device lends a paired one (``rpc/``): its free memory under the cap; 404 when it lends none."""
+    lender = getattr(request.app.state, "lender", None)
+    if lender is None:
+        raise ApiError("this device lends no memory: start it with `fireside serve --share --lend GIB`", 404,
+                       "not_lending")
+    return await run_in_threadpool(lender.offer)

@@ -68,12 +68,13 @@ class ServerThread:
     def __init__(self, app, host: str = "127.0.0.1", port: int = 8765, *, log_level: str = "warning",
                  access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S,
                  body_timeout_s: float = BODY_TIMEOUT_S, ssl_certfile: str | None = None, ssl_keyfile: str | None = None,
-                 keep_alive_s: int = KEEP_ALIVE_S):
+                 keep_alive_s: int = KEEP_ALIVE_S, websockets: bool = False):
         self.app, self.host, self.requested_port = app, host, port
         self.scheme = "https" if ssl_certfile else "http"
         _loosen_loggers(log_level, access_log)
         self.config = uvicorn.Config(app, log_config=None, log_level=None, access_log=True,  # True: no handler cleared
-                                     timeout_graceful_shutdown=graceful_s, lifespan="off", ws="none",
+                                     timeout_graceful_shutdown=graceful_s, lifespan="off",
+                                     ws="websockets-sansio" if websockets else "none",  # websockets: the RPC tunnel
                                      http=guarded_protocol(header_timeout_s, body_timeout_s, access_log),
                                      timeout_keep_alive=keep_alive_s, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
         self.server = uvicorn.Server(self.config)

@@ -1,0 +1,102 @@
+"""The worker: a process of its own that lends this machine's memory and CPU to a paired device, through
+llama.cpp's RPC server (``ggml_backend_rpc_start_server``) bound to loopback only.
+
+llama.cpp's RPC protocol has neither authentication nor encryption and its deserializer has had
+memory-safety advisories, so the port never leaves loopback: the only way in is the tunnel on the shared
+TLS listener (``tunnel.py``), which checks the device's token first. The process caps its own address
+space at the lent size plus its code (``RLIMIT_AS``), so a paired device cannot take more than it was
+lent; whatever a client sends, a crash ends this process only. ``Worker`` starts it, waits until its port
+answers, and stops it.
+
+Run as ``python -m fireside.engine.rpc.worker PORT THREADS CAP_BYTES [MODULE]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+log = logging.getLogger(__name__)
+START_TIMEOUT_S = 30.0
+CODE_ROOM = 2 << 30  # address space beyond the lent bytes: libraries, thread stacks, glibc's arenas
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Worker:
+    """One RPC server process on ``127.0.0.1:port``. ``ensure()`` starts it when it is not running (again,
+    after a crash), ``stop()`` ends it (SIGTERM, then SIGKILL after a second). Thread-safe."""
+
+    def __init__(self, cap: int, threads: int, module: str | None = None):
+        self.cap, self.threads, self.module = cap, threads, module
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+        self._lock = threading.Lock()
+
+    def ensure(self) -> int:
+        """The port of a running worker, started now when there is none. Raises ``RuntimeError`` when it
+        does not start."""
+        with self._lock:
+            if self.proc is not None and self.proc.poll() is None:
+                return self.port
+            if self.proc is not None:
+                log.warning("the RPC worker had ended (exit %s); starting it again", self.proc.returncode)
+            self.port = _free_port()
+            args = [sys.executable, "-m", "fireside.engine.rpc.worker", str(self.port), str(self.threads),
+                    str(self.cap), self.module or ""]
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE, start_new_session=True)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+                    raise RuntimeError(f"the RPC worker did not start: {err[-400:] or f'exit {self.proc.returncode}'}")
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self.port  # a probe connection: the server serves it, sees it close, accepts the next
+                time.sleep(0.05)
+            self._kill()
+            raise RuntimeError("the RPC worker did not start listening within 30 s")
+
+    def stop(self) -> None:
+        with self._lock:
+            self._kill()
+
+    def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main() -> None:
+    import resource
+
+    from ..ggml import rpc_serve
+
+    port, threads, cap = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    module = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (cap + CODE_ROOM, cap + CODE_ROOM))
+    rpc_serve(f"127.0.0.1:{port}", threads, module)
+    sys.exit("the RPC server stopped")
+
+
+if __name__ == "__main__":
+    main()

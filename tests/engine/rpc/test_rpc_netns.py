@@ -1,0 +1,205 @@
+"""One model across two machines: ``alpha`` lends memory (``fireside serve --share --lend 1``) in its own
+network namespace, ``beta`` (another namespace, joined by a veth pair) pairs with it and places the starter
+model's layers there through the RPC tunnel (``--with alpha``). Everything crosses a real network stack
+and alpha's own TLS listener; no address outside the two namespaces is used.
+
+The module's tests share alpha's server and run in file order: the split reply equals the local one;
+the planner refuses a capped machine alone and loads it with alpha; strangers reach neither the RPC
+port nor the tunnel; alpha's worker killed mid-reply ends the reply in words; a revoked device's
+tunnel closes within a second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import netns
+from tests.helpers.waiting import free_port
+
+pytestmark = pytest.mark.timeout(300)
+SHARE_PORT = 18767
+PROMPT = "Name three colours of the rainbow."
+RUN = ("--temperature", "0", "--seed", "1", "--max-tokens", "48", "--ctx", "1024", "--parallel", "1")
+
+
+def _rpc_ready() -> str | None:
+    """Why llama.cpp's RPC backend cannot be had here (for a skip), or None."""
+    from fireside.engine.errors import HardwareError
+    from fireside.engine.rpc import module
+    from fireside.engine.settings import Settings
+
+    try:
+        module(Settings.from_env().cache_dir)
+    except HardwareError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="module")
+def network():
+    reason = netns.why_not()
+    if reason:
+        pytest.skip(f"two machines need network namespaces: {reason}")
+    reason = _rpc_ready()
+    if reason:
+        pytest.skip(f"llama.cpp's RPC backend is not available: {reason}")
+    with netns.namespaces() as (a, b):
+        yield a, b
+
+
+@pytest.fixture(scope="module")
+def machines(network, tmp_path_factory):
+    from fireside.engine.settings import Settings
+
+    (ns_a, ip_a), (ns_b, _) = network
+    home = tmp_path_factory.mktemp("rpc")
+    alpha, beta = netns.Device(ns_a, home / "alpha"), netns.Device(ns_b, home / "beta")
+    built = Settings.from_env().cache_dir / "rpc"  # the RPC module built once (above), not again per home
+    for d in (alpha, beta):
+        d.home.mkdir(parents=True)
+        if built.exists():
+            shutil.copytree(built, d.home / "cache" / "rpc")
+    port_a = free_port()
+    with alpha.serve("--port", str(port_a), "--share", "--share-port", str(SHARE_PORT), "--name", "alpha",
+                     "--lend", "1", "--no-jit"):
+        code = alpha.run("devices", "code", "--port", str(port_a))
+        assert code.returncode == 0, code.stderr
+        paired = beta.run("devices", "pair", "alpha", "--address", f"{ip_a}:{SHARE_PORT}", "--as", "beta",
+                          "--code", code.stdout.split("pairing code: ")[1].split()[0])
+        assert paired.returncode == 0, paired.stderr
+        yield {"alpha": alpha, "beta": beta, "ip_a": ip_a, "port_a": port_a}
+
+
+def _worker_pids() -> list[int]:
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"fireside.engine.rpc.worker" in (p / "cmdline").read_bytes():
+                    found.append(int(p.name))
+    return found
+
+
+def test_the_starter_split_across_two_machines_gives_the_local_reply(machines):
+    beta = machines["beta"]
+    local = beta.run("run", "starter", PROMPT, *RUN, timeout=120)
+    split = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", "--gpu-layers", "16", timeout=180)
+    assert local.returncode == 0 and split.returncode == 0, (local.stderr, split.stderr)
+    assert len(local.stdout.split()) > 10 and split.stdout == local.stdout
+    assert _worker_pids(), "alpha's worker served the layers"
+
+
+def test_a_capped_machine_refuses_alone_and_loads_with_the_lent_memory(machines):
+    beta = machines["beta"]
+    info = beta.run("info", "starter", "--ram-budget-gib", "0.3", "--ctx", "1024", "--parallel", "1", "--json")
+    assert info.returncode == 0, info.stderr
+    alone = beta.run("run", "starter", PROMPT, *RUN, "--ram-budget-gib", "0.3", timeout=120)
+    assert alone.returncode != 0 and "GiB more memory than this machine has free" in alone.stderr, alone.stderr
+    lent = beta.run("run", "starter", PROMPT, *RUN, "--ram-budget-gib", "0.3", "--with", "alpha", timeout=180)
+    assert lent.returncode == 0, lent.stderr
+    assert lent.stdout == beta.run("run", "starter", PROMPT, *RUN, timeout=120).stdout
+    shown = beta.run("info", "starter", "--ram-budget-gib", "0.3", "--ctx", "1024", "--parallel", "1",
+                     "--with", "alpha")
+    assert shown.returncode == 0 and "rpc:alpha" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_strangers_reach_neither_the_rpc_port_nor_the_tunnel(machines):
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    from fireside.engine.devices import pinned_context
+
+    pids = _worker_pids()
+    assert pids
+    port = int(Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")[3])
+
+    def knock() -> bool:
+        with contextlib.suppress(OSError), socket.create_connection((machines["ip_a"], port), timeout=2):
+            return True
+        return False
+
+    cert = (machines["alpha"].home / "data" / "devices" / "device-cert.pem").read_text()
+
+    def tunnel(token: str | None) -> int:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        try:
+            with connect(f"wss://{machines['ip_a']}:{SHARE_PORT}/fireside/rpc", ssl=pinned_context(cert),
+                         server_hostname="alpha", additional_headers=headers, open_timeout=5):
+                return 101
+        except InvalidStatus as exc:
+            return exc.response.status_code
+
+    assert netns.in_netns(machines["beta"].ns, knock) is False  # loopback only: not on the network at all
+    assert netns.in_netns(machines["beta"].ns, tunnel, None) == 403
+    assert netns.in_netns(machines["beta"].ns, tunnel, "not-a-paired-token-" + "x" * 30) == 403
+
+
+def test_the_worker_killed_mid_reply_ends_the_reply_in_words(machines):
+    beta = machines["beta"]
+    proc = subprocess.Popen(beta.command("run", "starter", "Write a very long story about a lighthouse.",
+                                         "--temperature", "0", "--max-tokens", "2000", "--ctx", "2048",
+                                         "--parallel", "1", "--with", "alpha", "--gpu-layers", "16"),
+                            env=beta.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not _worker_busy() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3.0)  # the reply is streaming
+    for pid in _worker_pids():
+        os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert len(out.split()) > 5, "what was shown stays shown"
+    assert "alpha" in err and "went away" in err, err
+
+
+def _worker_busy() -> bool:
+    return any(_cpu_s(pid) > 0.5 for pid in _worker_pids())
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_revoked_device_s_tunnel_closes_within_1_s(machines):
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+    from websockets.sync.client import connect
+
+    from fireside.engine.devices import pinned_context
+
+    keys = __import__("json").loads((machines["beta"].home / "keys.json").read_text())
+    token = keys["Fireside devices\0server:alpha"]
+    cert = (machines["alpha"].home / "data" / "devices" / "device-cert.pem").read_text()
+    url = f"wss://{machines['ip_a']}:{SHARE_PORT}/fireside/rpc"
+
+    def hold_then_revoke() -> tuple[float, int]:
+        with connect(url, ssl=pinned_context(cert), server_hostname="alpha",
+                     additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=10) as ws:
+            done = machines["alpha"].run("devices", "revoke", "beta")
+            assert done.returncode == 0, done.stderr
+            revoked = time.monotonic()
+            with contextlib.suppress(ConnectionClosed, TimeoutError):
+                ws.recv(timeout=5)
+            closed_after = time.monotonic() - revoked
+        try:
+            with connect(url, ssl=pinned_context(cert), server_hostname="alpha",
+                         additional_headers={"Authorization": f"Bearer {token}"}, open_timeout=5):
+                status = 101
+        except InvalidStatus as exc:
+            status = exc.response.status_code
+        return closed_after, status
+
+    closed_after, status = netns.in_netns(machines["beta"].ns, hold_then_revoke)
+    assert closed_after < 1.0 and status == 403
