@@ -112,14 +112,16 @@ class Tunnel:
         _nodelay(conn)
         host, _, port = self.address.rpartition(":")
         try:
-            ws = connect(f"wss://{host if ':' not in host else f'[{host}]'}:{port}{RPC_PATH}", ssl=self._ctx,
+            raw = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
+            _nodelay(raw)  # before the handshake: RPC's small request-reply messages must not wait on Nagle
+            raw.settimeout(None)
+            ws = connect(f"wss://{host if ':' not in host else f'[{host}]'}:{port}{RPC_PATH}", sock=raw, ssl=self._ctx,
                          server_hostname="fireside", additional_headers={"Authorization": f"Bearer {self._token}"},
                          compression=None, max_size=None, open_timeout=5, close_timeout=1)
         except Exception as exc:
             log.warning("the RPC tunnel to %s could not open: %s", self.name or self.address, exc)
             conn.close()
             return
-        _nodelay(ws.socket)
         with self._lock:
             self._links.update((conn, ws))
 

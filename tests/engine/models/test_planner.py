@@ -305,3 +305,37 @@ def test_a_measured_f16_attention_is_taken_only_where_its_larger_cache_fits(q8b)
     assert with_attention(tight, q8b, "f16", False) is None
     same = with_attention(tight, q8b, "q8_0", True)
     assert (same.ram.kv_bytes, same.row_kernels, same.notes) == (tight.ram.kv_bytes, True, tight.notes)
+
+
+def _lent(hw: Hardware, *lenders: tuple[str, float]) -> Hardware:
+    """``hw`` with paired devices lending (name, GiB), as ``rpc.Lenders.offer`` adds them to a load's hardware."""
+    lent = [Device(1000 + i, f"rpc:{n}", f"{n}: lent", "remote", "RPC", int(g * GiB), int(g * GiB))
+            for i, (n, g) in enumerate(lenders)]
+    return replace(hw, devices=[*hw.devices, *lent])
+
+
+def test_lent_memory_takes_only_the_layers_this_machine_cannot_hold(q70b):
+    opts = LoadOptions(context=4096, parallel=1, with_devices=("desk", "attic"))
+    alone = plan_fit(q70b, machine(ram=24), LoadOptions(context=4096, parallel=1))
+    assert alone.verdict == "will_not_fit"
+    plan = plan_fit(q70b, _lent(machine(ram=24), ("desk", 16), ("attic", 16)), opts)
+    assert plan.fits and plan.devices == ["rpc:desk", "rpc:attic"] and plan.ram.fits
+    assert 0 < plan.n_gpu_layers < q70b.block_count  # most layers stay here: each lent one costs a round trip
+    fewer = plan_fit(q70b, _lent(machine(ram=24), ("desk", 16), ("attic", 16)),
+                     replace(opts, n_gpu_layers=plan.n_gpu_layers - 1))
+    assert not fewer.ram.fits  # one layer fewer on the lenders and this machine is short
+    assert sum(u.layers for u in plan.gpus) == plan.n_gpu_layers - 1  # the rest; the output layer counts one
+
+
+def test_lent_memory_that_cannot_hold_the_rest_refuses_with_the_numbers(q70b):
+    plan = plan_fit(q70b, _lent(machine(ram=16), ("desk", 4)),
+                    LoadOptions(context=4096, parallel=1, with_devices=("desk",)))
+    assert plan.verdict == "will_not_fit" and plan.shortfall_bytes > 10 * GiB
+    missing = plan_fit(q70b, machine(ram=16), LoadOptions(context=4096, parallel=1, with_devices=("desk",)))
+    assert "no memory lent by desk" in missing.refusal
+
+
+def test_a_lending_device_is_never_chosen_unless_a_load_names_it(q8b):
+    hw = _lent(machine(ram=4), ("desk", 64))
+    plan = plan_fit(q8b, hw, LoadOptions(context=8192, parallel=1))
+    assert plan.n_gpu_layers == 0 and plan.gpus == [] and hw.named("desk") is None
