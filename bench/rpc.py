@@ -40,6 +40,15 @@ PROMPT = "Write a short story about a lighthouse keeper and a storm."
 STATS = re.compile(r"(\d+) tokens, ([\d.]+) tokens/s, first token after (\d+) ms")
 
 
+class Pinned(netns.Device):
+    """A device whose commands run on the given CPU cores only (``taskset``): two machines on one host."""
+
+    cpus: str = "0"
+
+    def command(self, *args: str) -> list[str]:
+        return ["taskset", "-c", self.cpus, *super().command(*args)] if self.cpus else super().command(*args)
+
+
 def _netem(ns: str, dev: str, ms: float) -> bool:
     done = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root", "netem",
                            "delay", f"{ms}ms"], capture_output=True, text=True)
@@ -111,6 +120,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--layers", type=int, default=16, help="layers on alpha (of the starter's 30, plus output)")
+    ap.add_argument("--cores", default="1/0", help="alpha's/beta's CPU cores (taskset lists; '' shares all): on "
+                                                  "one host, llama.cpp's spinning threads on both sides would "
+                                                  "otherwise take each other's cores")
     args = ap.parse_args()
     reason = netns.why_not()
     if reason:
@@ -120,7 +132,9 @@ def main() -> None:
 
     built = module(Settings.from_env().cache_dir)
     with netns.namespaces() as ((ns_a, ip_a), (ns_b, _)), tempfile.TemporaryDirectory() as tmp:
-        alpha, beta = netns.Device(ns_a, Path(tmp) / "alpha"), netns.Device(ns_b, Path(tmp) / "beta")
+        alpha, beta = Pinned(ns_a, Path(tmp) / "alpha"), Pinned(ns_b, Path(tmp) / "beta")
+        if args.cores:  # each namespace its own cores, as two machines would have
+            alpha.cpus, beta.cpus = args.cores.split("/")
         for d in (alpha, beta):
             d.home.mkdir(parents=True)
             if built:
@@ -154,7 +168,8 @@ def main() -> None:
                 print(f"round {r + 1}: " + "; ".join(f"{k} {v[-1][0]:.1f} tok/s, first token {v[-1][1]:.0f} ms"
                                                       for k, v in rows.items()), flush=True)
     med = {k: (statistics.median(t for t, _ in v), statistics.median(f for _, f in v)) for k, v in rows.items()}
-    print(f"starter, {args.tokens} tokens, {args.layers} layers on alpha, delay by {how}, medians of {args.rounds}:")
+    print(f"starter, {args.tokens} tokens, {args.layers} layers on alpha, alpha on cores {alpha.cpus or 'all'} and beta on "
+          f"{beta.cpus or 'all'} (local runs on beta's), delay by {how}, medians of {args.rounds}:")
     for k, (tps, ttft) in med.items():
         print(f"  {k:6s} decode {tps:6.1f} tok/s ({tps / med['local'][0]:.2f}x local), first token {ttft:5.0f} ms")
     print(f"rpc: decode {med['0 ms'][0] / med['local'][0]:.2f}x at 0 ms, {med['1 ms'][0] / med['local'][0]:.2f}x at 1 ms, "

@@ -8,6 +8,7 @@
     ├── HardwareError           llama.cpp's device API could not be read
     ├── RuntimeFailure          a runner failed to load or generate
     │   ├── RunnerCrashed       the runner process died mid-request
+    │   │   └── DeviceGone      a paired device holding some of its layers went away (rpc/)
     │   ├── LoadCancelled       the user cancelled a load
     │   ├── ContextOverflow     the prompt does not fit in the context window
     │   ├── TemplateError       the chat template failed to render (or was refused)
@@ -84,6 +85,11 @@ class RunnerCrashed(RuntimeFailure):
     def __init__(self, message: str, signal: int | None = None):
         super().__init__(message)
         self.signal = signal
+
+
+class DeviceGone(RunnerCrashed):
+    """A paired device that held some of the model's layers (``rpc/``) went away: llama.cpp's RPC client
+    ended the runner. Not a llama.cpp crash to heal around on this machine: the load is not retried."""
 
 
 class LoadCancelled(RuntimeFailure):

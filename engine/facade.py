@@ -222,6 +222,23 @@ class Engine:
     def list_remotes(self) -> list[RemoteEndpoint]:
         return self.remotes.registry.list()
 
+    # --- paired devices that lend memory (rpc/) ---------------------------------------------------
+    def lending_devices(self) -> list[str]:
+        """The paired devices this one uses, most preferred first: those a load may place layers on."""
+        return [d.name for d in self.remotes.devices.servers()]
+
+    def lent(self, names: list[str]) -> tuple[list, list[str]]:
+        """What each named paired device lends now, as planner devices (``rpc:NAME``), and why any left out
+        could not be used (asked of each over its TLS: call it off the GUI thread)."""
+        from .rpc import Lenders
+
+        lenders = Lenders(self.remotes.devices)  # this engine's paired devices; a load asks again, for its tunnels
+        try:
+            devices, _, gone = lenders.offer(names, skip_gone=True)
+        finally:
+            lenders.close()
+        return devices, gone
+
     @property
     def remotes_file(self) -> Path:
         """The file the remote engines are kept in (the app watches it for changes from the CLI)."""

@@ -6,6 +6,7 @@ runners all start from the same executable, chosen by the first argument or the 
 - ``--fireside-check-grammar``: a short-lived grammar check (``fireside.engine.structured.grammarcheck``).
 - ``--fireside-template-worker``: a chat template worker (``fireside.engine.prompts.worker``).
 - ``--fireside-document-reader``: a document reader process (``fireside.engine.documents.reader_process``).
+- ``--fireside-rpc-worker``: the worker that lends this machine's memory (``fireside.engine.rpc.worker``).
 - ``--cli ARGS...``, or called as ``fireside`` (the ``/usr/bin/fireside`` link on Linux): the
   ``fireside`` command line.
 - ``--app``, or anything else (double-click, ``fireside-app``, ``Fireside.exe``): the desktop app.
@@ -23,6 +24,7 @@ RUNNER_FLAG = "--fireside-runner"
 GRAMMAR_FLAG = "--fireside-check-grammar"
 TEMPLATE_FLAG = "--fireside-template-worker"
 READER_FLAG = "--fireside-document-reader"
+RPC_WORKER_FLAG = "--fireside-rpc-worker"
 CLI_FLAG = "--cli"
 APP_FLAG = "--app"
 CLI_NAME = "fireside"
@@ -39,6 +41,8 @@ def choose(argv: list[str]) -> tuple[str, list[str]]:
         return "template", argv[2:]
     if first == READER_FLAG:
         return "reader", argv[2:]
+    if first == RPC_WORKER_FLAG:
+        return "rpc-worker", argv[2:]
     if first == CLI_FLAG:
         return "cli", argv[2:]
     if first == APP_FLAG:
@@ -69,6 +73,11 @@ def main() -> int:
         from fireside.engine.documents import reader_process
 
         reader_process.main()  # reads until its pipe closes, then ends the process itself
+        return 0
+    if mode == "rpc-worker":
+        from fireside.engine.rpc import worker
+
+        worker.main(rest)  # serves until it is stopped
         return 0
     if mode == "cli":
         from fireside.engine.cli import main as cli_main

@@ -120,6 +120,13 @@ def test_frozen_document_readers_start_through_the_entry_script(entry, monkeypat
     assert entry.choose(reader_command()) == ("reader", [])
 
 
+def test_frozen_rpc_workers_start_through_the_entry_script(entry, monkeypatch):
+    from fireside.engine.rpc.worker import worker_command
+
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert entry.choose([*worker_command(), "5000", "2", "1024"]) == ("rpc-worker", ["5000", "2", "1024"])
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["/usr/bin/fireside", "run", "starter", "Hi"], ("cli", ["run", "starter", "Hi"])),
     (["C:\\Fireside\\fireside.exe", "ls"], ("cli", ["ls"])),

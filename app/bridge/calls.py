@@ -89,6 +89,14 @@ class EngineCalls:
 
         self.tasks.run_in_background(lambda: (self.engine.model_info(model_id), hardware.detect()), on_done)
 
+    def lending_devices(self, on_done: OnDone) -> None:
+        """The paired devices a load may place layers on (names), for the load dialog."""
+        self.tasks.run_in_background(self.engine.lending_devices, on_done)
+
+    def lent(self, names: list[str], on_done: OnDone) -> None:
+        """``(devices, why any could not be used)``: what the named paired devices lend now."""
+        self.tasks.run_in_background(lambda: self.engine.lent(list(names)), on_done)
+
     # --- this machine ----------------------------------------------------------------------------
     def hardware(self, on_done: OnDone) -> None:
         from fireside.engine.models import hardware

@@ -1,6 +1,7 @@
 """The load dialog: GPU layers, context length, KV-cache type, flash attention and parallel slots for one
-model, speculative decoding's drafts (prompt lookup, a draft model from the library), with the fit
-planner's live estimate of VRAM and RAM and its verdict.
+model, speculative decoding's drafts (prompt lookup, a draft model from the library), and the paired devices whose
+lent memory may hold layers (``rpc/``: asked off the GUI thread when checked), with the fit planner's live
+estimate of VRAM and RAM and its verdict.
 
 "Auto" (the default) lets the planner choose the memory settings; drafting is chosen either way. The model's header is read and the hardware
 detected once, off the GUI thread; each change then re-plans (a pure computation) and shows the result.
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
     QSlider,
     QSpinBox,
@@ -53,8 +55,12 @@ class LoadDialog(QDialog):
         saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))
         self._saved_draft = saved.draft
         self._apply(saved, auto=replace(saved, drafts=False, draft=None) == LoadOptions())
+        self._saved_with = tuple(saved.with_devices or ())
+        self.lent: list = []  # what the checked paired devices lend (planner devices), as last asked
+        self.lent_problems: list[str] = []  # and why any of them could not be asked
         ctx.bridge.inspect(model_id, self._on_inspected)
         ctx.bridge.list_models(self._on_listed)
+        ctx.bridge.lending_devices(self._on_lending_listed)
 
     def _build(self) -> None:
         self.auto = QCheckBox("Auto (let Fireside choose)")
@@ -73,6 +79,12 @@ class LoadDialog(QDialog):
         self.draft = QComboBox(toolTip="A smaller model with the same vocabulary guesses the next tokens; the "
                                        "model checks each guess, so replies stay the same")
         self.draft.addItem(NO_DRAFT)
+        self.machines = QWidget()  # a checkbox per paired device: place layers in the memory it lends
+        self.machines_row = QHBoxLayout(self.machines)
+        self.machines_row.setContentsMargins(0, 0, 0, 0)
+        self.machines_note = QLabel("No paired devices (Server → Your devices)", objectName="hint")
+        self.machines_row.addWidget(self.machines_note)
+        self.machine_boxes: dict[str, QCheckBox] = {}
         self.estimate = QLabel("Reading the model…", wordWrap=True, objectName="estimate")
         form = QFormLayout()
         form.addRow(self.auto)
@@ -84,6 +96,7 @@ class LoadDialog(QDialog):
         form.addRow("Parallel slots", self.parallel)
         form.addRow("Drafts", self.lookup)
         form.addRow("Draft model", self.draft)
+        form.addRow("Other machines", self.machines)
         buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
         buttons.button(QDialogButtonBox.Ok).setText("Load")
         buttons.accepted.connect(self.accept)
@@ -107,9 +120,13 @@ class LoadDialog(QDialog):
         self.parallel.setValue(o.parallel or DEFAULT_PARALLEL)
         self.lookup.setChecked(o.drafts)
 
+    def checked_machines(self) -> tuple[str, ...]:
+        return tuple(name for name, box in self.machine_boxes.items() if box.isChecked())
+
     def options(self) -> LoadOptions | None:
         draft = self.draft.currentText()
-        drafting = {"drafts": self.lookup.isChecked(), "draft": None if draft == NO_DRAFT else draft}
+        drafting = {"drafts": self.lookup.isChecked(), "draft": None if draft == NO_DRAFT else draft,
+                    "with_devices": self.checked_machines() or None}
         if self.auto.isChecked():
             return LoadOptions(**drafting) if any(drafting.values()) else None
         return LoadOptions(n_gpu_layers=self.layers.value(), context=self.context.value(),
@@ -129,6 +146,41 @@ class LoadDialog(QDialog):
             if self.draft.findText(self._saved_draft) < 0:
                 self.draft.addItem(self._saved_draft)  # a path, or a model gone since: shown as saved
             self.draft.setCurrentText(self._saved_draft)
+
+    def _on_lending_listed(self, result, error) -> None:
+        """A checkbox per paired device this one uses; those saved for this model checked (and asked)."""
+        if error or not result:
+            return
+        self.machines_note.hide()
+        for name in result:
+            box = QCheckBox(name, toolTip=f"Place the layers this machine cannot hold in the memory {name} lends "
+                                          f"(it runs `fireside serve --share --lend GIB`)")
+            box.setChecked(name in self._saved_with)
+            box.toggled.connect(self._on_machines_toggled)
+            self.machine_boxes[name] = box
+            self.machines_row.addWidget(box)
+        self.machines_row.addStretch(1)
+        if self.checked_machines():
+            self._on_machines_toggled()
+
+    @Slot()
+    def _on_machines_toggled(self, *_args) -> None:
+        names = self.checked_machines()
+        if not names:
+            self.lent = []
+            self._on_changed()
+            return
+        self.estimate.setText(f"Asking {', '.join(names)} what memory it lends…")
+        self.ctx.bridge.lent(list(names), lambda result, error: self._on_lent(names, result, error))
+
+    def _on_lent(self, names: tuple[str, ...], result, error) -> None:
+        if names != self.checked_machines():
+            return  # the choice changed meanwhile: its own answer follows
+        if error:
+            self.lent, self.lent_problems = [], [str(error)]
+        else:
+            self.lent, self.lent_problems = result
+        self._on_changed()
 
     @Slot(str)
     def _on_draft_current_text_changed(self, text: str) -> None:
@@ -160,29 +212,35 @@ class LoadDialog(QDialog):
         manual = not self.auto.isChecked()
         for w in (self.layers, self.context, self.kv, self.flash, self.parallel):
             w.setEnabled(manual)
-        self.layers_label.setText(f"{self.layers.value()} of {self.layers.maximum()}")
+        where = " (on the GPUs and the checked machines)" if self.lent else ""
+        self.layers_label.setText(f"{self.layers.value()} of {self.layers.maximum()}{where}")
         if self._cpu_only():
             self.layers.setEnabled(False)  # nothing to offload to: a live slider would promise a choice
             self.layers_label.setText("No GPU in this llama.cpp build: every layer runs on the CPU")
         if self.info is None:
             return
+        hw = replace(self.hw, devices=[*self.hw.devices, *self.lent]) if self.lent else self.hw
         try:
-            plan = plan_fit(self.info, self.hw, self.options() or LoadOptions())
+            plan = plan_fit(self.info, hw, self.options() or LoadOptions())
             if self.draft_info is not None:
                 plan = with_draft(plan, self.draft_info)
         except Exception as exc:
             self.estimate.setText(show_error(exc, "planning the load"))
             return
+        verdict, offloaded = VERDICTS.get(plan.verdict, plan.verdict), f"{plan.n_gpu_layers} GPU layers"
+        if any(g.name.startswith("rpc:") and g.layers for g in plan.gpus) and plan.fits:
+            verdict, offloaded = "Split across your machines", f"{plan.n_gpu_layers} layers on other machines"
         self.estimate.setText(
-            f"<b>{VERDICTS.get(plan.verdict, plan.verdict)}</b> · {plan.n_gpu_layers} GPU layers · "
+            f"<b>{verdict}</b> · {offloaded} · "
             f"context {plan.context:,} · {plan.parallel} slot{'s' * (plan.parallel != 1)}<br>{_split_text(plan)}"
-            f" · largest context that fits: {plan.max_context:,}<br>Drafts: {drafting_text(plan)}")
+            f" · largest context that fits: {plan.max_context:,}<br>Drafts: {drafting_text(plan)}"
+            + "".join(f"<br>{problem}" for problem in self.lent_problems if self.checked_machines()))
         if self.auto.isChecked():
             self._show_plan(plan)
 
     def _cpu_only(self) -> bool:
         """This llama.cpp build sees no GPU (as read with the model): there are no layers to offload."""
-        return self.hw is not None and not any(d.kind != "cpu" for d in self.hw.devices)
+        return self.hw is not None and not self.lent and not any(d.kind != "cpu" for d in self.hw.devices)
 
     def _show_plan(self, plan) -> None:
         """Auto: the greyed boxes show what the planner chose, not the last manual values."""
@@ -205,7 +263,13 @@ class LoadDialog(QDialog):
 
 
 def _split_text(plan) -> str:
-    """Where the layers and bytes go, device by device: "Vulkan0 120 MB (15 layers) · RAM 300 MB (15 layers)"."""
-    gpus = " · ".join(f"{g.name} {human_bytes(g.total_bytes)} ({g.layers} layers)" for g in plan.gpus if g.layers)
+    """Where the layers and bytes go, device by device: "Vulkan0 120 MB (15 layers) · RAM 300 MB (15 layers)";
+    a paired device's lent memory by its name ("desk (lent) 300 MB (16 layers)")."""
+    gpus = " · ".join(f"{_device_words(g.name)} {human_bytes(g.total_bytes)} ({g.layers} layers)"
+                      for g in plan.gpus if g.layers)
     experts = " and every layer's experts" if plan.experts_on_cpu else ""
     return f"{gpus or 'VRAM ' + human_bytes(0)} · RAM {human_bytes(plan.ram.total_bytes)} ({plan.ram.layers} layers{experts})"
+
+
+def _device_words(name: str) -> str:
+    return f"{name.removeprefix('rpc:')} (lent)" if name.startswith("rpc:") else name

@@ -225,6 +225,25 @@ def _fewest_lent(costs: _Costs, gpus: list[Device], ratios: list[float] | None, 
     return _auto_layers(costs, gpus, ratios, hw)
 
 
+def _layers(info: ModelInfo, o: LoadOptions, costs: _Costs, gpus: list[Device], hw: Hardware,
+            notes: list[str]) -> tuple[int, list[float]]:
+    """The layers to offload and their split across ``gpus``: the user's, else the most that fit, else (with
+    paired devices' lent memory) the fewest that let this machine hold the rest."""
+    user_ratios = list(o.tensor_split) if o.tensor_split else None
+    if user_ratios and len(user_ratios) != len(gpus):
+        notes.append(f"tensor split has {len(user_ratios)} entries for {len(gpus)} GPUs; extra entries ignored")
+        user_ratios = (user_ratios + [0.0] * len(gpus))[: len(gpus)]
+    if o.n_gpu_layers is not None:
+        n_gpu = max(0, min(o.n_gpu_layers if o.n_gpu_layers >= 0 else info.block_count + 1, info.block_count + 1))
+        if not gpus and n_gpu:
+            notes.append("GPU layers requested, but this llama.cpp build has no GPU: running on the CPU")
+            n_gpu = 0
+        return n_gpu, user_ratios or [float(g.free_bytes) for g in gpus]
+    if hw.remote and o.with_devices:
+        return _fewest_lent(costs, gpus, user_ratios, hw)
+    return _auto_layers(costs, gpus, user_ratios, hw)
+
+
 def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, *, _search_context: bool = True) -> FitPlan:
     """Plan how to load ``info`` on ``hw``. Pure: no I/O, no llama.cpp calls; safe on any thread."""
     o = options or LoadOptions()
@@ -242,20 +261,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
     o, flash, refusal = choose_attention(info, o, any(g.kind != "remote" for g in gpus), notes)
     refusal = named_refusal or refusal
     costs = _Costs(info, ctx, o.kv_type, flash, o.n_batch, max(1, o.parallel), o.experts_on_cpu, o.use_mmap)
-    user_ratios = list(o.tensor_split) if o.tensor_split else None
-    if user_ratios and len(user_ratios) != len(gpus):
-        notes.append(f"tensor split has {len(user_ratios)} entries for {len(gpus)} GPUs; extra entries ignored")
-        user_ratios = (user_ratios + [0.0] * len(gpus))[: len(gpus)]
-    if o.n_gpu_layers is not None:
-        n_gpu = max(0, min(o.n_gpu_layers if o.n_gpu_layers >= 0 else info.block_count + 1, info.block_count + 1))
-        ratios = user_ratios or [float(g.free_bytes) for g in gpus]
-        if not gpus and n_gpu:
-            notes.append("GPU layers requested, but this llama.cpp build has no GPU: running on the CPU")
-            n_gpu = 0
-    elif hw.remote and o.with_devices:
-        n_gpu, ratios = _fewest_lent(costs, gpus, user_ratios, hw)
-    else:
-        n_gpu, ratios = _auto_layers(costs, gpus, user_ratios, hw)
+    n_gpu, ratios = _layers(info, o, costs, gpus, hw, notes)
     uses, ram = _place(costs, gpus, n_gpu, ratios, hw)
     used = [j for j, u in enumerate(uses) if u.layers]
     main_gpu = o.main_gpu if o.main_gpu is not None else (used[-1] if used else 0)

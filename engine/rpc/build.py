@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
 
 from ..errors import HardwareError
@@ -26,6 +27,8 @@ from ..ggml import RPC_MODULE, lib_dir, rpc_built_in
 log = logging.getLogger(__name__)
 BUILD_TIMEOUT_S = 600
 # what the module needs from the sdist: ggml's public headers, its internal ones, the backend's sources
+_lock = threading.Lock()
+_made: dict[str, Path] = {}  # what this process built, by build folder name: other cache folders link to it
 _MEMBERS = ("vendor/llama.cpp/ggml/include/", "vendor/llama.cpp/ggml/src/ggml-rpc/")
 
 
@@ -53,6 +56,26 @@ def module(cache_dir: Path, on_progress=None) -> Path | None:
     path = module_path(cache_dir)
     if path is None or path.exists():
         return path
+    with _lock:
+        return _made_here(path) or _build(path, on_progress)
+
+
+def _made_here(path: Path) -> Path | None:
+    """``path`` linked (or copied) to the module this process already built into another cache folder."""
+    earlier = _made.get(path.parent.name)
+    if path.exists() or earlier is None or not earlier.exists():
+        return path if path.exists() else None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    part = path.with_suffix(f".{os.getpid()}.part")
+    try:
+        os.link(earlier, part)
+    except OSError:
+        shutil.copyfile(earlier, part)
+    os.replace(part, path)
+    return path
+
+
+def _build(path: Path, on_progress) -> Path:
     if sys.platform == "win32":
         raise HardwareError("lending memory on Windows needs llama-cpp-python built with CMAKE_ARGS=-DGGML_RPC=on")
     compiler = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
@@ -65,7 +88,7 @@ def module(cache_dir: Path, on_progress=None) -> Path | None:
         on_progress(f"building llama.cpp's RPC backend for llama-cpp-python {version} (once)")
     with tempfile.TemporaryDirectory(prefix="fireside-rpc-") as tmp:
         src = _source(version, Path(tmp))
-        out = path.with_suffix(".part")
+        out = path.with_suffix(f".{os.getpid()}.part")
         out.parent.mkdir(parents=True, exist_ok=True)
         ggml = src / "vendor" / "llama.cpp" / "ggml"
         base = next(lib_dir().glob("*ggml-base.*"))
@@ -79,6 +102,7 @@ def module(cache_dir: Path, on_progress=None) -> Path | None:
             raise HardwareError(f"building llama.cpp's RPC backend failed: {done.stderr.strip()[-800:]}")
         os.replace(out, path)
     log.info("built llama.cpp's RPC backend at %s", path)
+    _made[path.parent.name] = path
     return path
 
 

@@ -29,7 +29,7 @@ class Lender:
 
         self.cap_bytes = int(cap_bytes)
         built = module(cache_dir)
-        self.threads = threads or max(1, os.cpu_count() or 1)
+        self.threads = threads or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
         self.worker = Worker(self.cap_bytes, self.threads, str(built) if built else None)
 
     async def __call__(self, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]],

@@ -53,8 +53,7 @@ class Worker:
             if self.proc is not None:
                 log.warning("the RPC worker had ended (exit %s); starting it again", self.proc.returncode)
             self.port = _free_port()
-            args = [sys.executable, "-m", "fireside.engine.rpc.worker", str(self.port), str(self.threads),
-                    str(self.cap), self.module or ""]
+            args = [*worker_command(), str(self.port), str(self.threads), str(self.cap), self.module or ""]
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.PIPE, start_new_session=True)
             deadline = time.monotonic() + START_TIMEOUT_S
@@ -84,13 +83,24 @@ class Worker:
             proc.wait()
 
 
-def main() -> None:
+FLAG = "--fireside-rpc-worker"  # see installers/entry.py
+
+
+def worker_command() -> list[str]:
+    """How to start a worker: this interpreter, or the frozen executable with its flag."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, FLAG]
+    return [sys.executable, "-m", "fireside.engine.rpc.worker"]
+
+
+def main(argv: list[str] | None = None) -> None:
     import resource
 
     from ..ggml import rpc_serve
 
-    port, threads, cap = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    module = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+    argv = sys.argv[1:] if argv is None else argv
+    port, threads, cap = int(argv[0]), int(argv[1]), int(argv[2])
+    module = argv[3] if len(argv) > 3 and argv[3] else None
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (cap + CODE_ROOM, cap + CODE_ROOM))

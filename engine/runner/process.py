@@ -83,6 +83,7 @@ class Runner:
         self.cancels: dict[str, threading.Event] = {}
         self.log_lines: list[str] = []
         self.buffers: dict[str, float] = {}
+        self.lent_names: dict[str, str] = {}  # llama.cpp's name of a lending device's buffers -> rpc:NAME
         self._log_cb = None
         self.n_seq = 1
         self.batch: Any = None  # the BatchEngine, made at the first generate
@@ -237,7 +238,7 @@ class Runner:
             print(line, file=sys.stderr, flush=True)  # the runner's log file: a crash report's last words
             m = _BUFFER_RE.search(line)
             if m:
-                key = f"{m.group(1)} {m.group(2)}"
+                key = f"{self.lent_names.get(m.group(1), m.group(1))} {m.group(2)}"
                 self.buffers[key] = self.buffers.get(key, 0.0) + float(m.group(3))
 
         self._log_cb = on_log  # keep the ctypes callback alive
@@ -265,7 +266,7 @@ class Runner:
         devices = kwargs.pop("devices", None)  # llama_model_params.devices: not a Llama() keyword
         rpc = kwargs.pop("rpc", None)  # paired devices' tunnels (rpc/): their devices registered here first
         if rpc and devices:
-            devices = _lent_devices(devices, rpc)
+            devices, self.lent_names = _lent_devices(devices, rpc)
         host_tensors = kwargs.pop("host_tensors", None)  # llama_model_params.tensor_buft_overrides: likewise
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
         started = time.monotonic()
@@ -449,14 +450,20 @@ class Runner:
         self.cancels.pop(req_id, None)
 
 
-def _lent_devices(devices: list[str], rpc: dict) -> list[str]:
+def _lent_devices(devices: list[str], rpc: dict) -> tuple[list[str], dict[str, str]]:
     """``devices`` with each paired device's name (``rpc:NAME``) replaced by the RPC device llama.cpp made for
-    its tunnel. Connecting is llama.cpp's, and it aborts this process when a tunnel does not answer: the
-    server's side reports that as the device having gone away."""
+    its tunnel, and the name llama.cpp gives that device's buffers (``RPC0[127.0.0.1:PORT]``) -> ``rpc:NAME``.
+    Connecting is llama.cpp's, and it aborts this process when a tunnel does not answer: the server's side
+    reports that as the device having gone away."""
     from ..ggml import rpc_devices
 
     endpoints, module = rpc["endpoints"], rpc.get("module") or None
-    return [name for d in devices for name in (rpc_devices([endpoints[d]], module) if d in endpoints else [d])]
+    names, buffers = [], {}
+    for d in devices:
+        made = rpc_devices([endpoints[d]], module) if d in endpoints else [d]
+        buffers.update({f"{m}[{endpoints[d]}]": d for m in made if d in endpoints})
+        names += made
+    return names, buffers
 
 
 def _step_threads(llama: Any, kwargs: dict, fixed: bool, share: int | None) -> Any:

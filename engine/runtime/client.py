@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import QueueFull, RunnerCrashed, RuntimeFailure
+from ..errors import DeviceGone, QueueFull, RunnerCrashed, RuntimeFailure
 from ..protocol import FramedPipe, PipeClosed
 
 _ids = itertools.count(1)
@@ -60,8 +60,11 @@ class RunnerClient:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{next(_ids)}.log"
         self._log_file = self.log_path.open("wb")
+        # GGML_NO_BACKTRACE: ggml's abort would otherwise attach gdb for a backtrace first (seconds on a busy
+        # machine, before the crash is seen), and the log's last words would be gdb's, not llama.cpp's reason
         self.proc = subprocess.Popen(command or runner_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._log_file, bufsize=0)
+                                     stderr=self._log_file, bufsize=0,
+                                     env={**os.environ, "GGML_NO_BACKTRACE": os.environ.get("GGML_NO_BACKTRACE", "1")})
         self.pipe = FramedPipe(self.proc.stdout, self.proc.stdin)
         self._pending: dict[str, queue.SimpleQueue] = {}
         self._lock = threading.Lock()
@@ -119,11 +122,12 @@ class RunnerClient:
         with self._lock:
             pending, self._pending = self._pending, {}
         message = f"the runner for {self.label} {self.dead}" + (f"; its last words: {tail}" if tail else "")
-        if self.lent_by and _RPC_LOST in self.log_tail(400):
+        gone = bool(self.lent_by) and _RPC_LOST in self.log_tail(400)
+        if gone:
             message = (f"{' or '.join(self.lent_by)} went away mid-reply: it held part of {self.label}'s layers, "
                        f"so {self.label} was unloaded (the next load plans without a device it cannot reach)")
         for q in pending.values():
-            q.put({"type": "crash", "signal": self.signal, "message": message})
+            q.put({"type": "crash", "signal": self.signal, "message": message, "device_gone": gone})
 
     def log_tail(self, n: int = 3) -> str:
         try:
@@ -172,7 +176,7 @@ class RunnerClient:
                     continue
                 kind = msg["type"]
                 if kind == "crash":
-                    raise RunnerCrashed(msg["message"], msg.get("signal"))
+                    raise (DeviceGone if msg.get("device_gone") else RunnerCrashed)(msg["message"], msg.get("signal"))
                 complete = kind in ("result", "done", "error")
                 yield msg
                 if complete:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..errors import (
     ContextOverflow,
+    DeviceGone,
     EmbedsOnly,
     InvalidModelFile,
     LoadCancelled,
@@ -172,6 +173,8 @@ class Loader:
         plan = self._remembered_layers(key, model_id, plan, warnings)
         try:
             return self._spawn_healing(spawn, plan, warnings)
+        except DeviceGone as gone:  # nothing about this machine to shrink or remember: say so and stop
+            raise DeviceGone(str(gone).replace("mid-reply", f"while {model_id} was loading"), gone.signal) from None
         except (RuntimeFailure, RunnerCrashed) as failure:
             first = failure
         for smaller, change in _fallbacks(plan):
@@ -289,6 +292,8 @@ class Loader:
             try:
                 client, result = self._spawn(spawn, plan, rungs)
                 break
+            except DeviceGone:
+                raise
             except RunnerCrashed as crash:
                 safer = healing.next_rungs(plan, rungs)
                 if not healing.is_crash(crash.signal) or (spawn.cancel and spawn.cancel.is_set()) or safer is None:

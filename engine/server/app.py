@@ -20,7 +20,7 @@ from ..facade import Engine
 from ..rpc import Lender
 from ..runtime import Runtime
 from ..settings import Settings
-from . import anthropic, files, ollama, openai, responses, sharing, vector_stores
+from . import anthropic, files, loads, ollama, openai, responses, sharing, vector_stores
 from .context import LibraryLike, Puller, ServerContext
 from .errors import install as install_errors
 from .handler import ArrivalsMiddleware
@@ -65,7 +65,7 @@ def create_app(engine: Engine | Runtime, settings: Settings, library: LibraryLik
     install_errors(app)
     # a paired device uses this machine's models; its uploaded files and vector stores are not shared
     dialects = (openai, responses, anthropic, ollama, sharing) if shared else \
-        (openai, responses, files, vector_stores, anthropic, ollama, sharing)
+        (openai, responses, files, vector_stores, anthropic, ollama, sharing, loads)
     for module in dialects:
         app.include_router(module.router)
 

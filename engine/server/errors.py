@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import (
     ContextOverflow,
+    DeviceGone,
     DocumentNotFound,
     DocumentRejected,
     EmbedsOnly,
@@ -88,6 +89,7 @@ _ENGINE_ERRORS: list[tuple[type[Exception], int, str, str | None]] = [
     (GrammarDeadEnd, 400, "invalid_request_error", "grammar_dead_end"),
     (SchemaMismatch, 500, "server_error", "reply_schema_mismatch"),
     (QueueFull, 503, "server_error", "queue_full"),
+    (DeviceGone, 502, "server_error", "device_gone"),  # a paired device holding layers went away
     (RunnerCrashed, 500, "server_error", "runner_crashed"),
     (ReplyCut, 503, "server_error", "reply_cut"),
     (LoadCancelled, 503, "server_error", "load_cancelled"),

@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from ..devices import FINISH_PATH, START_PATH, show_code
-from ..rpc import LEND_PATH
 from ..errors import DeviceError
+from ..rpc import LEND_PATH
 from .context import ServerContext, context
 from .errors import ApiError
 

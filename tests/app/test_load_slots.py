@@ -64,3 +64,49 @@ def test_load_dialog_shows_where_the_layers_go(qtbot, make_app, shared_runtime):
     dialog = open_load_dialog(qtbot, make_app(shared_runtime))
     plan = plan_fit(inspect_file(shared_runtime.resolver("starter")), hardware.detect(), LoadOptions())
     assert " · RAM " in dialog.estimate.text() and f"({plan.ram.layers} layers)" in dialog.estimate.text()
+
+
+def test_load_dialog_places_layers_on_a_paired_device_s_lent_memory(qtbot, make_app, shared_runtime, tmp_path):
+    """Issue 49: a paired device that lends memory is offered as a checkbox; checked, the estimate shows the
+    layers it takes beside this machine's RAM, and the choice is kept with the model's settings."""
+    import pytest
+
+    from fireside.engine.devices import DeviceBook, Identity
+    from fireside.engine.devices.pairing import pair
+    from fireside.engine.errors import HardwareError
+    from fireside.engine.facade import Engine
+    from fireside.engine.remote import RemoteEngine
+    from fireside.engine.server.shared import Share, Sharing
+    from fireside.engine.settings import Settings
+    from tests.helpers.keyrings import DictKeys
+
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "desk")})
+    settings.ensure_dirs()
+    engine = Engine(settings, shared_runtime, remotes=RemoteEngine(settings, devices=DeviceBook(settings, keys=DictKeys())))
+    try:
+        desk = Sharing(settings, Share("127.0.0.1", 0, "desk", announce=False, lend_gib=2), engine)
+    except HardwareError as exc:
+        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
+    desk.start()
+    try:
+        app = make_app(shared_runtime)
+        mine = app.ctx.engine.settings
+        code, _ = desk.desk.open_code()
+        pair(DeviceBook(mine), Identity.load_or_create(mine, "studio"), "studio", "desk", "127.0.0.1",
+             int(desk.url.rsplit(":", 1)[1]), code)
+        dialog = open_load_dialog(qtbot, app)
+        qtbot.waitUntil(lambda: "desk" in dialog.machine_boxes, timeout=10_000)
+        dialog.auto.setChecked(False)
+        dialog.layers.setValue(16)
+        assert "desk (lent)" not in dialog.estimate.text()
+        dialog.machine_boxes["desk"].setChecked(True)
+        qtbot.waitUntil(lambda: "desk (lent)" in dialog.estimate.text(), timeout=15_000)
+        assert "Split across your machines" in dialog.estimate.text()
+        assert "(15 layers)" in dialog.estimate.text().split("desk (lent)")[1].split("·")[0]  # 16 with the output
+        assert dialog.options().with_devices == ("desk",)
+        dialog.save_on_accept = True
+        dialog.accept()
+        assert LoadOptions.from_dict(app.ctx.prefs.get("load_options")["starter"]).with_devices == ("desk",)
+    finally:
+        desk.stop()
+        engine.remotes.close()
