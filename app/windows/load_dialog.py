@@ -51,13 +51,13 @@ class LoadDialog(QDialog):
         self.setWindowTitle(f"Load {model_id}")
         self.setMinimumWidth(460)
         self.info = self.hw = self.draft_info = None
+        self.lent: list = []  # what the checked paired devices lend (planner devices), as last asked
+        self.lent_problems: list[str] = []  # and why any of them could not be asked
         self._build()
         saved = LoadOptions.from_dict((ctx.prefs.get("load_options") or {}).get(model_id))
         self._saved_draft = saved.draft
         self._apply(saved, auto=replace(saved, drafts=False, draft=None) == LoadOptions())
         self._saved_with = tuple(saved.with_devices or ())
-        self.lent: list = []  # what the checked paired devices lend (planner devices), as last asked
-        self.lent_problems: list[str] = []  # and why any of them could not be asked
         ctx.bridge.inspect(model_id, self._on_inspected)
         ctx.bridge.list_models(self._on_listed)
         ctx.bridge.lending_devices(self._on_lending_listed)
