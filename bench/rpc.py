@@ -106,9 +106,15 @@ class DelayRelay:
                 return
 
 
-def _run(beta: netns.Device, args: argparse.Namespace, *extra: str) -> tuple[float, float]:
+def _count(cpus: str) -> int:
+    """How many cores a taskset list names ("0", "0,2", "0-3")."""
+    return sum(int(b) - int(a) + 1 for a, _, b in (p.partition("-") if "-" in p else (p, "", p) for p in cpus.split(",")))
+
+
+def _run(beta: Pinned, args: argparse.Namespace, *extra: str) -> tuple[float, float]:
+    threads = ("--threads", str(_count(beta.cpus))) if beta.cpus else ()  # as many as its cores, not the host's
     done = beta.run("run", "starter", PROMPT, "--stats", "--temperature", "0", "--max-tokens", str(args.tokens),
-                    "--ctx", "1024", "--parallel", "1", *extra, timeout=600)
+                    "--ctx", "1024", "--parallel", "1", *threads, *extra, timeout=600)
     found = STATS.search(done.stderr)
     if done.returncode != 0 or not found:
         sys.exit(f"fireside run failed: {done.stderr[-1500:]}")
