@@ -6,10 +6,12 @@ lends memory (``fireside serve --share --lend 1``), ``beta`` pairs with it and r
 --with alpha --gpu-layers N --stats`` (every run a fresh process: load, one reply, exit). The delay is
 ``tc qdisc ... netem delay`` on both ends of the link (so each direction is 1 ms slower) when the kernel
 has netem; where it has not (this machine's), a relay in beta's namespace holds every chunk of bytes for
-the delay in each direction before passing it on, and the line says so. Runs alternate local, split at
-0 ms, split at 1 ms, for ``--rounds`` rounds; medians are printed.
+the delay in each direction before passing it on, and the line says so. Each namespace runs on its own
+cores (``--cores ALPHA/BETA``, default ``1/0``) with as many threads, as two machines would; the local
+load runs on beta's. Runs alternate local, split at 0 ms, split at 1 ms, for ``--rounds`` rounds; medians
+are printed.
 
-    python bench/rpc.py [--rounds 3] [--tokens 128] [--layers 16]
+    python bench/rpc.py [--rounds 3] [--tokens 128] [--layers 16] [--cores 1/0]
 
 Goal (issue 49): at 1 ms, decode >= 0.6x local and first token <= local + 30 ms. Last line:
 ``rpc: decode X.XXx at 0 ms, Y.YYx at 1 ms, first token +N ms``.
