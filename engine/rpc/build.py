@@ -99,7 +99,9 @@ def _build(path: Path, on_progress) -> Path:
                str(base), f"-Wl,-rpath,{lib_dir()}", "-o", str(out)]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
         if done.returncode != 0:
-            raise HardwareError(f"building llama.cpp's RPC backend failed: {done.stderr.strip()[-800:]}")
+            raise HardwareError(f"building llama.cpp's RPC backend with {compiler} failed (exit {done.returncode}): "
+                                f"{done.stderr.strip()[-800:] or 'no output'}; fix the compiler, or reinstall "
+                                f"llama-cpp-python with CMAKE_ARGS=-DGGML_RPC=on (pip install --no-cache-dir)")
         os.replace(out, path)
     log.info("built llama.cpp's RPC backend at %s", path)
     _made[path.parent.name] = path
