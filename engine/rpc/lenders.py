@@ -34,6 +34,8 @@ class Lenders:
         (with ``skip_gone``) why each device left out could not be used. Without ``skip_gone``, raises
         ``DeviceError`` naming a device that is not paired, cannot be reached, or lends nothing."""
         devices, endpoints, gone = [], {}, []
+        for name in names:
+            self.book.get(name, SERVER)  # not paired at all: a mistake to say, never to plan around
         for i, name in enumerate(dict.fromkeys(names)):
             try:
                 dev, endpoint = self._one(i, name)

@@ -52,6 +52,7 @@ from .embedders import embedder_facts, embedding_kwargs
 from .threadbudget import ThreadBudget
 
 log = logging.getLogger(__name__)
+_GONE = "lent memory: "  # a plan note about a paired device that could not be used, told as a warning
 ProgressFn = Callable[[LoadProgress], None]
 LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
 CANCEL_KILL_S = 5.0  # a load told to stop that has not answered by then is stuck in llama.cpp: its runner is killed
@@ -127,7 +128,7 @@ class Loader:
         plan, mmproj, draft = self._plan(model_id, Path(path), info, opts, embedding)
         plan, measure = self._attention(model_id, path, info, opts, plan, embedding)
         notes = list(plan.notes)
-        warnings: list[str] = []
+        warnings: list[str] = [n.removeprefix(_GONE) for n in notes if n.startswith(_GONE)]  # a lender left out
         spawn = _Spawn(model_id, path, embedding, _never_back(on_progress), cancel, opts.threads,
                        str(mmproj) if mmproj else None,
                        {"path": str(draft), "name": opts.draft, "n_gpu_layers": -1 if plan.draft_gpu else 0,
@@ -222,7 +223,7 @@ class Loader:
             hw = replace(hw, devices=[*hw.devices, *lent])  # a device that cannot be reached: planned without
             opts = replace(opts, with_devices=tuple(d.name.removeprefix("rpc:") for d in lent))
         plan = plan_fit(info, hw, opts)
-        plan.notes.extend(f"planned without it: {why}" for why in gone)
+        plan.notes.extend(f"{_GONE}{why}; {model_id} was planned without it" for why in gone)
         if rpc and plan.devices:
             from ..rpc import module
 

@@ -228,3 +228,15 @@ def test_a_revoked_device_s_tunnel_closes_within_1_s(machines):
 
     closed_after, status = netns.in_netns(machines["beta"].ns, hold_then_revoke)
     assert closed_after < 1.0 and status == 403
+
+
+def test_a_device_that_no_longer_lends_is_planned_without_and_said(machines):
+    """After the revocation above alpha refuses beta: a load that names it plans without it, loads here
+    and says why; a name that was never paired is a mistake, not a device to plan around."""
+    beta = machines["beta"]
+    local = beta.run("run", "starter", PROMPT, *RUN, timeout=120)
+    without = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", timeout=120)
+    assert without.returncode == 0 and without.stdout == local.stdout, without.stderr
+    assert "note: alpha lends no memory" in without.stderr and "planned without it" in without.stderr
+    never = beta.run("run", "starter", PROMPT, *RUN, "--with", "gamma", timeout=60)
+    assert never.returncode != 0 and "no paired device named 'gamma'" in never.stderr
