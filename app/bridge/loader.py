@@ -42,7 +42,8 @@ def describe_options(o: LoadOptions | None) -> str:
              f"KV cache {o.kv_type}" if o.kv_type != "auto" else "",
              {True: "flash attention on", False: "flash attention off"}.get(o.flash_attn, ""),
              f"{o.parallel} slot{'s' * (o.parallel != 1)}" if o.parallel else "",
-             "prompt lookup drafts" if o.drafts else "", f"draft model {o.draft}" if o.draft else ""]
+             "prompt lookup drafts" if o.drafts else "", f"draft model {o.draft}" if o.draft else "",
+             f"layers also on {' and '.join(o.with_devices)}" if o.with_devices else ""]
     return " · ".join(p for p in parts if p) or "Auto settings"
 
 

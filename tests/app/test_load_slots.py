@@ -106,7 +106,8 @@ def test_load_dialog_places_layers_on_a_paired_device_s_lent_memory(qtbot, make_
         assert dialog.options().with_devices == ("desk",)
         dialog.save_on_accept = True
         dialog.accept()
-        assert LoadOptions.from_dict(app.ctx.prefs.get("load_options")["starter"]).with_devices == ("desk",)
+        saved = LoadOptions.from_dict(app.ctx.prefs.get("load_options")["starter"])
+        assert saved.with_devices == ("desk",) and "layers also on desk" in describe_options(saved)
     finally:
         desk.stop()
         engine.remotes.close()
