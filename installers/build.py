@@ -28,11 +28,13 @@ OUT = HERE / "out"
 SPEC = HERE / "fireside.spec"
 # What llama-cpp-python's CMake build is told per backend. The CPU build is not tuned to the build
 # machine (GGML_NATIVE=OFF): it assumes AVX2/FMA/F16C, so it runs on any x86-64 CPU since 2013.
+# Every bundle carries the RPC backend (one model across paired devices, engine/rpc/): a frozen app has no
+# compiler to build it at first use.
 CMAKE_ARGS = {
-    "cpu": "-DGGML_NATIVE=OFF",
-    "cuda": "-DGGML_NATIVE=OFF -DGGML_CUDA=on",
-    "vulkan": "-DGGML_NATIVE=OFF -DGGML_VULKAN=on",
-    "metal": "-DGGML_METAL=on",
+    "cpu": "-DGGML_NATIVE=OFF -DGGML_RPC=on",
+    "cuda": "-DGGML_NATIVE=OFF -DGGML_CUDA=on -DGGML_RPC=on",
+    "vulkan": "-DGGML_NATIVE=OFF -DGGML_VULKAN=on -DGGML_RPC=on",
+    "metal": "-DGGML_METAL=on -DGGML_RPC=on",
 }
 # The ggml backend registry each backend shows up as (``fireside hw`` lists them).
 REGISTRY = {"cpu": "CPU", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal"}
