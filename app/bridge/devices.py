@@ -37,6 +37,7 @@ class ShareConfig:
     port: int = SHARE_PORT
     name: str | None = None  # None: the host name
     announce: bool = True
+    lend_gib: float | None = None  # lend this much memory to paired devices (engine/rpc/); None: lend none
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ class DevicesController(QObject):
 
         def work():
             self.settings.ensure_dirs()
-            sharing = Sharing(self.settings, Share(config.host, config.port, config.name, config.announce), self.engine)
+            sharing = Sharing(self.settings, Share(config.host, config.port, config.name, config.announce,
+                                                   lend_gib=config.lend_gib), self.engine)
             sharing.start()
             return sharing, tuple(sharing.server.reachable_urls)  # the interfaces read here, not on the GUI thread
 

@@ -1,7 +1,7 @@
 """The top of the "Your devices" tab (``devices.py``): this computer, as the devices paired with it see it.
 
 The switch that shares this computer on the local network (as ``fireside serve --share``: TLS, announced by
-mDNS), whether it is sharing and where, this device's name and certificate fingerprint, and "Show pairing
+mDNS), whether it lends memory to paired devices and how much (``--lend GIB``), whether it is sharing and where, this device's name and certificate fingerprint, and "Show pairing
 code", which opens a one-time code for the other device to type, counted down each second until it expires.
 Sharing starts and stops through the bridge's ``DevicesController`` (``app/bridge/devices.py``), on workers;
 the switch remembers its state in the ``sharing`` preferences, so the main window can share again at the next
@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from ..bridge import SHARE_PORT, short_fingerprint
 from ..bridge.devices import ShareConfig, ThisDevice
@@ -54,6 +54,15 @@ class SharingBar(QWidget):
                               "announced by mDNS so your other devices find it")
         self.share.toggled.connect(self._on_share_toggled)
         self.share_state = QLabel("Not sharing", objectName="shareState")
+        self.lend = QCheckBox("Lend up to", toolTip=(
+            "Paired devices may place a model's layers in this computer's memory and run them on its CPU "
+            "(`fireside serve --share --lend GIB`): a model too big for one machine runs across both"))
+        self.lend_gib = QSpinBox(minimum=1, maximum=1024, suffix=" GiB of memory")
+        lend = self.prefs().get("lend_gib")
+        self.lend.setChecked(bool(lend))
+        self.lend_gib.setValue(int(lend or 4))
+        self.lend.toggled.connect(self._on_lend_changed)
+        self.lend_gib.valueChanged.connect(self._on_lend_changed)
         self.me = QLabel(textInteractionFlags=Qt.TextSelectableByMouse)
         self.code_button = QPushButton("Show pairing code", enabled=False)
         self.code_button.clicked.connect(self._on_code_clicked)
@@ -61,6 +70,8 @@ class SharingBar(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.share)
         top.addWidget(self.share_state, 1)
+        top.addWidget(self.lend)
+        top.addWidget(self.lend_gib)
         me = QHBoxLayout()
         me.addWidget(self.me, 1)
         me.addWidget(self.code)
@@ -70,15 +81,23 @@ class SharingBar(QWidget):
         lay.addLayout(top)
         lay.addLayout(me)
 
+    @Slot()
+    def _on_lend_changed(self, *_args) -> None:
+        """Kept in the preferences; it takes effect when sharing starts (the controls are locked meanwhile)."""
+        self.ctx.prefs.set("sharing", {**self.prefs(), "lend_gib": self.lend_gib.value() if self.lend.isChecked() else 0})
+
     @Slot(bool)
     def _on_share_toggled(self, on: bool) -> None:
         prefs = self.prefs()
         self.ctx.prefs.set("sharing", {**prefs, "on": on})
         self.share.setEnabled(False)
+        for w in (self.lend, self.lend_gib):
+            w.setEnabled(not on)  # lending is set as sharing starts: stop sharing to change it
         if on:
             self.share_state.setText("Starting…")
             self.devices.start_sharing(ShareConfig(prefs.get("host", "0.0.0.0"), int(prefs.get("port", SHARE_PORT)),
-                                                   prefs.get("name"), bool(prefs.get("announce", True))))
+                                                   prefs.get("name"), bool(prefs.get("announce", True)),
+                                                   float(prefs.get("lend_gib") or 0) or None))
         else:
             self.share_state.setText("Stopping…")
             self.devices.stop_sharing()
@@ -91,7 +110,9 @@ class SharingBar(QWidget):
     @Slot(object)
     def _on_devices_sharing_started(self, device: ThisDevice) -> None:
         self.share.setEnabled(True)
-        self.share_state.setText(f"<b>Sharing</b> on {device.url} (TLS)")
+        lent = self.devices.sharing.lender if self.devices.sharing is not None else None
+        lending = f", lending up to {lent.cap_bytes / 2**30:g} GiB" if lent is not None else ""
+        self.share_state.setText(f"<b>Sharing</b> on {device.url} (TLS){lending}")
         self.share_state.setToolTip("Paired devices reach this computer at " + ", ".join(device.urls or (device.url,)))
         self.code_button.setEnabled(True)
         self._show_me(device)
@@ -103,6 +124,8 @@ class SharingBar(QWidget):
         self.share.setChecked(False)
         self.share.blockSignals(False)
         self.share_state.setText("Not sharing")
+        for w in (self.lend, self.lend_gib):
+            w.setEnabled(True)
         self.code_button.setEnabled(False)
         self._end_code()
 

@@ -101,6 +101,37 @@ def test_the_share_switch_shares_over_tls_its_code_pairs_a_device_and_revoke_shu
         peer_certificate(host, port)
 
 
+def test_the_share_switch_lends_the_memory_chosen_beside_it(qtbot, app, tmp_path):
+    """Issue 49: "Lend up to N GiB" beside the switch starts sharing with a lender of that cap (paired devices
+    ask it what is lent), says so, and is locked while sharing (it is set as sharing starts)."""
+    from fireside.engine.errors import HardwareError
+    from fireside.engine.rpc import module
+
+    try:
+        module(app.ctx.settings.cache_dir)
+    except HardwareError as exc:
+        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
+    panel = _panel(app).sharing
+    app.ctx.prefs.set("sharing", {"host": "127.0.0.1", "port": 0, "name": f"lender{os.getpid()}", "announce": False})
+    panel.lend.setChecked(True)
+    panel.lend_gib.setValue(2)
+    assert app.ctx.prefs.get("sharing")["lend_gib"] == 2
+    with qtbot.wait_signal(app.ctx.bridge.devices.sharing_started, timeout=WAIT_MS) as started:
+        panel.share.click()
+    url = started.args[0].url
+    assert "lending up to 2 GiB" in panel.share_state.text() and not panel.lend_gib.isEnabled()
+    settings_b, book_b, identity_b = _other_device(tmp_path, "laptop")
+    panel.code_button.click()
+    code = re.search(r"\d{3}-\d{3}", panel.code.text()).group(0)
+    paired = pair(book_b, identity_b, "laptop", started.args[0].name, "127.0.0.1", int(url.rsplit(":", 1)[1]), code)
+    lent = httpx.get(f"{url}/fireside/lend", headers={"Authorization": f"Bearer {book_b.token(paired)}"},
+                     verify=pinned_context(peer_certificate("127.0.0.1", int(url.rsplit(":", 1)[1]))))
+    assert lent.status_code == 200 and lent.json()["total_bytes"] == 2 * 2**30
+    with qtbot.wait_signal(app.ctx.bridge.devices.sharing_stopped, timeout=WAIT_MS):
+        panel.share.click()
+    assert panel.lend_gib.isEnabled()
+
+
 @pytest.fixture
 def desk(tmp_path, shared_runtime):
     """Another Fireside sharing on loopback and announced by mDNS, over the session's real runtime."""

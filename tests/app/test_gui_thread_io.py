@@ -103,6 +103,8 @@ def _settings(qtbot, app, tmp_path) -> None:
     qtbot.waitUntil(lambda: any(box.remotes.item(i).text().startswith("lab — ") for i in range(box.remotes.count())),
                     timeout=15_000)
     box.remotes.setCurrentRow(0)
+    # a second refresh (the remotes file's watcher) may still hold the buttons: a click then does nothing
+    qtbot.waitUntil(box.remove_button.isEnabled, timeout=15_000)
     box.remove_button.click()
     qtbot.waitUntil(lambda: box.remotes.item(0).text() == "No remote engines yet.", timeout=15_000)
     page.add_folder(tmp_path / "more-models")

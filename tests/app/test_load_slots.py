@@ -3,12 +3,22 @@ planned, shown in the estimate and kept with the model's settings."""
 
 from __future__ import annotations
 
+import pytest
+
 from fireside.app.bridge.loader import describe_options
+from fireside.engine.devices import DeviceBook, Identity
+from fireside.engine.devices.pairing import pair
+from fireside.engine.errors import HardwareError
+from fireside.engine.facade import Engine
 from fireside.engine.models import hardware
 from fireside.engine.models.fitplan import LoadOptions
 from fireside.engine.models.inspection import inspect_file
 from fireside.engine.models.planner import plan_fit
+from fireside.engine.remote import RemoteEngine
+from fireside.engine.server.shared import Share, Sharing
+from fireside.engine.settings import Settings
 from tests.helpers.driving import open_load_dialog
+from tests.helpers.keyrings import DictKeys
 
 
 def test_load_dialog_chooses_parallel_slots(qtbot, make_app, shared_runtime):
@@ -69,17 +79,6 @@ def test_load_dialog_shows_where_the_layers_go(qtbot, make_app, shared_runtime):
 def test_load_dialog_places_layers_on_a_paired_device_s_lent_memory(qtbot, make_app, shared_runtime, tmp_path):
     """Issue 49: a paired device that lends memory is offered as a checkbox; checked, the estimate shows the
     layers it takes beside this machine's RAM, and the choice is kept with the model's settings."""
-    import pytest
-
-    from fireside.engine.devices import DeviceBook, Identity
-    from fireside.engine.devices.pairing import pair
-    from fireside.engine.errors import HardwareError
-    from fireside.engine.facade import Engine
-    from fireside.engine.remote import RemoteEngine
-    from fireside.engine.server.shared import Share, Sharing
-    from fireside.engine.settings import Settings
-    from tests.helpers.keyrings import DictKeys
-
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "desk")})
     settings.ensure_dirs()
     engine = Engine(settings, shared_runtime, remotes=RemoteEngine(settings, devices=DeviceBook(settings, keys=DictKeys())))

@@ -1,0 +1,65 @@
+"""The lending side on its own (no namespaces): the worker listens on loopback only, comes back after a
+crash, and ends within a second of sharing stopping."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from fireside.engine.errors import HardwareError
+from fireside.engine.facade import Engine
+from fireside.engine.runtime import Runtime
+from fireside.engine.server.shared import Share, Sharing
+from fireside.engine.settings import Settings
+
+
+@pytest.fixture
+def sharing():
+    settings = Settings.from_env()
+    settings.ensure_dirs()
+    runtime = Runtime(settings, idle_ttl_s=0)
+    try:
+        shared = Sharing(settings, Share("127.0.0.1", 0, "desk", announce=False, lend_gib=1), Engine(settings, runtime))
+    except HardwareError as exc:
+        runtime.close()
+        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
+    shared.start()
+    yield shared
+    shared.stop()
+    runtime.close()
+
+
+def _listening_on(port: int) -> list[str]:
+    """The local addresses of the listening TCP sockets on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, hex_port = local.rsplit(":", 1)
+                if state == "0A" and int(hex_port, 16) == port:
+                    found.append(address)
+    return found
+
+
+def test_the_worker_listens_on_loopback_only_restarts_after_a_crash_and_stops_with_sharing(sharing):
+    worker = sharing.lender.worker
+    port = worker.ensure()
+    assert _listening_on(port) == ["0100007F"]  # 127.0.0.1, and nothing else
+    first = worker.proc
+    first.kill()
+    first.wait()
+    again = worker.ensure()  # a crash ends the worker alone: the next tunnel starts another
+    assert worker.proc.pid != first.pid and worker.proc.poll() is None
+    with socket.create_connection(("127.0.0.1", again), timeout=5):
+        pass
+    proc, ended = worker.proc, []
+    watcher = threading.Thread(target=lambda: (proc.wait(), ended.append(time.monotonic())))
+    watcher.start()
+    stopped = time.monotonic()
+    sharing.stop()
+    watcher.join(timeout=10)
+    assert ended and ended[0] - stopped < 1.0 and not _listening_on(again)
