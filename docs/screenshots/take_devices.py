@@ -62,7 +62,7 @@ def main() -> None:
     server = window.pages["Server"]
     panel = server.devices
     server.tabs.setCurrentWidget(panel)
-    panel.share.click()
+    panel.sharing.share.click()
     wait(until=lambda: fireside.ctx.bridge.devices.shared, timeout_ms=20_000)
     wait(until=lambda: any(f.name == "desk" for f in panel.found), timeout_ms=20_000)
 
@@ -74,14 +74,14 @@ def main() -> None:
     panel.pair_dialog.accept()
     wait(until=lambda: "desk/starter" in window.chat.model_bar.on_device, timeout_ms=30_000)
 
-    panel.code_button.click()
-    shown = panel.code.text().split("<b>")[1].split("</b>")[0]
+    panel.sharing.code_button.click()
+    shown = panel.sharing.code.text().split("<b>")[1].split("</b>")[0]
     port = int(fireside.ctx.bridge.devices.sharing.url.rsplit(":", 1)[1])
     _, book, identity = other_device("laptop")
     pair(book, identity, "laptop", "studio", "127.0.0.1", port, shown)
     panel.refresh()
     wait(until=lambda: panel.paired.count() == 2 and not panel.progress.isVisible(), timeout_ms=20_000)
-    panel.code_button.click()  # a fresh code on screen (the one laptop used is spent)
+    panel.sharing.code_button.click()  # a fresh code on screen (the one laptop used is spent)
     panel.paired.setCurrentRow(0)
     shot(window, "devices")
 
