@@ -461,7 +461,8 @@ def _lent_devices(devices: list[str], rpc: dict) -> tuple[list[str], dict[str, s
     names, buffers = [], {}
     for d in devices:
         made = rpc_devices([endpoints[d]], module) if d in endpoints else [d]
-        buffers.update({f"{m}[{endpoints[d]}]": d for m in made if d in endpoints})
+        if d in endpoints:  # llama.cpp names a server's buffers by the device's index on that server
+            buffers.update({f"RPC{i}[{endpoints[d]}]": d for i in range(len(made))})
         names += made
     return names, buffers
 
