@@ -230,14 +230,9 @@ class Engine:
     def lent(self, names: list[str]) -> tuple[list, list[str]]:
         """What each named paired device lends now, as planner devices (``rpc:NAME``), and why any left out
         could not be used (asked of each over its TLS: call it off the GUI thread)."""
-        from .rpc import Lenders
+        from .rpc import lent_now
 
-        lenders = Lenders(self.remotes.devices)  # this engine's paired devices; a load asks again, for its tunnels
-        try:
-            devices, _, gone = lenders.offer(names, skip_gone=True)
-        finally:
-            lenders.close()
-        return devices, gone
+        return lent_now(self.remotes.devices, names, skip_gone=True)  # this engine's book; a load asks again
 
     @property
     def remotes_file(self) -> Path:

@@ -116,7 +116,8 @@ def _rpc_cached(module: str | None) -> ctypes.CDLL:
             raise HardwareError(f"llama.cpp could not load its RPC backend from {module}")
         rpc = ctypes.CDLL(str(module))
     else:
-        raise HardwareError("this llama.cpp has no RPC backend: `fireside devices lend --build` builds it")
+        raise HardwareError("this llama.cpp has no RPC backend and Fireside's build of it was not found: reinstall "
+                            "llama-cpp-python with CMAKE_ARGS=-DGGML_RPC=on, or lend or load again to build it")
     c_p, c_sz = ctypes.c_void_p, ctypes.c_size_t
     for owner, fn, args, res in [
         (rpc, "ggml_backend_rpc_add_server", [ctypes.c_char_p], c_p),

@@ -76,13 +76,7 @@ def add_load_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_options(args: argparse.Namespace) -> LoadOptions:
-    options = LoadOptions.from_dict(vars(args))
-    settings = Settings.from_env()
-    if options.gpu_budget_gib is None and settings.gpu_budget_gib is not None:
-        options = replace(options, gpu_budget_gib=settings.gpu_budget_gib)
-    if options.ram_budget_gib is None and settings.ram_budget_gib is not None:
-        options = replace(options, ram_budget_gib=settings.ram_budget_gib)
-    return options
+    return LoadOptions.from_dict(vars(args)).within(Settings.from_env())
 
 
 def _with_lent(hw, options: LoadOptions, settings: Settings):
@@ -90,13 +84,9 @@ def _with_lent(hw, options: LoadOptions, settings: Settings):
     if not options.with_devices:
         return hw
     from ..devices import DeviceBook
-    from ..rpc import Lenders
+    from ..rpc import lent_now
 
-    lenders = Lenders(DeviceBook(settings))
-    try:
-        lent, _, _ = lenders.offer(options.with_devices)
-    finally:
-        lenders.close()
+    lent, _ = lent_now(DeviceBook(settings), options.with_devices)
     return replace(hw, devices=[*hw.devices, *lent])
 
 

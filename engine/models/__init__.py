@@ -27,6 +27,7 @@ _WHERE = {
     "FitPlan": "fitplan",
     "kv_fits": "exactness",
     "LoadOptions": "fitplan",
+    "device_names": "fitplan",
     "plan_fit": "planner",
     "replies_text": "exactness",
     "verdict_text": "fitplan",
@@ -46,7 +47,7 @@ _WHERE = {
     "write_bert": "bert",
 }
 __all__ = ["DEFAULT_PARALLEL", "Device", "FitPlan", "Hardware", "KV_TYPE_BYTES", "LoadOptions", "MEAN", "ModelInfo",
-           "SPLIT_RE", "VERDICT_WORDS", "best", "drafting_text", "engine_build", "from_header", "hardware",
+           "SPLIT_RE", "VERDICT_WORDS", "best", "device_names", "drafting_text", "engine_build", "from_header", "hardware",
            "inspect_file", "inspection", "kind", "kv_fits", "not_regular", "pair", "plan_fit",
            "read_projector", "read_small", "replies_text", "split_parts", "verdict_text", "vocabulary",
            "with_attention", "with_draft", "with_projector", "write_bert"]

@@ -8,7 +8,7 @@ makes one, ``exactness.py`` decides its attention and kernels.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .inspection import EXPERTS_PATTERN
 
@@ -71,11 +71,21 @@ class LoadOptions:
         d = {k: v for k, v in (d or {}).items() if k in cls.__dataclass_fields__ and v is not None}
         if "tensor_split" in d:
             d["tensor_split"] = tuple(d["tensor_split"])
-        if isinstance(d.get("with_devices"), str):  # "alpha,beta" as the CLI and the API take it
-            d["with_devices"] = tuple(n.strip() for n in d["with_devices"].split(",") if n.strip())
-        elif "with_devices" in d:
-            d["with_devices"] = tuple(d["with_devices"])
+        if "with_devices" in d:
+            d["with_devices"] = device_names(d["with_devices"])
         return cls(**d)
+
+    def within(self, settings) -> LoadOptions:
+        """These options under the settings' GPU and RAM budgets (``FIRESIDE_GPU_BUDGET_GIB``,
+        ``FIRESIDE_RAM_BUDGET_GIB``) where they set none of their own."""
+        gpu = self.gpu_budget_gib if self.gpu_budget_gib is not None else settings.gpu_budget_gib
+        ram = self.ram_budget_gib if self.ram_budget_gib is not None else settings.ram_budget_gib
+        return replace(self, gpu_budget_gib=gpu, ram_budget_gib=ram)
+
+
+def device_names(value) -> tuple[str, ...]:
+    """Paired devices' names as ``with_devices`` keeps them: from ``"alpha,beta"`` (the CLI's, the API's) or a list."""
+    return tuple(n.strip() for n in value.split(",") if n.strip()) if isinstance(value, str) else tuple(value)
 
 
 @dataclass

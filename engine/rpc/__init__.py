@@ -19,11 +19,12 @@ _WHERE = {
     "module_path": "build",
     "Lender": "lending",
     "Lenders": "lenders",
+    "lent_now": "lenders",
     "LEND_PATH": "tunnel",
     "RPC_PATH": "tunnel",
     "serve_tunnel": "tunnel",
     "Tunnel": "tunnel",
     "Worker": "worker",
 }
-__all__ = ["LEND_PATH", "Lender", "Lenders", "RPC_PATH", "Tunnel", "Worker", "module", "module_path", "serve_tunnel"]
+__all__ = ["LEND_PATH", "Lender", "Lenders", "RPC_PATH", "Tunnel", "Worker", "lent_now", "module", "module_path", "serve_tunnel"]
 __getattr__, __dir__ = lazy(__name__, _WHERE)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..devices import SERVER, DeviceBook, pinned_context
+from ..devices import SERVER, DeviceBook, PairedDevice, pinned_context
 from ..errors import DeviceError
 from ..models import Device
 from .tunnel import LEND_PATH, Tunnel
@@ -34,11 +34,11 @@ class Lenders:
         (with ``skip_gone``) why each device left out could not be used. Without ``skip_gone``, raises
         ``DeviceError`` naming a device that is not paired, cannot be reached, or lends nothing."""
         devices, endpoints, gone = [], {}, []
-        for name in names:
-            self.book.get(name, SERVER)  # not paired at all: a mistake to say, never to plan around
-        for i, name in enumerate(dict.fromkeys(names)):
+        # a name not paired at all is a mistake to say, never a device to plan around
+        paired = [self.book.get(name, SERVER) for name in dict.fromkeys(names)]
+        for i, device in enumerate(paired):
             try:
-                dev, endpoint = self._one(i, name)
+                dev, endpoint = self._one(i, device)
             except DeviceError as exc:
                 if not skip_gone:
                     raise
@@ -48,10 +48,10 @@ class Lenders:
             endpoints[dev.name] = endpoint
         return devices, endpoints, gone
 
-    def _one(self, i: int, name: str) -> tuple[Device, str]:
+    def _one(self, i: int, paired: PairedDevice) -> tuple[Device, str]:
         import httpx
 
-        paired = self.book.get(name, SERVER)
+        name = paired.name
         token = self.book.token(paired)
         if not token:
             raise DeviceError(f"{name}'s token is not in the keyring: pair with it again")
@@ -84,3 +84,14 @@ class Lenders:
             tunnels, self._tunnels = list(self._tunnels.values()), {}
         for tunnel in tunnels:
             tunnel.close()
+
+
+def lent_now(book: DeviceBook, names: tuple[str, ...] | list[str], skip_gone: bool = False) -> tuple[list[Device], list[str]]:
+    """What the named devices lend now (``Lenders.offer``), asked once, for a plan to show rather than load:
+    no tunnel is kept."""
+    lenders = Lenders(book)
+    try:
+        devices, _, gone = lenders.offer(names, skip_gone=skip_gone)
+    finally:
+        lenders.close()
+    return devices, gone

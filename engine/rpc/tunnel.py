@@ -47,8 +47,7 @@ async def serve_tunnel(receive: Callable[[], Awaitable[dict]], send: Callable[[d
         log.warning("a paired device's RPC tunnel was refused: %s", exc)
         await send({"type": "websocket.close", "code": 1011, "reason": "this device lends no memory now"[:120]})
         return
-    _nodelay(writer.get_extra_info("socket"))
-    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.accept"})  # (asyncio and uvloop set TCP_NODELAY on their transports)
 
     async def up() -> None:  # device -> worker
         while True:

@@ -212,10 +212,7 @@ class Loader:
         """The fit plan for a load, the vision projector's and draft model's memory counted, the
         projector's path and the draft model's path; raises ``ModelTooLarge`` for a load llama.cpp would
         refuse or that does not fit, ``ModelNotFound`` for a draft model that is not there."""
-        if opts.gpu_budget_gib is None and self.runtime.settings.gpu_budget_gib is not None:
-            opts = replace(opts, gpu_budget_gib=self.runtime.settings.gpu_budget_gib)
-        if opts.ram_budget_gib is None and self.runtime.settings.ram_budget_gib is not None:
-            opts = replace(opts, ram_budget_gib=self.runtime.settings.ram_budget_gib)
+        opts = opts.within(self.runtime.settings)
         hw, rpc = hardware.detect(refresh=True), {}  # free memory now, other models included
         gone: list[str] = []
         if opts.with_devices:  # paired devices' lent memory, each a device the planner places layers on

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from ..errors import DeviceError
-from ..models import LoadOptions
+from ..models import LoadOptions, device_names
 from .context import context
 from .errors import ApiError
 
@@ -40,7 +40,7 @@ def load_options(given: dict[str, Any]) -> LoadOptions:
         raise ApiError(f"unknown load option {unknown[0]!r} (the options are {', '.join(sorted(LoadOptions.__dataclass_fields__))})",
                        400, "invalid_load_option", f"options.{unknown[0]}")
     if isinstance(given.get("with_devices"), str):
-        given = {**given, "with_devices": [n.strip() for n in given["with_devices"].split(",") if n.strip()]}
+        given = {**given, "with_devices": device_names(given["with_devices"])}
     try:
         return _OPTIONS.validate_python({k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:

@@ -2,8 +2,8 @@
 
 On the shared listener (TLS, paired devices' tokens only) ``/fireside/pair/start`` and
 ``/fireside/pair/finish`` are the only paths open without a token: they run the PAKE exchange of
-``devices/pairing.py`` against the code the user opened. On the loopback listener,
-``/fireside/lend`` (a paired device's token only) says what memory it lends, when it does (``rpc/``).
+``devices/pairing.py`` against the code the user opened, and ``/fireside/lend`` (a paired device's token
+only) says what memory this device lends, when it does (``rpc/``). On the loopback listener,
 ``/fireside/pair/code`` opens a code (under the loopback's own rules: its API key, if one is set) for
 ``fireside devices code`` to show; the shared listener never answers it, so nobody on the network
 can open a code. Every answer is JSON; a refusal is a 403 that says why (a wrong code says how many

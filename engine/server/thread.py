@@ -69,7 +69,7 @@ class ServerThread:
                  access_log: bool = False, graceful_s: float = 3.0, header_timeout_s: float = HEADER_TIMEOUT_S,
                  body_timeout_s: float = BODY_TIMEOUT_S, ssl_certfile: str | None = None, ssl_keyfile: str | None = None,
                  keep_alive_s: int = KEEP_ALIVE_S, websockets: bool = False):
-        self.app, self.host, self.requested_port, self.websockets = app, host, port, websockets
+        self.app, self.host, self.requested_port = app, host, port
         self.scheme = "https" if ssl_certfile else "http"
         _loosen_loggers(log_level, access_log)
         self.config = uvicorn.Config(app, log_config=None, log_level=None, access_log=True,  # True: no handler cleared
@@ -109,8 +109,6 @@ class ServerThread:
         if self._thread is not None:
             raise ServerError("this server thread was already started; make a new one")
         self._socket = bind_socket(self.host, self.requested_port)
-        if self.websockets:  # accepted connections inherit it: the RPC tunnel's small messages never wait on Nagle
-            self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = self._socket.getsockname()[1]
         bound_malloc_arenas()
         self._thread = threading.Thread(target=self._run, name=f"fireside-server-{self.port}", daemon=True)
