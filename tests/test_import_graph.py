@@ -91,7 +91,7 @@ def test_the_walk_sees_the_layering():
     assert "fireside.app.bridge.serving" in app["fireside.app.windows.server"]
 
 
-LEAVES = {"types", "errors", "settings", "fmt", "fsutil", "deps", "faces"}
+LEAVES = {"types", "errors", "settings", "fmt", "fsutil", "procs", "deps", "faces"}
 
 
 def test_the_documents_wing_sits_on_the_leaves():

@@ -31,6 +31,7 @@ from ..agents import AGENTS, Agent, configure, context_for, refusal
 from ..errors import FiresideError
 from ..library import resolve_model
 from ..models import LoadOptions, hardware, inspect_file, plan_fit
+from ..procs import stop_process
 from ..settings import Settings
 from .models import describe_plan
 
@@ -96,7 +97,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
             return _run_agent([program, *args.agent_args], env)
         finally:
             if server is not None:
-                _stop(server)
+                stop_process(server, grace_s=30)
 
 
 @contextlib.contextmanager
@@ -209,19 +210,9 @@ def _start_server(model: str, n_ctx: int, kv: str, home: Path, key: str | None) 
                 raise LaunchRefused(f"the server did not start:\n{log.read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
     except BaseException:  # a refused key, Ctrl-C: the server started in its own session stops here too
-        _stop(proc)
+        stop_process(proc, grace_s=30)
         raise
     return proc, url
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _run_agent(argv: list[str], env: dict[str, str]) -> int:

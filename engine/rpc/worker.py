@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from ..procs import stop_process
+
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 CODE_ROOM = 2 << 30  # address space beyond the lent bytes: libraries, thread stacks, glibc's arenas
@@ -73,14 +75,8 @@ class Worker:
 
     def _kill(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            stop_process(proc, grace_s=1.0)
 
 
 FLAG = "--fireside-rpc-worker"  # see installers/entry.py

@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from fireside.engine.procs import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 CLONE_NEWNET = 0x40000000
 
@@ -136,13 +138,7 @@ class Device:
                 time.sleep(0.05)
             yield log
         finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, grace_s=30)
 
     def crash(self) -> None:
         """Kill the running server and its model runners at once (SIGKILL), as a crash or a power cut

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from fireside.engine.bench.targets import wait_until_serving
+from fireside.engine.procs import stop_process
 from tests.helpers.waiting import free_port
 
 
@@ -33,10 +33,4 @@ def serve(home: Path, *args: str, timeout: float = 180) -> Iterator[str]:
             raise RuntimeError(f"fireside serve: {exc}: {log.read_text()[-2000:]}") from None
         yield url
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, grace_s=60)
