@@ -45,7 +45,8 @@ def run_agent(ns: str, name: str, home, key: str) -> tuple[subprocess.CompletedP
     reason = agents.why_missing(agent.command, agent.package)
     if reason:
         pytest.skip(reason)
-    env = {**os.environ, **agents.private_env(home), **configure(agent, home / "agent", URL, key, "starter", CTX)}
+    env = {**os.environ, **agents.private_env(home), **agents.small_env(name),
+           **configure(agent, home / "agent", URL, key, "starter", CTX)}
     argv = ["ip", "netns", "exec", ns, str(agents.program(agent.command)), *agents.small(name, home / "agent")]
     start = time.monotonic()
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, cwd=home, stdin=subprocess.DEVNULL)
@@ -75,15 +76,33 @@ def test_launch_starts_a_server_runs_the_agent_and_stops_the_server(served, tmp_
     claude = agents.program("claude")
     if claude is None:
         pytest.skip(agents.why_missing("claude", AGENTS["claude"].package))
-    env = {**device.env, **agents.private_env(tmp_path), "FIRESIDE_PORT": str(PORT + 1),
+    env = {**device.env, **agents.private_env(tmp_path), **agents.small_env("claude"), "FIRESIDE_PORT": str(PORT + 1),
            "PATH": f"{claude.parent}{os.pathsep}{os.environ['PATH']}"}
     argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "fireside.engine", "launch", "claude", "--model",
             "starter", "--ctx", str(CTX), "--api-key", KEY, "--", *agents.small("claude", tmp_path)]
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240, cwd=tmp_path,
-                          stdin=subprocess.DEVNULL)
+    done = _run_ended_by_sigterm(argv, env=env, cwd=tmp_path, timeout=240)
     assert done.returncode == 0 and done.stdout.strip(), done.stdout[-2000:] + done.stderr[-2000:]
     started = re.search(r"starting a server at (http://\S+) with starter", done.stderr)
     assert started and f"Claude Code on starter ({CTX:,} tokens of context)" in done.stderr, done.stderr
     assert "its KV cache is f16" in done.stderr  # the agent's long prompts evaluate 2.3x faster than on q8_0
     with pytest.raises(httpx.ConnectError):  # the server it started is gone with the agent
         netns.in_netns(ns, httpx.get, f"{started.group(1)}/v1/models", timeout=5)
+
+
+def _run_ended_by_sigterm(argv: list[str], timeout: float, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run``, but past ``timeout`` launch gets SIGTERM (and a grace to stop the server it
+    started in a session of its own) before the test fails: a SIGKILL would leave that server and
+    the agent running, taking the CPU from the rest of the run."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                          **kwargs) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                out, err = proc.communicate(timeout=45)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            pytest.fail(f"launch ran past {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -12,6 +12,11 @@ evaluation for the starter on two cores, so the tests run them with the options 
 its prompt small (``SMALL``: Claude Code's ``--system-prompt`` and ``--tools ""``, Codex's
 ``model_instructions_file`` and features off, opencode's agent prompt and tools off), a few hundred
 tokens each; what is tested is the agent's wire protocol against the server, not its prompt size.
+Their replies are capped at ``REPLY`` tokens too (``small_env``, and opencode's model limit). Claude Code
+asks for up to 32,000 tokens with no seed, so the reply is sampled afresh each run: the starter's ran to
+5-344 tokens in forty runs here, and a rare one that rambles on would take minutes on two cores (one
+CI run's launch test ran past its 240 s so, cause unseen). Capped, such a run fails within about a
+minute (Claude Code continues a cut-off reply three times, then exits 1 naming the cap) instead.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from tests.helpers import netns
 
 AGENTS_DIR = Path(os.environ.get("FIRESIDE_AGENTS_DIR") or Path.home() / ".cache" / "fireside" / "agents")
 PROMPT = "Say hi."
+REPLY = 1024  # tokens an agent's reply may run to in the tests
 CODEX_OFF = ("multi_agent", "goals", "apps", "plugins", "skill_search", "image_generation", "shell_tool",
              "tool_suggest")
 OPENCODE_TOOLS = ("bash", "edit", "glob", "grep", "read", "skill", "task", "todowrite", "webfetch", "write",
@@ -69,8 +75,17 @@ def small(name: str, home: Path) -> list[str]:
     config = home / "opencode.json"
     trimmed = json.loads(config.read_text(encoding="utf-8"))
     trimmed.update(tools=dict.fromkeys(OPENCODE_TOOLS, False), agent={"build": {"prompt": "You are terse."}})
+    for model in trimmed["provider"]["fireside"]["models"].values():
+        model["limit"]["output"] = REPLY
     config.write_text(json.dumps(trimmed), encoding="utf-8")
     return ["run", PROMPT]
+
+
+def small_env(name: str) -> dict[str, str]:
+    """The environment that caps the agent's reply at ``REPLY`` tokens, where it reads one. Codex has no
+    such setting, and needs none so far: it sends no temperature (the server's 0.7), and its replies
+    to the test's turn ran to 7-21 tokens in ten runs here."""
+    return {"CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(REPLY)} if name == "claude" else {}
 
 
 def private_env(home: Path) -> dict[str, str]:
