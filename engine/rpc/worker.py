@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -97,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     port, threads, cap = int(argv[0]), int(argv[1]), int(argv[2])
     module = argv[3] if len(argv) > 3 and argv[3] else None
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    # the kernel's own action: a Python handler would wait for rpc_serve, a C call that never returns,
+    # so SIGTERM did nothing and every stop waited out its grace for the SIGKILL
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_AS, (cap + CODE_ROOM, cap + CODE_ROOM))
     rpc_serve(f"127.0.0.1:{port}", threads, module)
