@@ -38,7 +38,7 @@ def test_streamed_message_events(client):
 
 def test_forced_tool_use_and_tool_result_turn(client):
     ask = [{"role": "user", "content": "What is the weather in Oslo?"}]
-    m = client.messages.create(model="starter", max_tokens=60, tools=[WEATHER], messages=ask,
+    m = client.messages.create(model="starter", max_tokens=60, tools=[WEATHER], messages=ask, extra_body={"temperature": 0},
                                tool_choice={"type": "tool", "name": "get_weather"})
     assert m.stop_reason == "tool_use"
     use = next(b for b in m.content if b.type == "tool_use")
@@ -51,8 +51,9 @@ def test_forced_tool_use_and_tool_result_turn(client):
 
 
 def test_streamed_tool_use(client):
+    # greedy: sampled, the city's string now and then ran past max_tokens (the call cut off, its input empty)
     with client.messages.stream(model="starter", max_tokens=60, tools=[WEATHER], tool_choice={"type": "any"},
-                                messages=[{"role": "user", "content": "Weather in Lima?"}]) as stream:
+                                extra_body={"temperature": 0}, messages=[{"role": "user", "content": "Weather in Lima?"}]) as stream:
         final = stream.get_final_message()
     use = next(b for b in final.content if b.type == "tool_use")
     assert use.name == "get_weather" and "city" in use.input
