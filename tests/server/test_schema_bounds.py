@@ -84,7 +84,7 @@ def test_anthropic_forced_tool_keeps_the_bounds(base_url, schema, ask):
     reply = client.messages.create(
         model="starter", max_tokens=MAX_TOKENS, messages=[{"role": "user", "content": ask}],
         tools=[{"name": "answer", "description": "Give the answer", "input_schema": schema}],
-        tool_choice={"type": "tool", "name": "answer"})
+        tool_choice={"type": "tool", "name": "answer"}, extra_body={"temperature": 0})  # greedy, as the others
     assert reply.stop_reason == "tool_use", reply
     call = next(block for block in reply.content if block.type == "tool_use")
     jsonschema.validate(call.input, schema)
