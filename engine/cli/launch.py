@@ -7,7 +7,8 @@ says how much: its first request is measured), refusing with the numbers when th
 less, when this machine's memory cannot hold that context, or when the server found has the model
 loaded with less; then run the agent with its settings in a temporary home pointing at the server
 (the user's own settings are not touched), arguments after ``--`` passed on to it. While the agent runs,
-Ctrl-C is the agent's.
+Ctrl-C is the agent's. When the agent fails or launch is stopped, the log of the server it started is
+copied out of the temporary home into the logs folder, and launch says where.
 """
 
 from __future__ import annotations
@@ -90,14 +91,18 @@ def cmd_launch(args: argparse.Namespace) -> int:
                 raise LaunchRefused(f"no Fireside server answers at {url}")
             n_ctx, kv = _planned_context(agent, args.model, args.ctx, settings)
             server, url = _start_server(args.model, n_ctx, kv, Path(home), args.api_key)
+        code = None
         try:
             n_ctx = _loaded_context(agent, url, args.api_key, args.model, args.ctx)
             env = {**os.environ, **configure(agent, Path(home) / "agent", url, args.api_key, args.model, n_ctx)}
             print(f"fireside: {agent.title} on {args.model} ({n_ctx:,} tokens of context) at {url}", file=sys.stderr)
-            return _run_agent([program, *args.agent_args], env)
+            code = _run_agent([program, *args.agent_args], env)
+            return code
         finally:
             if server is not None:
                 stop_process(server, grace_s=30)
+                if code != 0:  # the agent failed or launch was stopped: its server's log outlives the folder
+                    _keep_log(Path(home) / "serve.log", settings, agent)
 
 
 @contextlib.contextmanager
@@ -213,6 +218,17 @@ def _start_server(model: str, n_ctx: int, kv: str, home: Path, key: str | None) 
         stop_process(proc, grace_s=30)
         raise
     return proc, url
+
+
+def _keep_log(log: Path, settings: Settings, agent: Agent) -> None:
+    """Copy the server's log out of launch's temporary folder into the logs folder, and say where."""
+    kept = settings.cache_dir / "logs" / f"launch-{agent.name}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, kept)
+    except OSError:
+        return  # no log was written (the server never started), or nowhere to keep it: nothing to point at
+    print(f"fireside: the server's log is kept at {kept}", file=sys.stderr)
 
 
 def _run_agent(argv: list[str], env: dict[str, str]) -> int:

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -104,5 +105,7 @@ def _run_ended_by_sigterm(argv: list[str], timeout: float, **kwargs) -> subproce
             except subprocess.TimeoutExpired:
                 proc.kill()
                 out, err = proc.communicate()
-            pytest.fail(f"launch ran past {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}")
+            kept = re.search(r"the server's log is kept at (\S+)", err)
+            log = Path(kept.group(1)).read_text(errors="replace")[-3000:] if kept else ""
+            pytest.fail(f"launch ran past {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}\nthe server's log:\n{log}")
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -85,7 +87,7 @@ def test_the_settings_point_at_fireside_from_a_folder_of_their_own(tmp_path):
 @pytest.mark.model
 def test_a_launch_ended_by_sigterm_stops_its_agent_and_the_server_it_started(tmp_path, smollm2_path):
     """A closed terminal or a `kill` ends launch as Ctrl-C does: the server it started (in a session of its
-    own, its model kept loaded) must not go on running with nobody to talk to."""
+    own, its model kept loaded) must not go on running with nobody to talk to, and its log is kept."""
     import signal
     import subprocess
     import sys
@@ -111,6 +113,8 @@ def test_a_launch_ended_by_sigterm_stops_its_agent_and_the_server_it_started(tmp
         assert httpx.get(f"{url}/api/ps", timeout=5).status_code == 200  # the server it started is up
         launch.send_signal(signal.SIGTERM)
         assert launch.wait(timeout=60) != 0
+        kept = re.search(r"the server's log is kept at (\S+)", launch.stderr.read())
+        assert kept and "Fireside API on" in Path(kept.group(1)).read_text()  # the temporary home went, its log did not
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{url}/api/ps", timeout=5)
         assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
