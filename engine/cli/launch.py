@@ -7,8 +7,8 @@ says how much: its first request is measured), refusing with the numbers when th
 less, when this machine's memory cannot hold that context, or when the server found has the model
 loaded with less; then run the agent with its settings in a temporary home pointing at the server
 (the user's own settings are not touched), arguments after ``--`` passed on to it. While the agent runs,
-Ctrl-C is the agent's. When the agent fails or launch is stopped, the log of the server it started is
-copied out of the temporary home into the logs folder, and launch says where.
+Ctrl-C is the agent's. The server it starts logs each request (``--verbose``); when the agent fails or launch
+is stopped, that log is copied out of the temporary home into the logs folder, and launch says where.
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def _start_server(model: str, n_ctx: int, kv: str, home: Path, key: str | None) 
         print(f"fireside: its KV cache is {kv}, which evaluates the agent's long prompts faster than the exact q8_0 "
               "(a reply may differ from one time to the next)", file=sys.stderr)
     with log.open("wb") as out:  # two slots: the agent's turn and its background requests (titles, summaries)
-        proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "serve", "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "fireside.engine", "--verbose", "serve", "--port", str(port),
                                  "--ctx", str(n_ctx), "--kv-type", kv, "--parallel", str(SLOTS), "--load", model,
                                  "--keep-alive", "-1"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -205,8 +205,10 @@ def serve(settings: Settings, host: str, port: int, key: str | None, origins: li
                             allow_management=management, allow_image_urls=image_urls)
     sharing = Sharing(settings, share, engine, library, jit) if share else None
     collections = _collections(settings, engine, embedder)
+    requests_logged = logging.getLogger().isEnabledFor(logging.INFO)  # --verbose: a line for each request too
     server = ServerThread(create_app(engine, settings, library, policy=policy, jit=jit,
-                                     pairing=sharing.desk if sharing else None, collections=collections), host, port)
+                                     pairing=sharing.desk if sharing else None, collections=collections), host, port,
+                          access_log=requests_logged)
     try:
         server.start()
         if sharing:
