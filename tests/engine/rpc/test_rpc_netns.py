@@ -30,7 +30,8 @@ from tests.helpers.waiting import free_port
 pytestmark = pytest.mark.timeout(300)
 SHARE_PORT = 18767
 PROMPT = "Name three colours of the rainbow."
-RUN = ("--temperature", "0", "--seed", "1", "--max-tokens", "48", "--ctx", "1024", "--parallel", "1")
+TOKENS = 24  # each reply: the split one must match the local one token for token
+RUN = ("--temperature", "0", "--seed", "1", "--max-tokens", str(TOKENS), "--ctx", "1024", "--parallel", "1")
 
 
 def _rpc_ready() -> str | None:
@@ -86,6 +87,18 @@ def machines(network, tmp_path_factory):
         yield {"alpha": alpha, "beta": beta, "gamma": gamma, "ip_a": ip_a, "port_a": port_a}
 
 
+_local: dict[str, str] = {}
+
+
+def local_reply(beta: netns.Device) -> str:
+    """The greedy reply beta's own CLI gives with every layer here (run once for the module)."""
+    if "reply" not in _local:
+        local = beta.run("run", "starter", PROMPT, *RUN, timeout=120)
+        assert local.returncode == 0 and len(local.stdout.split()) > 10, local.stderr
+        _local["reply"] = local.stdout
+    return _local["reply"]
+
+
 def _worker_pids(lender: netns.Device) -> list[int]:
     """The RPC workers ``lender``'s server started (its children; another test's, elsewhere on the host, are not)."""
     found = []
@@ -99,10 +112,9 @@ def _worker_pids(lender: netns.Device) -> list[int]:
 
 def test_the_starter_split_across_two_machines_gives_the_local_reply(machines):
     beta = machines["beta"]
-    local = beta.run("run", "starter", PROMPT, *RUN, timeout=120)
     split = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", "--gpu-layers", "16", timeout=180)
-    assert local.returncode == 0 and split.returncode == 0, (local.stderr, split.stderr)
-    assert len(local.stdout.split()) > 10 and split.stdout == local.stdout
+    assert split.returncode == 0, split.stderr
+    assert split.stdout == local_reply(beta)
     assert _worker_pids(machines["alpha"]), "alpha's worker served the layers"
 
 
@@ -114,7 +126,7 @@ def test_a_capped_machine_refuses_alone_and_loads_with_the_lent_memory(machines)
     assert alone.returncode != 0 and "GiB more memory than this machine has free" in alone.stderr, alone.stderr
     lent = beta.run("run", "starter", PROMPT, *RUN, "--ram-budget-gib", "0.3", "--with", "alpha", timeout=180)
     assert lent.returncode == 0, lent.stderr
-    assert lent.stdout == beta.run("run", "starter", PROMPT, *RUN, timeout=120).stdout
+    assert lent.stdout == local_reply(beta)
     shown = beta.run("info", "starter", "--ram-budget-gib", "0.3", "--ctx", "1024", "--parallel", "1",
                      "--with", "alpha")
     assert shown.returncode == 0 and "rpc:alpha" in shown.stdout, shown.stdout + shown.stderr
@@ -163,7 +175,7 @@ def test_the_api_loads_a_model_across_devices_for_every_client(machines):
         client = OpenAI(base_url=f"http://127.0.0.1:{port_b}/v1", api_key="unused", max_retries=0, timeout=120)
 
         def ask() -> str:
-            return client.chat.completions.create(model="starter", max_tokens=48, temperature=0, seed=1,
+            return client.chat.completions.create(model="starter", max_tokens=TOKENS, temperature=0, seed=1,
                                                   messages=[{"role": "user", "content": PROMPT}]).choices[0].message.content
 
         local = ask()  # loaded here, on its first request, with the server's options
@@ -197,7 +209,7 @@ def test_the_starter_split_across_three_machines_gives_the_local_reply(machines)
         client = OpenAI(base_url=f"http://127.0.0.1:{port_b}/v1", api_key="unused", max_retries=0, timeout=120)
 
         def ask() -> str:
-            return client.chat.completions.create(model="starter", max_tokens=48, temperature=0, seed=1,
+            return client.chat.completions.create(model="starter", max_tokens=TOKENS, temperature=0, seed=1,
                                                   messages=[{"role": "user", "content": PROMPT}]).choices[0].message.content
 
         local = ask()
@@ -273,9 +285,8 @@ def test_a_device_that_no_longer_lends_is_planned_without_and_said(machines):
     """After the revocation above alpha refuses beta: a load that names it plans without it, loads here
     and says why; a name that was never paired is a mistake, not a device to plan around."""
     beta = machines["beta"]
-    local = beta.run("run", "starter", PROMPT, *RUN, timeout=120)
     without = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", timeout=120)
-    assert without.returncode == 0 and without.stdout == local.stdout, without.stderr
+    assert without.returncode == 0 and without.stdout == local_reply(beta), without.stderr
     assert "note: alpha lends no memory" in without.stderr and "planned without it" in without.stderr
     never = beta.run("run", "starter", PROMPT, *RUN, "--with", "delta", timeout=60)
     assert never.returncode != 0 and "no paired device named 'delta'" in never.stderr
