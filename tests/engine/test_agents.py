@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from fireside.engine.agents import AGENTS, configure
+from fireside.engine.procs import stop_process
 from tests.helpers import agents, netns
 
 pytestmark = pytest.mark.model
@@ -99,12 +100,11 @@ def _run_ended_by_sigterm(argv: list[str], timeout: float, **kwargs) -> subproce
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.terminate()
+            stop_process(proc, grace_s=45)  # launch's few lines of output fit its pipes meanwhile
             try:
-                out, err = proc.communicate(timeout=45)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                out, err = proc.communicate()
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # an agent launch could not stop still holds them open
+                out, err = "", ""
             kept = re.search(r"the server's log is kept at (\S+)", err)
             log = Path(kept.group(1)).read_text(errors="replace")[-3000:] if kept else ""
             pytest.fail(f"launch ran past {timeout:.0f} s:\n{out[-2000:]}{err[-2000:]}\nthe server's log:\n{log}")

@@ -87,16 +87,12 @@ def machines(network, tmp_path_factory):
         yield {"alpha": alpha, "beta": beta, "gamma": gamma, "ip_a": ip_a, "port_a": port_a}
 
 
-_local: dict[str, str] = {}
-
-
-def local_reply(beta: netns.Device) -> str:
+@pytest.fixture(scope="module")
+def local_reply(machines) -> str:
     """The greedy reply beta's own CLI gives with every layer here (run once for the module)."""
-    if "reply" not in _local:
-        local = beta.run("run", "starter", PROMPT, *RUN, timeout=120)
-        assert local.returncode == 0 and len(local.stdout.split()) > 10, local.stderr
-        _local["reply"] = local.stdout
-    return _local["reply"]
+    local = machines["beta"].run("run", "starter", PROMPT, *RUN, timeout=120)
+    assert local.returncode == 0 and len(local.stdout.split()) > 10, local.stderr
+    return local.stdout
 
 
 def _worker_pids(lender: netns.Device) -> list[int]:
@@ -110,15 +106,15 @@ def _worker_pids(lender: netns.Device) -> list[int]:
     return found
 
 
-def test_the_starter_split_across_two_machines_gives_the_local_reply(machines):
+def test_the_starter_split_across_two_machines_gives_the_local_reply(machines, local_reply):
     beta = machines["beta"]
     split = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", "--gpu-layers", "16", timeout=180)
     assert split.returncode == 0, split.stderr
-    assert split.stdout == local_reply(beta)
+    assert split.stdout == local_reply
     assert _worker_pids(machines["alpha"]), "alpha's worker served the layers"
 
 
-def test_a_capped_machine_refuses_alone_and_loads_with_the_lent_memory(machines):
+def test_a_capped_machine_refuses_alone_and_loads_with_the_lent_memory(machines, local_reply):
     beta = machines["beta"]
     info = beta.run("info", "starter", "--ram-budget-gib", "0.3", "--ctx", "1024", "--parallel", "1", "--json")
     assert info.returncode == 0, info.stderr
@@ -126,7 +122,7 @@ def test_a_capped_machine_refuses_alone_and_loads_with_the_lent_memory(machines)
     assert alone.returncode != 0 and "GiB more memory than this machine has free" in alone.stderr, alone.stderr
     lent = beta.run("run", "starter", PROMPT, *RUN, "--ram-budget-gib", "0.3", "--with", "alpha", timeout=180)
     assert lent.returncode == 0, lent.stderr
-    assert lent.stdout == local_reply(beta)
+    assert lent.stdout == local_reply
     shown = beta.run("info", "starter", "--ram-budget-gib", "0.3", "--ctx", "1024", "--parallel", "1",
                      "--with", "alpha")
     assert shown.returncode == 0 and "rpc:alpha" in shown.stdout, shown.stdout + shown.stderr
@@ -281,12 +277,12 @@ def test_a_revoked_device_s_tunnel_closes_within_1_s(machines):
     assert closed_after < 1.0 and status == 403
 
 
-def test_a_device_that_no_longer_lends_is_planned_without_and_said(machines):
+def test_a_device_that_no_longer_lends_is_planned_without_and_said(machines, local_reply):
     """After the revocation above alpha refuses beta: a load that names it plans without it, loads here
     and says why; a name that was never paired is a mistake, not a device to plan around."""
     beta = machines["beta"]
     without = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", timeout=120)
-    assert without.returncode == 0 and without.stdout == local_reply(beta), without.stderr
+    assert without.returncode == 0 and without.stdout == local_reply, without.stderr
     assert "note: alpha lends no memory" in without.stderr and "planned without it" in without.stderr
     never = beta.run("run", "starter", PROMPT, *RUN, "--with", "delta", timeout=60)
     assert never.returncode != 0 and "no paired device named 'delta'" in never.stderr
