@@ -33,6 +33,7 @@ _WHERE = {
     "verdict_text": "fitplan",
     "VERDICT_WORDS": "fitplan",
     "with_attention": "planner",
+    "with_lane": "planner",
     "with_draft": "planner",
     "with_projector": "planner",
     "best": "projector",
@@ -50,5 +51,5 @@ __all__ = ["DEFAULT_PARALLEL", "Device", "FitPlan", "Hardware", "KV_TYPE_BYTES",
            "SPLIT_RE", "VERDICT_WORDS", "best", "device_names", "drafting_text", "engine_build", "from_header", "hardware",
            "inspect_file", "inspection", "kind", "kv_fits", "not_regular", "pair", "plan_fit",
            "read_projector", "read_small", "replies_text", "split_parts", "verdict_text", "vocabulary",
-           "with_attention", "with_draft", "with_projector", "write_bert"]
+           "with_attention", "with_draft", "with_lane", "with_projector", "write_bert"]
 __getattr__, __dir__ = lazy(__name__, _WHERE)

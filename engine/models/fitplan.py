@@ -141,6 +141,8 @@ class FitPlan:
     experts_on_cpu: bool = False  # a MoE model's experts stay in host memory while its layers are offloaded
     rpc: dict[str, str] = field(default_factory=dict)  # a lending device's name in ``devices`` -> its tunnel's host:port
     rpc_module: str = ""  # llama.cpp's RPC backend built by Fireside (rpc/build.py); "" when built in
+    lane: str = ""  # the long-chat lane's attention kind (runner/lanes.py, planner.with_lane); "" for none
+    lane_from: int = 0  # and the depth (tokens of history) from which sampled replies decode in it
 
     @property
     def fits(self) -> bool:
@@ -178,6 +180,8 @@ class FitPlan:
             kw["host_tensors"] = [EXPERTS_PATTERN]
         if self.row_kernels:  # the runner takes both: a model param and ggml's GGML_CPU_TILED_MM switch
             kw["use_extra_bufts"] = kw["tiled_mm"] = False
+        if self.lane:  # the runner takes this one: a second context, its own Llama() has none
+            kw["lane"] = {"kind": self.lane, "from": self.lane_from}
         return kw
 
     def compare(self, reported: dict[str, int]) -> dict[str, dict[str, float]]:

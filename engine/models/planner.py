@@ -317,6 +317,21 @@ def with_draft(plan: FitPlan, draft: ModelInfo) -> FitPlan:
     return plan
 
 
+def with_lane(plan: FitPlan, info: ModelInfo, kind: str, flash_attn: bool, start: int) -> FitPlan | None:
+    """A CPU ``plan`` with a long-chat lane (``runner/lanes.py``): a second context of the model with an
+    f16 KV cache for every slot and ``flash_attn`` as given, which sampled replies from ``start`` tokens
+    of history decode in; its cache and compute buffer counted in RAM. None when they do not fit in the
+    memory the plan had free."""
+    kv = info.kv_bytes_per_token("f16") * plan.context * plan.parallel
+    compute = _compute_bytes(info, plan.context, plan.n_batch, flash_attn, with_output=False)
+    if plan.ram.total_bytes + kv + compute > plan.ram.available_bytes:
+        return None
+    plan = copy.deepcopy(plan)
+    plan.lane, plan.lane_from = kind, start
+    _beside(plan, False, 0, kv, compute)
+    return plan
+
+
 def with_attention(plan: FitPlan, info: ModelInfo, kv_type: str, flash_attn: bool) -> FitPlan | None:
     """A CPU ``plan`` with another KV cache type and flash attention (the kind ``runtime/attention.py``
     measured fastest), its cache re-sized for the type and its weights' kernels chosen again for it

@@ -94,6 +94,10 @@ class Runner:
         self._cache_from: tuple[str, dict] = ("", {})  # the model file and load options its identity hashes
         self.projector: Any = None  # vision.Projector, when the load named an mmproj
         self.draft_model: Any = None  # draftmodel.DraftModel, when the load named a draft model
+        self.lane: Any = None  # lanes.LaneModel: the long-chat lane's context, when the load asked for one
+        self.lane_batch: Any = None  # its BatchEngine, made at its first generate
+        self.lane_threads: Any = None  # and its StepThreads
+        self.lane_cache: Any = None  # and its prompt cache (the lane's states under an identity of their own)
 
     # --- pipe side -------------------------------------------------------------------------------
     def read_loop(self) -> None:
@@ -110,8 +114,9 @@ class Runner:
                     event.set()
             elif op == "threads":  # the runtime's share of the cores for this runner (threadbudget.py)
                 self.share = msg["share"]
-                if self.step_threads is not None:
-                    self.step_threads.share = self.share
+                for threads in (self.step_threads, self.lane_threads):
+                    if threads is not None:
+                        threads.share = self.share
             elif op == "shutdown":
                 break
             else:
@@ -186,9 +191,10 @@ class Runner:
         """Runs on the worker thread: the only thread that touches ``self.llama``."""
         gather = Gather()
         while True:
-            busy = self.batch is not None and self.batch.busy
-            if self.cache is not None:
-                self.cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
+            busy = any(e.busy for e in self._engines())
+            for cache in (self.cache, self.lane_cache):
+                if cache is not None:
+                    cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
             try:  # idle: wait for work; busy: only while a burst is gathered (a timeout of 0 does not wait)
                 msg = self.requests.get(timeout=self._gather_wait(gather) if busy else None)
             except queue.Empty:
@@ -196,21 +202,29 @@ class Runner:
             if msg and msg.get("op") == "generate":
                 gather.arrived(msg["at"], idle=not busy, others=msg.get("others"))
             if msg is None:  # shutdown: the reader has set every cancel event
-                if self.batch is not None:
-                    self.batch.step()  # each request still open ends "cancelled": a cut reply, not a crash
-                if self.cache is not None:
-                    self.cache.close()  # the states of the replies just ended reach the disk
+                for engine in self._engines():
+                    engine.step()  # each request still open ends "cancelled": a cut reply, not a crash
+                for cache in (self.cache, self.lane_cache):
+                    if cache is not None:
+                        cache.close()  # the states of the replies just ended reach the disk
                 break
             if msg:
                 self.handle(msg)
                 if not self.requests.empty() or self._gather_wait(gather) > 0:
                     continue  # take every waiting request before the next step, so they join it
-            if self.batch is not None and self.batch.busy:
-                try:
-                    self.batch.step()
-                except Exception as exc:  # a failed step fails the requests in it, not the runner
-                    self.batch.fail_all(f"{type(exc).__name__}: {exc}")
+            stepped = False
+            for engine in self._engines():  # the lane's step, when it has work, comes after the model's
+                if engine.busy:
+                    try:
+                        engine.step()
+                    except Exception as exc:  # a failed step fails the requests in it, not the runner
+                        engine.fail_all(f"{type(exc).__name__}: {exc}")
+                    stepped = True
+            if stepped:
                 gather.stepped(time.monotonic())
+
+    def _engines(self) -> list[Any]:
+        return [e for e in (self.batch, self.lane_batch) if e is not None]
 
     def handle(self, msg: dict) -> None:
         handlers = {"load": self.load, "generate": self.generate, "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
@@ -269,6 +283,7 @@ class Runner:
             devices, self.lent_names = _lent_devices(devices, rpc)
         host_tensors = kwargs.pop("host_tensors", None)  # llama_model_params.tensor_buft_overrides: likewise
         self.drafting = bool(kwargs.pop("drafts", False))  # prompt-lookup drafts (drafts.py): not a Llama() keyword
+        lane = kwargs.pop("lane", None)  # the long-chat lane (lanes.py): likewise
         started = time.monotonic()
         try:
             with model_params(extra_bufts, on_progress, devices, host_tensors), sequences(kwargs) as seq_kwargs:
@@ -286,15 +301,34 @@ class Runner:
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj"),
                                               devices=devices, **({} if tiled else {"tiled_mm": False}),
                                               **({"host_tensors": host_tensors} if host_tensors else {})))
+        fixed = msg.get("threads_fixed", False)
+        lane_error = self._open_lane(lane, kwargs, fixed) if lane and not kwargs.get("embedding") else ""
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
+            self.lane_cache = self._open_cache(msg["kvcache"], lane=True) if self.lane else None
         from .tokens import longest_piece
 
         self.reply(req_id, "result", n_ctx=slot_context(self.llama), load_s=time.monotonic() - started,
                    buffers=dict(self.buffers), rss=_rss(), add_bos=self._add_bos(), n_seq=self.n_seq,
                    longest_piece=longest_piece(self.llama), threads=self.step_threads.now(), vision=self.projector is not None,
                    vision_error=vision_error, draft=self.draft_model.name if self.draft_model else None,
-                   draft_error=draft_error)
+                   draft_error=draft_error, lane=lane if self.lane else None, lane_error=lane_error)
+
+    def _open_lane(self, lane: dict, kwargs: dict, fixed: bool) -> str:
+        """Open the long-chat lane (``lanes.py``) beside the model; one llama.cpp cannot make leaves the
+        model loaded without it; returns why (empty when it opened)."""
+        from .lanes import open_lane
+
+        try:
+            self.lane = open_lane(self.llama, lane["kind"], int(lane["from"]))
+        except (ValueError, KeyError) as exc:
+            print(f"fireside: the long-chat lane did not open ({exc}); every reply decodes in the model's context",
+                  file=sys.stderr, flush=True)
+            return f"the long-chat lane ({lane.get('kind')} attention) did not open: {exc}"
+        self.lane_threads = _step_threads(self.lane, kwargs, fixed, self.share)
+        print(f"fireside: long-chat lane: sampled replies from {self.lane.start:,} tokens of history decode with "
+              f"{self.lane.kind} attention", file=sys.stderr, flush=True)
+        return ""
 
     def _load_draft(self, draft: dict | None, kwargs: dict, extra_bufts: bool) -> str:
         """Load the draft model (``draftmodel.py``) beside the model: as many sequences of as many tokens,
@@ -365,10 +399,13 @@ class Runner:
             raise RuntimeError("llama.cpp could not decode its warm-up tokens")
         llama_cpp.llama_memory_clear(llama_cpp.llama_get_memory(self.llama.ctx), True)
 
-    def _open_cache(self, config: dict) -> Any:
+    def _open_cache(self, config: dict, lane: bool = False) -> Any:
         from . import kvcache, kvstate
+        from .lanes import GGML_F16, KINDS
 
         path, kwargs = self._cache_from
+        if lane:  # the lane's states: its cache's type and attention are part of what they mean
+            kwargs = dict(kwargs, type_k=GGML_F16, type_v=GGML_F16, flash_attn=KINDS[self.lane.kind])
         config = kvcache.CacheConfig(**config)
         ident = kvstate.identity(path, kwargs, slot_context(self.llama))
         print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)
@@ -376,13 +413,17 @@ class Runner:
 
     def prompt_cache(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         """Turn the prompt cache on (with ``msg["kvcache"]``'s folder and cap) or off (None), now."""
-        if self.cache is not None:
-            self.cache.close()  # its queued writes finish first
-            self.cache = None
+        for cache in (self.cache, self.lane_cache):
+            if cache is not None:
+                cache.close()  # its queued writes finish first
+        self.cache = self.lane_cache = None
         if msg.get("kvcache") and not self._cache_from[1].get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
+            self.lane_cache = self._open_cache(msg["kvcache"], lane=True) if self.lane else None
         if self.batch is not None:
             self.batch.cache = self.cache
+        if self.lane_batch is not None:
+            self.lane_batch.cache = self.lane_cache
         self.reply(req_id, "result", prompt_cache="on" if self.cache else "off")
 
     def _add_bos(self) -> bool:
@@ -417,23 +458,35 @@ class Runner:
 
     def stats(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         slots = self.batch.slots if self.batch else []
+        lane = self.lane_batch.slots if self.lane_batch else []
         self.reply(req_id, "result", rss=_rss(), buffers=dict(self.buffers), n_seq=self.n_seq,
-                   n_tokens=sum(len(s.tokens) for s in slots), slots=[len(s.tokens) for s in slots],
+                   n_tokens=sum(len(s.tokens) for s in [*slots, *lane]), slots=[len(s.tokens) for s in slots],
+                   lane_slots=[len(s.tokens) for s in lane],
                    prompt_cache=self.cache.notice or "on" if self.cache else "off",
                    threads=self.step_threads.now() if self.step_threads else None)
 
     def _gather_wait(self, gather: Gather) -> float:
         """Seconds to wait for the rest of a burst before the next step; 0 once the slots are full."""
-        if self.batch is not None and self.batch.full:
+        if any(e.full for e in self._engines()):
             return 0.0
         return gather.wait(time.monotonic())
 
     def generate(self, req_id: str, msg: dict, cancel: threading.Event) -> bool:
+        from .lanes import bring, wants_lane
+
         if self.batch is None:
             self.batch = BatchEngine(self.llama, self.n_seq, self._reply_generate, self._finished, self.cache,
                                      self.step_threads, drafting=self.drafting)
             self.batch.projector, self.batch.draft_model = self.projector, self.draft_model
-        self.batch.submit(req_id, msg, cancel)
+        engine = self.batch
+        tokens = msg.get("tokens") or []
+        if wants_lane(self.lane, msg["sampling"], msg.get("images"), len(tokens)):
+            if self.lane_batch is None:  # no projector (images stay in the model's context), no draft model
+                self.lane_batch = BatchEngine(self.lane, self.n_seq, self._reply_generate, self._finished,
+                                              self.lane_cache, self.lane_threads, drafting=self.drafting)
+            engine = self.lane_batch
+            bring(self.batch, engine, tokens)
+        engine.submit(req_id, msg, cancel)
         if msg.get("images"):  # refused before the batch took them
             from .vision import free
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -62,6 +63,43 @@ def model_key(hw: Hardware, info, threads: int) -> str:
     """``key`` for a model (a ``ModelInfo``): its architecture and the shape of its attention."""
     shape = f"{info.block_count}x{info.embedding_length}/{info.head_count}:{info.key_length}"
     return key(hw, info.architecture, shape, threads)
+
+
+def ms_per_token(figures: dict[str, float]) -> tuple[float, float] | None:
+    """A kind's decode time as ``a + b * depth`` milliseconds per token, fitted (least squares) to its
+    measured speeds: attention reads every cell of the history once per token, so its cost grows
+    with the depth and the rest of a step does not. None with fewer than two depths."""
+    points = sorted((int(d), 1000.0 / v) for d, v in figures.items() if v > 0)
+    if len({d for d, _ in points}) < 2:
+        return None
+    n = len(points)
+    mean_d, mean_t = sum(d for d, _ in points) / n, sum(t for _, t in points) / n
+    b = (sum((d - mean_d) * (t - mean_t) for d, t in points) / sum((d - mean_d) ** 2 for d, _ in points))
+    return mean_t - b * mean_d, max(b, 0.0)
+
+
+def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] | None:
+    """The kind requests that need not be exact decode with, and from which depth (tokens of history):
+    the kind that is not exact which, by ``ms_per_token``, decodes ``MARGIN`` faster than the exact one
+    at the smallest depth within ``context`` (rounded up to 256 tokens). None when none does.
+
+    A reply that is greedy or seeded must come out the same whatever else runs (issue 41), and only
+    the exact kind gives that; a sampled reply without a seed is random anyway, so it may take the
+    faster attention (``runner/lanes.py``) and a long chat is not slowed for a promise it was not made."""
+    if EXACT not in figures or (exact := ms_per_token(figures[EXACT])) is None:
+        return None
+    best: tuple[int, str] | None = None
+    for kind, figs in figures.items():
+        if kind == EXACT or kind not in KINDS or (fit := ms_per_token(figs)) is None:
+            continue
+        # exact(d) >= MARGIN * kind(d), with each a + b * d
+        gain, start = exact[1] - MARGIN * fit[1], MARGIN * fit[0] - exact[0]
+        if gain < 0 or (gain == 0 and start > 0):
+            continue  # never ahead, or ahead only near the start and behind from some depth on
+        depth = 0 if start <= 0 else math.ceil(start / gain / 256) * 256
+        if depth < context and (best is None or depth < best[0]):
+            best = (depth, kind)
+    return (best[1], best[0]) if best else None
 
 
 def choose(figures: dict[str, dict[str, float]]) -> str:
@@ -104,11 +142,16 @@ class Choices:
             return [{"key": k, **v} for k, v in self._read().items() if isinstance(v, dict)]
 
 
-def describe(entry: dict) -> str:
-    """"q8_0+fa (decode tok/s at depth 0/1024: q8_0+fa 95/50, f16+fa 90/31, f16 88/45)"."""
+def describe(entry: dict, with_lane: tuple[str, int] | None = None) -> str:
+    """"q8_0+fa (decode tok/s at depth 0/1024: q8_0+fa 95/50, f16+fa 90/31, f16 88/45)"; with a lane
+    (``lane``), "q8_0+fa for greedy and seeded replies, f16 for sampled ones from 2,048 tokens of history (...)"."""
     figs = entry.get("figures", {})
     depths = sorted({int(d) for f in figs.values() for d in f})
     shown = ", ".join(f"{k} " + "/".join(f"{f.get(str(d), 0):.0f}" for d in depths) for k, f in figs.items())
+    if with_lane is not None:
+        kind, start = with_lane
+        return (f"{EXACT} for greedy and seeded replies, {kind} for sampled ones from {start:,} tokens of history "
+                f"(decode tok/s at depth {'/'.join(map(str, depths))}: {shown})")
     note = "" if entry["kind"] == EXACT else "; batched and drafted replies may differ from one decoded alone"
     return f"{entry['kind']} (decode tok/s at depth {'/'.join(map(str, depths))}: {shown}){note}"
 

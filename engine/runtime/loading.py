@@ -38,6 +38,7 @@ from ..models import (
     plan_fit,
     read_projector,
     with_attention,
+    with_lane,
     with_draft,
     with_projector,
 )
@@ -267,6 +268,9 @@ class Loader:
                 except Exception as exc:  # a crash or a timeout: the default stays, measured again next time
                     log.warning("attention calibration for %s failed: %s", model_id, exc)
             return plan, measure
+        laned = self._lane(info, plan, entry)
+        if laned is not None:
+            return laned, None
         kv, flash = attention.KINDS[entry["kind"]]
         if kv != "f16" and not kv_fits(info, kv):
             return plan, None
@@ -276,6 +280,21 @@ class Loader:
             return replace(plan, notes=[*plan.notes, note]), None
         sized.notes.append(f"attention: {attention.describe(entry)}, measured on this machine")
         return sized, None
+
+    @staticmethod
+    def _lane(info: ModelInfo, plan: FitPlan, entry: dict) -> FitPlan | None:
+        """``plan`` with a long-chat lane (``runner/lanes.py``) when its replies are exact and the remembered
+        figures say a kind that is not decodes faster from some depth within the context: greedy and
+        seeded replies keep the exact kind, sampled ones past that depth take the faster one. None when
+        there is no such kind or its cache does not fit (the load then takes the one remembered kind)."""
+        kind_start = attention.lane(entry.get("figures", {}), plan.context)
+        if kind_start is None or (plan.kv_type, plan.flash_attn) != attention.KINDS[attention.EXACT]:
+            return None
+        kind, start = kind_start
+        laned = with_lane(plan, info, kind, attention.KINDS[kind][1], start)
+        if laned is not None:
+            laned.notes.append(f"attention: {attention.describe(entry, kind_start)}, measured on this machine")
+        return laned
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk
