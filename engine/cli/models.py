@@ -111,7 +111,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
     for note in hw.notes:
         print(f"note: {note}")
     for a in attention.Choices(Settings.from_env().data_dir / "attention.json").entries():
-        print(f"attention: {a.get('model', '?')} and its architecture load with {attention.describe(a)}")
+        lane = attention.lane(a.get("figures", {}), 1 << 20)  # from where, in a context long enough
+        print(f"attention: {a.get('model', '?')} and its architecture load with {attention.describe(a, lane)}")
     for w in workarounds.entries():
         print(f"workaround: {w['model']} loads with {w['description']}: llama.cpp {w['reason']} in this build "
               f"(llama-cpp-python {w.get('llama_cpp') or '?'}) without it. `fireside hw --clear-workarounds` forgets it.")
@@ -133,7 +134,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(describe_plan(plan))
     measured = attention.Choices(settings.data_dir / "attention.json").get(
         attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
-    print(f"attention: {attention.describe(measured)}, measured on this machine" if measured else
+    exact = (plan.kv_type, plan.flash_attn) == attention.KINDS[attention.EXACT] and not plan.n_gpu_layers
+    lane = attention.lane(measured.get("figures", {}), plan.context) if measured and exact else None
+    print(f"attention: {attention.describe(measured, lane)}, measured on this machine" if measured else
           "attention: not measured on this machine yet (it is after this architecture's first load)")
     return 0
 

@@ -103,76 +103,90 @@ def rotation(head_dim: int, key: bool) -> int:
     return n
 
 
+class _Reader:
+    """Reads a state's fields in order (``struct`` formats) and its K or V rows as f16 values."""
+
+    def __init__(self, data: Any, n_head_kv: int):
+        self.buf, self.off, self.n_head_kv = memoryview(data).cast("B"), 0, n_head_kv
+
+    def take(self, fmt: str) -> tuple:
+        values = struct.unpack_from(fmt, self.buf, self.off)
+        self.off += struct.calcsize(fmt)
+        return values
+
+    def rows(self, kind: int, size_row: int, cells: int, key: bool) -> Any:
+        """``cells`` rows of ``size_row`` bytes of ggml type ``kind`` as f16 values, unrotated."""
+        import numpy as np
+
+        raw = np.frombuffer(self.buf, dtype=np.uint8, count=cells * size_row, offset=self.off)
+        self.off += cells * size_row
+        if kind == GGML_F16:
+            return raw.view(np.float16).reshape(cells, -1)
+        if kind != GGML_Q8_0 or size_row % 34:
+            raise ValueError(f"a cache of ggml type {kind}")
+        blocks = raw.reshape(cells, size_row // 34, 34)  # block_q8_0: an f16 scale, 32 int8 values
+        scale = blocks[:, :, :2].copy().view(np.float16).astype(np.float32)
+        values = (blocks[:, :, 2:].view(np.int8).astype(np.float32) * scale).reshape(cells, -1)
+        n = rotation(values.shape[1] // self.n_head_kv, key)
+        if n:  # each head's n-wide pieces times H (H @ H = I: the rotation undone)
+            values = (values.reshape(cells, -1, n) @ hadamard(n)).reshape(cells, -1)
+        return values.astype(np.float16)
+
+
 def convert(data: Any, n_layer: int, n_head_kv: int, transposed: bool) -> bytearray | None:
     """A sequence's state (``llama_state_seq_get_data``) from a context whose cache holds q8_0 or f16
     rows per cell, as a context with an f16 cache holds it: q8_0 rows dequantized and turned back from
     the rotation llama.cpp stores quantized heads in (``rotation``), V transposed when ``transposed``
     (plain attention's layout). None for a state this does not read (more than one stream, cells with
-    extensions, transposed already, another layer count or type)."""
-    import numpy as np
+    extensions, transposed already, another layer count or type).
 
-    buf = memoryview(data).cast("B")
-    out = bytearray()
-    off = 0
-
-    def take(fmt: str) -> tuple:
-        nonlocal off
-        values = struct.unpack_from(fmt, buf, off)
-        off += struct.calcsize(fmt)
-        return values
-
-    def rows(kind: int, size_row: int, cells: int, key: bool) -> Any:
-        nonlocal off
-        raw = np.frombuffer(buf, dtype=np.uint8, count=cells * size_row, offset=off)
-        off += cells * size_row
-        if kind == GGML_F16:
-            return raw.view(np.float16).reshape(cells, -1)
-        if kind != GGML_Q8_0 or size_row % 34:
-            raise ValueError(kind)
-        blocks = raw.reshape(cells, size_row // 34, 34)
-        scale = blocks[:, :, :2].copy().view(np.float16).astype(np.float32)
-        values = (blocks[:, :, 2:].view(np.int8).astype(np.float32) * scale).reshape(cells, -1)
-        n = rotation(values.shape[1] // n_head_kv, key)
-        if n:  # each head's n-wide pieces times H (H @ H = I: the rotation undone)
-            values = (values.reshape(cells, -1, n) @ hadamard(n)).reshape(cells, -1)
-        return values.astype(np.float16)
-
+    The layout (llama-context.cpp, llama-kv-cache.cpp ``state_write``): a magic and the sequence id;
+    the streams' count; per stream its cell count and, for the one holding the sequence, each cell's
+    position and sequence ids, then ``v_trans`` and the layer count, every layer's K (type, row size,
+    rows), then every layer's V (the same; transposed: type, element size, width, the columns)."""
+    r, out = _Reader(data, n_head_kv), bytearray()
     try:
-        magic, seq_id, n_stream = take("<IiI")  # llama.cpp's header, then the cache's streams
+        magic, seq_id, n_stream = r.take("<IiI")
         out += struct.pack("<IiI", magic, seq_id, n_stream)
-        seen = False
+        counts = []
         for _ in range(n_stream):
-            (cells,) = take("<I")
+            (cells,) = r.take("<I")
             out += struct.pack("<I", cells)
-            if not cells:
-                continue
-            if seen:
+            counts.append(cells)
+            if cells and not _convert_stream(r, out, cells, n_layer, transposed):
                 return None
-            seen, meta = True, off
-            for _ in range(cells):
-                _, n_seq = take("<iI")
-                if n_seq != 1:
-                    return None
-                off += 4 * n_seq
-            out += buf[meta:off]
-            v_trans, layers = take("<II")
-            if v_trans or layers != n_layer:
-                return None
-            out += struct.pack("<II", int(transposed), n_layer)
-            for _ in range(n_layer):
-                kind, size_row = take("<iQ")
-                k = rows(kind, size_row, cells, True)
-                out += struct.pack("<iQ", GGML_F16, k.shape[1] * 2) + k.tobytes()
-            for _ in range(n_layer):
-                kind, size_row = take("<iQ")
-                v = rows(kind, size_row, cells, False)
-                if transposed:
-                    out += struct.pack("<iII", GGML_F16, 2, v.shape[1]) + np.ascontiguousarray(v.T).tobytes()
-                else:
-                    out += struct.pack("<iQ", GGML_F16, v.shape[1] * 2) + v.tobytes()
+        if sum(1 for c in counts if c) > 1:
+            return None
     except (struct.error, ValueError):
         return None
-    return out if off == len(buf) else None
+    return out if r.off == len(r.buf) else None
+
+
+def _convert_stream(r: _Reader, out: bytearray, cells: int, n_layer: int, transposed: bool) -> bool:
+    """One stream's cells and K and V rows from ``r`` into ``out``; False for a shape this does not read."""
+    import numpy as np
+
+    meta = r.off
+    for _ in range(cells):
+        _, n_seq = r.take("<iI")
+        if n_seq != 1:
+            return False
+        r.off += 4 * n_seq
+    out += r.buf[meta:r.off]
+    v_trans, layers = r.take("<II")
+    if v_trans or layers != n_layer:
+        return False
+    out += struct.pack("<II", int(transposed), n_layer)
+    for _ in range(n_layer):
+        k = r.rows(*r.take("<iQ"), cells, key=True)
+        out += struct.pack("<iQ", GGML_F16, k.shape[1] * 2) + k.tobytes()
+    for _ in range(n_layer):
+        v = r.rows(*r.take("<iQ"), cells, key=False)
+        if transposed:
+            out += struct.pack("<iII", GGML_F16, 2, v.shape[1]) + np.ascontiguousarray(v.T).tobytes()
+        else:
+            out += struct.pack("<iQ", GGML_F16, v.shape[1] * 2) + v.tobytes()
+    return True
 
 
 def bring(exact: Any, lane: Any, prompt: list[int]) -> int:

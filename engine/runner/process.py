@@ -192,9 +192,8 @@ class Runner:
         gather = Gather()
         while True:
             busy = any(e.busy for e in self._engines())
-            for cache in (self.cache, self.lane_cache):
-                if cache is not None:
-                    cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
+            for cache in self._caches():
+                cache.decoding(busy)  # the prompt cache writes only between bursts of decoding
             try:  # idle: wait for work; busy: only while a burst is gathered (a timeout of 0 does not wait)
                 msg = self.requests.get(timeout=self._gather_wait(gather) if busy else None)
             except queue.Empty:
@@ -204,27 +203,33 @@ class Runner:
             if msg is None:  # shutdown: the reader has set every cancel event
                 for engine in self._engines():
                     engine.step()  # each request still open ends "cancelled": a cut reply, not a crash
-                for cache in (self.cache, self.lane_cache):
-                    if cache is not None:
-                        cache.close()  # the states of the replies just ended reach the disk
+                for cache in self._caches():
+                    cache.close()  # the states of the replies just ended reach the disk
                 break
             if msg:
                 self.handle(msg)
                 if not self.requests.empty() or self._gather_wait(gather) > 0:
                     continue  # take every waiting request before the next step, so they join it
-            stepped = False
-            for engine in self._engines():  # the lane's step, when it has work, comes after the model's
-                if engine.busy:
-                    try:
-                        engine.step()
-                    except Exception as exc:  # a failed step fails the requests in it, not the runner
-                        engine.fail_all(f"{type(exc).__name__}: {exc}")
-                    stepped = True
-            if stepped:
+            if self._step():
                 gather.stepped(time.monotonic())
 
     def _engines(self) -> list[Any]:
         return [e for e in (self.batch, self.lane_batch) if e is not None]
+
+    def _caches(self) -> list[Any]:
+        return [c for c in (self.cache, self.lane_cache) if c is not None]
+
+    def _step(self) -> bool:
+        """One step of each batch engine with work (the lane's after the model's); whether any ran."""
+        stepped = False
+        for engine in self._engines():
+            if engine.busy:
+                try:
+                    engine.step()
+                except Exception as exc:  # a failed step fails the requests in it, not the runner
+                    engine.fail_all(f"{type(exc).__name__}: {exc}")
+                stepped = True
+        return stepped
 
     def handle(self, msg: dict) -> None:
         handlers = {"load": self.load, "generate": self.generate, "embed": self.embed, "stats": self.stats, "prompt_cache": self.prompt_cache}
@@ -301,8 +306,7 @@ class Runner:
         self._cache_from = (msg["path"], dict(kwargs, use_extra_bufts=extra_bufts, mmproj=msg.get("mmproj"),
                                               devices=devices, **({} if tiled else {"tiled_mm": False}),
                                               **({"host_tensors": host_tensors} if host_tensors else {})))
-        fixed = msg.get("threads_fixed", False)
-        lane_error = self._open_lane(lane, kwargs, fixed) if lane and not kwargs.get("embedding") else ""
+        lane_error = self._open_lane(lane, kwargs, msg.get("threads_fixed", False)) if lane and not kwargs.get("embedding") else ""
         if msg.get("kvcache") and not kwargs.get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])
             self.lane_cache = self._open_cache(msg["kvcache"], lane=True) if self.lane else None
@@ -413,9 +417,8 @@ class Runner:
 
     def prompt_cache(self, req_id: str, msg: dict, cancel: threading.Event) -> None:
         """Turn the prompt cache on (with ``msg["kvcache"]``'s folder and cap) or off (None), now."""
-        for cache in (self.cache, self.lane_cache):
-            if cache is not None:
-                cache.close()  # its queued writes finish first
+        for cache in self._caches():
+            cache.close()  # its queued writes finish first
         self.cache = self.lane_cache = None
         if msg.get("kvcache") and not self._cache_from[1].get("embedding"):
             self.cache = self._open_cache(msg["kvcache"])

@@ -38,8 +38,8 @@ from ..models import (
     plan_fit,
     read_projector,
     with_attention,
-    with_lane,
     with_draft,
+    with_lane,
     with_projector,
 )
 from ..prompts import ChatTemplate

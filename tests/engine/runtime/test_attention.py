@@ -47,10 +47,13 @@ def test_the_choice_is_measured_once_remembered_and_reused(tmp_path, monkeypatch
 
     notes, reply = loaded_notes(settings, calibrate=True)  # the next load: remembered, not measured again
     assert len(runs) == 1 and reply
-    assert any(n.startswith(f"attention: {entry['kind']} (") for n in notes)
+    lane = attention.lane(entry["figures"], OPTIONS.context)  # what these figures give this context
+    said = (f"attention: q8_0+fa for greedy and seeded replies, {lane[0]} for sampled ones from {lane[1]:,} tokens"
+            if lane else f"attention: {entry['kind']} (")
+    assert any(n.startswith(said) for n in notes), (notes, entry)
 
 
-def test_a_remembered_choice_of_plain_attention_is_what_the_next_load_uses(tmp_path, smollm2_path):
+def test_a_remembered_lead_of_plain_attention_gives_sampled_replies_a_lane(tmp_path, smollm2_path):
     settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path)})
     key = attention.model_key(hardware.detect(), inspect_file(smollm2_path), OPTIONS.threads)
     figures = {"q8_0+fa": {"0": 90.0, "1024": 30.0}, "f16+fa": {"0": 85.0, "1024": 20.0},
@@ -59,6 +62,19 @@ def test_a_remembered_choice_of_plain_attention_is_what_the_next_load_uses(tmp_p
     notes, reply = loaded_notes(settings, calibrate=False)
     assert reply
     [note] = [n for n in notes if n.startswith("attention:")]
-    assert note.startswith("attention: f16 (") and "may differ" in note  # the cost of leaving exactness, said
+    # greedy and seeded replies keep the exact kind; sampled ones past the crossing take plain attention
+    assert note.startswith("attention: q8_0+fa for greedy and seeded replies, f16 for sampled ones from 256 tokens")
     close = {"q8_0+fa": {"1024": 50.0}, "f16": {"1024": 55.0}}  # not enough faster to give exactness up
     assert attention.choose(close) == "q8_0+fa"
+
+
+def test_the_lane_starts_where_the_fitted_times_cross():
+    # this EPYC's figures (bench/longchat.py's llama-server runs): q8_0+fa 22.0 ms + 9.8 ms per 1k tokens,
+    # f16 30.3 ms + 4.1 ms per 1k: 15% ahead from about 3,800 tokens on
+    epyc = {"q8_0+fa": {"0": 45.5, "1024": 33.0}, "f16": {"0": 33.0, "1024": 29.0}}
+    assert attention.lane(epyc, 8192) == ("f16", 3840)
+    assert attention.lane(epyc, 2048) is None  # not within this context
+    assert attention.lane({"q8_0+fa": {"0": 45.0, "1024": 40.0}, "f16": {"0": 33.0, "1024": 31.0}}, 8192) is None
+    assert attention.lane({"q8_0+fa": {"0": 40.0, "1024": 20.0}, "f16+fa": {"0": 60.0, "1024": 30.0}}, 4096) == ("f16+fa", 0)
+    assert attention.lane({"f16": {"0": 60.0, "1024": 30.0}}, 4096) is None  # the exact kind not measured
+    assert attention.lane({"q8_0+fa": {"0": 45.0}, "f16": {"0": 60.0}}, 4096) is None  # one depth: no slope
