@@ -8,16 +8,24 @@ tokens is sent once (a one-token reply: the server evaluates and caches it), the
 the figure is that turn's decode speed (tokens after the first over the time after the first). Every
 server runs the starter model (SmolLM2-135M) in a process of its own with the same threads and one
 slot, as users run them, and the servers take turns depth by depth (the order alternating each
-round), with the same client and greedy sampling. Fireside runs as it does for a user: its own
-attention (``runtime/attention.py``: q8_0 with flash attention unless this machine's calibration chose
-otherwise; the home is a fresh one, so no calibration is remembered and the default is measured).
-On an AMX CPU llama-server runs with ``--no-repack``, as Fireside's load heals to (healing.py).
+round), with the same client and the same request. On an AMX CPU llama-server runs with
+``--no-repack``, as Fireside's load heals to (healing.py).
 
-About 4-6 minutes for one round on 2 cores. The machine may be shared: the turns alternate so a
-busy spell falls on each server alike, and more ``--rounds`` take medians. The last line reads
-``longchat: vs default 0k X.XXx 2k X.XXx 4k X.XXx 8k X.XXx; vs best 0k ... 8k X.XXx``.
+Two kinds of request (``--sampling``): greedy (temperature 0: Fireside promises the same reply
+whatever else runs, so it decodes with the exact q8_0 + flash attention at every depth, and that
+line shows what the promise costs), and sampled without a seed (temperature 0.7, as the app chats:
+random anyway, so past the depth where this machine's calibration found a faster attention Fireside
+decodes it in the long-chat lane, ``runner/lanes.py``). Fireside runs as it does for a user after its
+first load: the home is a fresh one, and the bench first runs the attention calibration the first
+load would have run in the background (``runtime/attention.py``) and prints its figures.
+
+About 4-6 minutes a round and kind of request on 2 cores. The machine may be shared: the turns
+alternate so a busy spell falls on each server alike, and more ``--rounds`` take medians. A line per
+kind reads ``longchat greedy: vs default 0k X.XXx 2k X.XXx 4k X.XXx 8k X.XXx; vs best 0k ... 8k X.XXx``,
+and the last line, the sampled kind's (a chat's), ``longchat: vs default ...; vs best ...``.
 
     python bench/longchat.py --llama-server /path/to/llama-server [--rounds 1] [--depths 0,2048,4096,8192]
+                             [--sampling greedy,sampled]
 """
 
 from __future__ import annotations
@@ -33,20 +41,36 @@ from batching import WORDS, start_fireside
 
 from fireside.engine.bench.targets import HttpTarget, free_port, started
 from fireside.engine.library.starter import starter_path
+from fireside.engine.models import hardware
+from fireside.engine.models.inspection import inspect_file
+from fireside.engine.runtime import attention
 from fireside.engine.runtime.healing import cpu_has_amx
+from fireside.engine.settings import Settings
 
 SYSTEM = "You are a helpful assistant. Answer the last question, using the conversation so far."
 
 
 class ChatTarget(HttpTarget):
-    """A server asked with a whole conversation (``messages``), sampling as Fireside does by default."""
+    """A server asked with a whole conversation (``messages``), greedy or sampling as the app does."""
 
     messages: list[dict] = []
+    temperature = 0.0
 
     def body(self, prompt: str, max_tokens: int, seed: int | None = None) -> dict:
-        body = {**super().body(prompt, max_tokens, seed), "messages": self.messages,
+        body = {**super().body(prompt, max_tokens, seed), "messages": self.messages, "temperature": self.temperature,
                 "repeat_penalty": 1.1, "repeat_last_n": 64, "ignore_eos": True}
         return body
+
+
+def calibrate(home: str, threads: int) -> None:
+    """What a first load does in the background: measure the attention kinds, remember the figures."""
+    settings = Settings.from_env({"FIRESIDE_HOME": home})
+    settings.ensure_dirs()
+    figures = attention.calibrate(str(starter_path()), threads)
+    key = attention.model_key(hardware.detect(), inspect_file(starter_path()), threads)
+    attention.Choices(settings.data_dir / "attention.json").remember(key, figures, "starter")
+    entry = attention.Choices(settings.data_dir / "attention.json").get(key)
+    print(f"calibration: {attention.describe(entry, attention.lane(figures, 1 << 20))}", flush=True)
 
 
 def start_llama_server(binary: str, threads: int, ctx: int, fa: str | None, no_repack: bool):
@@ -89,14 +113,17 @@ def main() -> None:
     ap.add_argument("--depths", default="0,2048,4096,8192")
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--sampling", default="greedy,sampled", help="greedy, sampled (temperature 0.7, no seed) or both")
     ap.add_argument("--no-repack", action=argparse.BooleanOptionalAction, default=cpu_has_amx(),
                     help="llama-server without repacked/AMX kernels (default: on where the CPU has AMX)")
     args = ap.parse_args()
     depths = [int(d) for d in args.depths.split(",")]
+    kinds = [k for k in ("greedy", "sampled") if k in args.sampling.split(",")]
     ctx = max(depths) + args.tokens + 1024
     print(f"one stream, {args.tokens} tokens after each depth, {args.threads} threads; llama-server "
           f"{'with --no-repack (AMX CPU)' if args.no_repack else 'with its default kernels'}", flush=True)
     with tempfile.TemporaryDirectory() as home:
+        calibrate(home, args.threads)
         procs = []
         try:
             procs.append(start_fireside(home, args.threads, ctx, 1))
@@ -105,15 +132,23 @@ def main() -> None:
             names = ["fireside", "llama-server default", "llama-server -fa on", "llama-server -fa off"]
             targets = {n: ChatTarget(url, "starter", endpoint="chat", exact_length=False)
                        for n, (_, url) in zip(names, procs, strict=True)}
-            speeds: dict[tuple[str, int], list[float]] = {}
-            for rnd in range(args.rounds):
-                for i, depth in enumerate(depths):
-                    order = names if (rnd + i) % 2 == 0 else names[::-1]
-                    for name in order:
-                        speed, n = decode_speed(targets[name], depth, args.tokens, 1000 * rnd + depth)
-                        speeds.setdefault((name, depth), []).append(speed)
-                        print(f"round {rnd + 1} depth {depth:5} ({n:5} tokens) {name:22} {speed:7.1f} tok/s", flush=True)
-            report(speeds, names, depths)
+            lines = []
+            for kind in kinds:
+                for target in targets.values():
+                    target.temperature = 0.0 if kind == "greedy" else 0.7
+                speeds: dict[tuple[str, int], list[float]] = {}
+                for rnd in range(args.rounds):
+                    for i, depth in enumerate(depths):
+                        order = names if (rnd + i) % 2 == 0 else names[::-1]
+                        for name in order:
+                            speed, n = decode_speed(targets[name], depth, args.tokens, 1000 * rnd + depth)
+                            speeds.setdefault((name, depth), []).append(speed)
+                            print(f"{kind} round {rnd + 1} depth {depth:5} ({n:5} tokens) {name:22} {speed:7.1f} tok/s",
+                                  flush=True)
+                lines.append(report(speeds, names, depths, kind))
+            for kind, line in zip(kinds, lines, strict=True):
+                print(f"longchat {kind}: {line}")
+            print(f"longchat: {lines[-1]}")
         finally:
             env_note = "the machine may have been shared while measuring"
             for proc, _ in procs:
@@ -122,15 +157,16 @@ def main() -> None:
             print(f"({env_note})")
 
 
-def report(speeds: dict, names: list[str], depths: list[int]) -> None:
+def report(speeds: dict, names: list[str], depths: list[int], kind: str) -> str:
+    """Print the medians; return the ratios' line."""
     med = {k: statistics.median(v) for k, v in speeds.items()}
-    print(f"{'depth':>6} " + " ".join(f"{n:>22}" for n in names) + "   (decode tok/s, medians)")
+    print(f"{kind:>8} {'depth':>6} " + " ".join(f"{n:>22}" for n in names) + "   (decode tok/s, medians)")
     for d in depths:
-        print(f"{d:6} " + " ".join(f"{med[(n, d)]:22.1f}" for n in names))
+        print(f"{kind:>8} {d:6} " + " ".join(f"{med[(n, d)]:22.1f}" for n in names))
     vs_default = " ".join(f"{d // 1024}k {med[('fireside', d)] / med[('llama-server default', d)]:.2f}x" for d in depths)
     vs_best = " ".join(f"{d // 1024}k {med[('fireside', d)] / max(med[('llama-server -fa on', d)], med[('llama-server -fa off', d)]):.2f}x"
                        for d in depths)
-    print(f"longchat: vs default {vs_default}; vs best {vs_best}")
+    return f"vs default {vs_default}; vs best {vs_best}"
 
 
 if __name__ == "__main__":

@@ -3,19 +3,22 @@
 llama.cpp offers, on the CPU, flash attention over a quantized (q8_0) KV cache (the planner's default:
 replies are exact, ``kv_for``), flash attention over an f16 cache, and plain attention (``mul_mat``
 over the whole stream, which needs an f16 cache). Which decodes fastest deep in a long chat depends
-on the CPU: on one 2-core EPYC plain f16 attention decoded twice as fast as f16 flash attention at
-4,000 tokens, while on others (AVX-512, AMX) it is the other way round. So a short calibration, run
-in a process of its own in the background after a model architecture's first load on a machine
-(``calibrate``), decodes a few tokens at a few depths with each kind, and the next loads use the
-fastest (``choose``). The choice is one per load, not per depth: the kinds hold the cache in
-different types, so switching would mean converting or re-evaluating every slot's history.
-
-A remembered kind is used where its cache fits the load's free memory (``planner.with_attention``
-re-sizes the plan: f16 holds nearly twice what q8_0 does), and it chooses the weights' kernels again.
+on the CPU: on one 2-core Xeon plain f16 attention decoded 4,000 tokens in at 1.6x the exact kind, on
+a 2-core EPYC f16 flash attention led from about 2,000 tokens, and on others the exact kind leads
+throughout. So a short calibration, run in a process of its own in the background after a model
+architecture's first load on a machine (``calibrate``), decodes a few tokens at a few depths with each
+kind, and later loads use the figures.
 
 Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
-step (issue 41: ``runner/batch.py``), so a kind that is not exact must beat it by ``MARGIN`` to be chosen, and
-a load that uses it says that batched and drafted replies may then differ from a reply decoded alone.
+step (issue 41: ``runner/batch.py``), and a greedy or seeded reply must be the same however busy the
+machine. So the figures choose per kind of request, not per load: greedy and seeded replies always
+decode with the exact kind; sampled replies without a seed (random anyway; the app's chats) decode,
+from the depth where another kind is ``LANE_MARGIN`` faster (``lane``: each kind's time per token fitted
+as a line over depth, since attention's cost grows with the history and the rest does not), in a
+second context of the model with that kind (``runner/lanes.py``; ``planner.with_lane`` counts its
+cache). Where that second cache does not fit, every reply keeps the exact kind. A load that cannot
+be exact anyway (heads a q8_0 block cannot hold) takes the faster of the other kinds for all its
+replies (``choose``: the fastest at the deepest measured depth, by ``MARGIN``).
 
 Remembered per machine like the healing rungs (``healing.py``): ``attention.json`` in the data
 folder, keyed by the llama.cpp build, the CPU and its flags, the GPU devices, the thread count and the
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 KINDS = {"q8_0+fa": ("q8_0", True), "f16+fa": ("f16", True), "f16": ("f16", False)}  # kv type, flash attention
 EXACT = "q8_0+fa"  # the kind whose replies are the same alone, batched and drafted (the default)
 MARGIN = 1.15  # a kind that is not exact must decode this much faster than the exact one to be chosen
+LANE_MARGIN = 1.05  # ... and this much to take sampled replies (they were promised nothing; the fit is noisy)
 DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of
 N_DECODE = 8  # tokens decoded (and timed) at each depth
 TIMEOUT_S = 300.0
@@ -80,7 +84,7 @@ def ms_per_token(figures: dict[str, float]) -> tuple[float, float] | None:
 
 def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] | None:
     """The kind requests that need not be exact decode with, and from which depth (tokens of history):
-    the kind that is not exact which, by ``ms_per_token``, decodes ``MARGIN`` faster than the exact one
+    the kind that is not exact which, by ``ms_per_token``, decodes ``LANE_MARGIN`` faster than the exact one
     at the smallest depth within ``context`` (rounded up to 256 tokens). None when none does.
 
     A reply that is greedy or seeded must come out the same whatever else runs (issue 41), and only
@@ -92,8 +96,8 @@ def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] 
     for kind, figs in figures.items():
         if kind == EXACT or kind not in KINDS or (fit := ms_per_token(figs)) is None:
             continue
-        # exact(d) >= MARGIN * kind(d), with each a + b * d
-        gain, start = exact[1] - MARGIN * fit[1], MARGIN * fit[0] - exact[0]
+        # exact(d) >= LANE_MARGIN * kind(d), with each a + b * d
+        gain, start = exact[1] - LANE_MARGIN * fit[1], LANE_MARGIN * fit[0] - exact[0]
         if gain < 0 or (gain == 0 and start > 0):
             continue  # never ahead, or ahead only near the start and behind from some depth on
         depth = 0 if start <= 0 else math.ceil(start / gain / 256) * 256

@@ -268,9 +268,8 @@ class Loader:
                 except Exception as exc:  # a crash or a timeout: the default stays, measured again next time
                     log.warning("attention calibration for %s failed: %s", model_id, exc)
             return plan, measure
-        laned = self._lane(info, plan, entry)
-        if laned is not None:
-            return laned, None
+        if (plan.kv_type, plan.flash_attn) == attention.KINDS[attention.EXACT]:
+            return self._lane(info, plan, entry), None  # replies promised the same stay exact
         kv, flash = attention.KINDS[entry["kind"]]
         if kv != "f16" and not kv_fits(info, kv):
             return plan, None
@@ -282,18 +281,22 @@ class Loader:
         return sized, None
 
     @staticmethod
-    def _lane(info: ModelInfo, plan: FitPlan, entry: dict) -> FitPlan | None:
-        """``plan`` with a long-chat lane (``runner/lanes.py``) when its replies are exact and the remembered
-        figures say a kind that is not decodes faster from some depth within the context: greedy and
-        seeded replies keep the exact kind, sampled ones past that depth take the faster one. None when
-        there is no such kind or its cache does not fit (the load then takes the one remembered kind)."""
+    def _lane(info: ModelInfo, plan: FitPlan, entry: dict) -> FitPlan:
+        """An exact ``plan`` with a long-chat lane (``runner/lanes.py``) when the remembered figures say a
+        kind that is not exact decodes faster from some depth within the context: greedy and seeded
+        replies keep the exact kind, sampled ones past that depth take the faster one. Without such a
+        kind, or room for its cache, every reply keeps the exact kind, and the plan's note says which."""
+        exact = {**entry, "kind": attention.EXACT}
         kind_start = attention.lane(entry.get("figures", {}), plan.context)
-        if kind_start is None or (plan.kv_type, plan.flash_attn) != attention.KINDS[attention.EXACT]:
-            return None
+        if kind_start is None:
+            return replace(plan, notes=[*plan.notes, f"attention: {attention.describe(exact)}, measured on this machine"])
         kind, start = kind_start
         laned = with_lane(plan, info, kind, attention.KINDS[kind][1], start)
-        if laned is not None:
-            laned.notes.append(f"attention: {attention.describe(entry, kind_start)}, measured on this machine")
+        if laned is None:
+            note = (f"attention: {kind} measured faster for sampled replies from {start:,} tokens of history, but "
+                    f"its second KV cache does not fit in free memory: every reply decodes with {attention.EXACT}")
+            return replace(plan, notes=[*plan.notes, note])
+        laned.notes.append(f"attention: {attention.describe(exact, kind_start)}, measured on this machine")
         return laned
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
