@@ -142,6 +142,8 @@ class Loader:
             warnings.append(f"{model_id} loaded for text only: {result['vision_error']}")
         if result.get("draft_error"):
             warnings.append(f"{model_id} loaded without a draft model: {result['draft_error']}")
+        if result.get("lane_error"):
+            warnings.append(f"{model_id} loaded without its long-chat lane: {result['lane_error']}")
         notes += warnings
         gpu_layers = min(plan.n_gpu_layers, info.block_count + 1)
         reported = reported_bytes(result.get("buffers", {}))
