@@ -45,6 +45,7 @@ class LaneModel:
 
     def __init__(self, llama: Any, ctx: Any, kind: str, start: int):
         self._llama, self._ctx, self.kind, self.start = llama, ctx, kind, start
+        self._model = llama._model  # read for every sampled token: not through __getattr__
 
     @property
     def ctx(self) -> Any:
@@ -192,14 +193,18 @@ def _convert_stream(r: _Reader, out: bytearray, cells: int, n_layer: int, transp
 def bring(exact: Any, lane: Any, prompt: list[int]) -> int:
     """Load into an idle slot of ``lane`` (a ``BatchEngine`` on a ``LaneModel``) the longest history of
     ``prompt`` that ``exact`` (the model context's engine) holds in an idle slot or its prompt cache
-    has on disk, converted, when it covers ``MIN_BRING`` more tokens than the lane holds already.
-    Returns the tokens brought (0: none)."""
+    has on disk, converted, when it covers ``MIN_BRING`` more tokens than the lane holds already in a
+    slot or in its own prompt cache. Returns the tokens brought (0: none); usage counts them as cached
+    (``restored_tokens`` counts only states the engine restored itself)."""
     import llama_cpp as lc
 
     idle = [s for s in lane.slots if s.seq is None]
     if not idle:
         return 0
     held = max((common_prefix(s.tokens, prompt) for s in lane.slots), default=0)
+    own = lane.cache.lookup(prompt) if lane.cache is not None else None
+    if own is not None:  # the lane's own state on disk: restored as it is, by the lane's engine
+        held = max(held, own[1])
     source = max((s for s in exact.slots if s.seq is None), key=lambda s: common_prefix(s.tokens, prompt), default=None)
     n, tokens, data, started = 0, [], None, time.perf_counter()
     if source is not None:

@@ -18,6 +18,7 @@ from fireside.engine.runtime import attention
 from fireside.engine.runtime.runtime import Runtime
 from fireside.engine.settings import Settings
 from fireside.engine.types import ChatRequest, Sampling
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.model
 OPTIONS = LoadOptions(context=2048, parallel=2, threads=2)
@@ -144,3 +145,25 @@ def test_a_converted_state_decodes_as_the_lane_evaluating_it_would(smollm2_path,
         assert lanes.convert(cut, lc.llama_model_n_layer(model), lc.llama_model_n_head_kv(model), True) is None
     finally:
         llama.close()
+
+
+def test_a_lane_conversation_comes_back_from_the_prompt_cache_after_a_restart(tmp_path):
+    from fireside.engine.runner import kvcache
+
+    rt = runtime(tmp_path, FIGURES)
+    try:
+        first, used, _ = ask(rt, [*HISTORY, QUESTION], Sampling(temperature=0, max_tokens=8))
+        follow = [*HISTORY, QUESTION, {"role": "assistant", "content": first}, {"role": "user", "content": "And visitor 9?"}]
+        text, lane_turn, _ = ask(rt, follow, Sampling(temperature=0.7, max_tokens=8))
+        folder = rt.settings.prompt_cache_dir  # the lane's state is filed under an identity of its own
+        wait_until(lambda: len({e.identity for e in kvcache.entries(folder)}) == 2
+                   and max(e.n_tokens for e in kvcache.entries(folder)) >= lane_turn.prompt_tokens, 30)
+    finally:
+        rt.close()
+    again = runtime(tmp_path, FIGURES)
+    try:
+        more = [*follow, {"role": "assistant", "content": text}, {"role": "user", "content": "And visitor 11?"}]
+        reply, usage, _ = ask(again, more, Sampling(temperature=0.7, max_tokens=8))
+        assert reply.strip() and usage.restored_tokens >= lane_turn.prompt_tokens
+    finally:
+        again.close()
