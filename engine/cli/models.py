@@ -19,6 +19,7 @@ from ..models import (
     replies_text,
     verdict_text,
     with_draft,
+    with_lane,
 )
 from ..runtime import Workarounds, attention
 from ..settings import Settings
@@ -129,15 +130,26 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"model": info.to_dict(), "plan": plan.to_dict()})
         return 0
-    print(describe_model(info))
-    print()
-    print(describe_plan(plan))
     measured = attention.Choices(settings.data_dir / "attention.json").get(
         attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
     exact = (plan.kv_type, plan.flash_attn) == attention.KINDS[attention.EXACT] and not plan.n_gpu_layers
-    lane = attention.lane(measured.get("figures", {}), plan.context) if measured and exact else None
-    print(f"attention: {attention.describe(measured, lane)}, measured on this machine" if measured else
-          "attention: not measured on this machine yet (it is after this architecture's first load)")
+    auto = options.kv_type == "auto" and options.flash_attn is None
+    lane = attention.lane(measured.get("figures", {}), plan.context) if measured and exact and auto else None
+    laned = with_lane(plan, info, lane[0], attention.KINDS[lane[0]][1], lane[1]) if lane else None
+    if lane and laned is None:
+        lane = None  # as a load does: no room for the second cache, every reply exact
+    plan = laned or plan
+    print(describe_model(info))
+    print()
+    print(describe_plan(plan))
+    if not measured:
+        print("attention: not measured on this machine yet (it is after this architecture's first load)")
+    elif not auto or plan.n_gpu_layers:
+        figures = attention.describe({**measured, "kind": attention.EXACT}).partition(" (")[2]
+        print(f"attention: as this load asks (measured on this machine: {figures}")
+    else:  # what a load takes (loading._attention): an exact plan stays exact, with its lane where there is one
+        shown = {**measured, "kind": attention.EXACT} if exact else measured
+        print(f"attention: {attention.describe(shown, lane)}, measured on this machine")
     return 0
 
 

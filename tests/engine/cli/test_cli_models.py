@@ -52,3 +52,27 @@ def test_info_shows_the_parallel_slots_and_parallel_sets_them():
     data = json.loads(fireside("info", "starter", "--json", "--ctx", "2048", "--parallel", "2").stdout)
     assert data["plan"]["parallel"] == 2
     assert data["plan"]["ram"]["kv_bytes"] == 2 * 2048 * 23040 * 17 // 32  # a q8_0 KV cache (auto, exact) per slot
+
+
+def test_info_and_hw_show_the_long_chat_lane_and_count_its_cache(tmp_path, smollm2_path):
+    import os
+
+    from fireside.engine.models import hardware
+    from fireside.engine.models.inspection import inspect_file
+    from fireside.engine.runtime import attention
+    from fireside.engine.settings import Settings
+
+    env = {**os.environ, "FIRESIDE_HOME": str(tmp_path)}
+    plain = fireside("info", "starter", "--ctx", "2048", "--threads", "2", env=env).stdout
+    assert "attention: not measured on this machine yet" in plain
+    key = attention.model_key(hardware.detect(), inspect_file(smollm2_path), 2)
+    figures = {"q8_0+fa": {"0": 90.0, "1024": 30.0}, "f16": {"0": 88.0, "1024": 60.0}}
+    attention.Choices(Settings.from_env({"FIRESIDE_HOME": str(tmp_path)}).data_dir / "attention.json").remember(
+        key, figures, "starter")
+    laned = fireside("info", "starter", "--ctx", "2048", "--threads", "2", env=env).stdout
+    assert "attention: q8_0+fa for greedy and seeded replies, f16 for sampled ones from 256 tokens" in laned
+    kv = [re.search(r"KV ([\d.]+) MB", text) for text in (plain, laned)]
+    assert float(kv[1].group(1)) > 2 * float(kv[0].group(1))  # the lane's f16 cache beside the q8_0 one
+    by_hand = fireside("info", "starter", "--ctx", "2048", "--threads", "2", "--kv-type", "f16", env=env).stdout
+    assert "attention: as this load asks (measured on this machine: decode tok/s" in by_hand
+    assert "for sampled ones" in fireside("hw", env=env).stdout
