@@ -19,7 +19,6 @@ from ..models import (
     replies_text,
     verdict_text,
     with_draft,
-    with_lane,
 )
 from ..runtime import Workarounds, attention
 from ..settings import Settings
@@ -127,29 +126,24 @@ def cmd_info(args: argparse.Namespace) -> int:
     plan = plan_fit(info, _with_lent(hardware.detect(), options, settings), options)
     if options.draft:
         plan = with_draft(plan, inspect_file(resolve_model(options.draft, settings)))
+    measured = attention.Choices(settings.data_dir / "attention.json").get(
+        attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
+    auto = options.kv_type == "auto" and options.flash_attn is None and not plan.n_gpu_layers
+    if measured and auto:
+        plan = attention.applied(plan, info, measured)  # what a load takes (loading._attention)
     if args.json:
         print_json({"model": info.to_dict(), "plan": plan.to_dict()})
         return 0
-    measured = attention.Choices(settings.data_dir / "attention.json").get(
-        attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
-    exact = (plan.kv_type, plan.flash_attn) == attention.KINDS[attention.EXACT] and not plan.n_gpu_layers
-    auto = options.kv_type == "auto" and options.flash_attn is None
-    lane = attention.lane(measured.get("figures", {}), plan.context) if measured and exact and auto else None
-    laned = with_lane(plan, info, lane[0], attention.KINDS[lane[0]][1], lane[1]) if lane else None
-    if lane and laned is None:
-        lane = None  # as a load does: no room for the second cache, every reply exact
-    plan = laned or plan
     print(describe_model(info))
     print()
     print(describe_plan(plan))
     if not measured:
         print("attention: not measured on this machine yet (it is after this architecture's first load)")
-    elif not auto or plan.n_gpu_layers:
+    elif not auto:
         figures = attention.describe({**measured, "kind": attention.EXACT}).partition(" (")[2]
         print(f"attention: as this load asks (measured on this machine: {figures}")
-    else:  # what a load takes (loading._attention): an exact plan stays exact, with its lane where there is one
-        shown = {**measured, "kind": attention.EXACT} if exact else measured
-        print(f"attention: {attention.describe(shown, lane)}, measured on this machine")
+    elif not any(n.startswith("attention:") for n in plan.notes):  # else the plan's notes above said it
+        print(f"attention: measured on this machine: {attention.describe(measured).partition(' (')[2]}")
     return 0
 
 

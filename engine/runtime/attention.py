@@ -39,10 +39,11 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from ..fsutil import atomic_write, read_json_object
-from ..models import Hardware
+from ..models import FitPlan, Hardware, ModelInfo, kv_fits, with_attention, with_lane
 from .healing import _cpu_identity
 
 log = logging.getLogger(__name__)
@@ -158,6 +159,36 @@ def describe(entry: dict, with_lane: tuple[str, int] | None = None) -> str:
                 f"(decode tok/s at depth {'/'.join(map(str, depths))}: {shown})")
     note = "" if entry["kind"] == EXACT else "; batched and drafted replies may differ from one decoded alone"
     return f"{entry['kind']} (decode tok/s at depth {'/'.join(map(str, depths))}: {shown}){note}"
+
+
+def applied(plan: FitPlan, info: ModelInfo, entry: dict) -> FitPlan:
+    """The CPU ``plan`` a load that left the KV type and flash attention to Fireside takes, given this
+    machine's remembered ``entry``, with a note saying what was chosen. An exact plan stays exact: with a
+    long-chat lane (``lane``, ``planner.with_lane``) when a kind that is not exact decodes faster from
+    some depth within the context and its cache fits, else as it is. A plan that cannot be exact (heads a
+    q8_0 block cannot hold) takes the remembered kind (``choose``) where its cache fits."""
+    if (plan.kv_type, plan.flash_attn) == KINDS[EXACT]:
+        exact = {**entry, "kind": EXACT}
+        kind_start = lane(entry.get("figures", {}), plan.context)
+        if kind_start is None:
+            return replace(plan, notes=[*plan.notes, f"attention: {describe(exact)}, measured on this machine"])
+        kind, start = kind_start
+        laned = with_lane(plan, info, kind, KINDS[kind][1], start)
+        if laned is None:
+            note = (f"attention: {kind} measured faster for sampled replies from {start:,} tokens of history, but "
+                    f"its second KV cache does not fit in free memory: every reply decodes with {EXACT}")
+            return replace(plan, notes=[*plan.notes, note])
+        laned.notes.append(f"attention: {describe(exact, kind_start)}, measured on this machine")
+        return laned
+    kv, flash = KINDS[entry["kind"]]
+    if kv != "f16" and not kv_fits(info, kv):
+        return plan
+    sized = with_attention(plan, info, kv, flash)
+    if sized is None:
+        note = f"attention: {entry['kind']} measured faster here, but its {kv} KV cache does not fit in free memory"
+        return replace(plan, notes=[*plan.notes, note])
+    sized.notes.append(f"attention: {describe(entry)}, measured on this machine")
+    return sized
 
 
 def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n: int = N_DECODE) -> dict:

@@ -34,12 +34,9 @@ from ..models import (
     ModelInfo,
     hardware,
     inspect_file,
-    kv_fits,
     plan_fit,
     read_projector,
-    with_attention,
     with_draft,
-    with_lane,
     with_projector,
 )
 from ..prompts import ChatTemplate
@@ -270,36 +267,7 @@ class Loader:
                 except Exception as exc:  # a crash or a timeout: the default stays, measured again next time
                     log.warning("attention calibration for %s failed: %s", model_id, exc)
             return plan, measure
-        if (plan.kv_type, plan.flash_attn) == attention.KINDS[attention.EXACT]:
-            return self._lane(info, plan, entry), None  # replies promised the same stay exact
-        kv, flash = attention.KINDS[entry["kind"]]
-        if kv != "f16" and not kv_fits(info, kv):
-            return plan, None
-        sized = with_attention(plan, info, kv, flash)
-        if sized is None:
-            note = f"attention: {entry['kind']} measured faster here, but its {kv} KV cache does not fit in free memory"
-            return replace(plan, notes=[*plan.notes, note]), None
-        sized.notes.append(f"attention: {attention.describe(entry)}, measured on this machine")
-        return sized, None
-
-    @staticmethod
-    def _lane(info: ModelInfo, plan: FitPlan, entry: dict) -> FitPlan:
-        """An exact ``plan`` with a long-chat lane (``runner/lanes.py``) when the remembered figures say a
-        kind that is not exact decodes faster from some depth within the context: greedy and seeded
-        replies keep the exact kind, sampled ones past that depth take the faster one. Without such a
-        kind, or room for its cache, every reply keeps the exact kind, and the plan's note says which."""
-        exact = {**entry, "kind": attention.EXACT}
-        kind_start = attention.lane(entry.get("figures", {}), plan.context)
-        if kind_start is None:
-            return replace(plan, notes=[*plan.notes, f"attention: {attention.describe(exact)}, measured on this machine"])
-        kind, start = kind_start
-        laned = with_lane(plan, info, kind, attention.KINDS[kind][1], start)
-        if laned is None:
-            note = (f"attention: {kind} measured faster for sampled replies from {start:,} tokens of history, but "
-                    f"its second KV cache does not fit in free memory: every reply decodes with {attention.EXACT}")
-            return replace(plan, notes=[*plan.notes, note])
-        laned.notes.append(f"attention: {attention.describe(exact, kind_start)}, measured on this machine")
-        return laned
+        return attention.applied(plan, info, entry), None
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk
