@@ -140,10 +140,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     if not measured:
         print("attention: not measured on this machine yet (it is after this architecture's first load)")
     elif not auto:
-        figures = attention.describe({**measured, "kind": attention.EXACT}).partition(" (")[2]
-        print(f"attention: as this load asks (measured on this machine: {figures}")
+        print(f"attention: as this load asks (measured on this machine: {attention.figures_text(measured)})")
     elif not any(n.startswith("attention:") for n in plan.notes):  # else the plan's notes above said it
-        print(f"attention: measured on this machine: {attention.describe(measured).partition(' (')[2]}")
+        print(f"attention: measured on this machine: {attention.figures_text(measured)}")
     return 0
 
 

@@ -143,6 +143,7 @@ class FitPlan:
     rpc_module: str = ""  # llama.cpp's RPC backend built by Fireside (rpc/build.py); "" when built in
     lane: str = ""  # the long-chat lane's attention kind (runner/lanes.py, planner.with_lane); "" for none
     lane_from: int = 0  # and the depth (tokens of history) from which sampled replies decode in it
+    lane_flash_attn: bool = False  # and whether its f16 cache is attended with flash attention
 
     @property
     def fits(self) -> bool:
@@ -181,7 +182,7 @@ class FitPlan:
         if self.row_kernels:  # the runner takes both: a model param and ggml's GGML_CPU_TILED_MM switch
             kw["use_extra_bufts"] = kw["tiled_mm"] = False
         if self.lane:  # the runner takes this one: a second context, its own Llama() has none
-            kw["lane"] = {"kind": self.lane, "from": self.lane_from}
+            kw["lane"] = {"kind": self.lane, "from": self.lane_from, "flash_attn": self.lane_flash_attn}
         return kw
 
     def compare(self, reported: dict[str, int]) -> dict[str, dict[str, float]]:

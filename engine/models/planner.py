@@ -327,7 +327,7 @@ def with_lane(plan: FitPlan, info: ModelInfo, kind: str, flash_attn: bool, start
     if plan.ram.total_bytes + kv + compute > plan.ram.available_bytes:
         return None
     plan = copy.deepcopy(plan)
-    plan.lane, plan.lane_from = kind, start
+    plan.lane, plan.lane_from, plan.lane_flash_attn = kind, start, flash_attn
     _beside(plan, False, 0, kv, compute)
     return plan
 

@@ -4,16 +4,17 @@ cache and attention decode deep histories faster, for the requests that were pro
 The model's own context keeps the exact kind (q8_0 with flash attention on the CPU, ``kv_for``): a
 greedy or seeded reply must be the same alone, batched, drafted or restored (issue 41), and only
 that kind computes a token's row one way whatever shares its step. On some CPUs that kind decodes
-deep histories at half the speed of plain f16 attention (a 2-core EPYC, 4,000 tokens in: 13.5 against
-21.3 tok/s), and a sampled reply without a seed is random anyway. So when the attention calibration
+deep histories well behind an f16 cache (a 2-core AMX Xeon, 4,000 tokens in: 13.5 tok/s against plain
+f16 attention's 21.3; a 2-core EPYC: 42 against f16 flash attention's 53-57), and a sampled reply
+without a seed is random anyway. So when the attention calibration
 (``runtime/attention.py``) measured a kind that is faster from some depth on, the load opens it as a
 lane (``open_lane``): the same model, a context of its own with as many slots, and a batch engine of
 its own (``batch.py``). A request goes to the lane (``wants_lane``) when it samples without a seed,
 carries no image (the projector evaluates into the model's context) and its prompt reaches the lane's
 depth. A conversation that crosses that depth does not evaluate its history again: its slot's state
 in the model's context (or the prompt cache's file of it) is converted to the lane's layout
-(``convert``: q8_0 rows dequantized, V transposed for plain attention) and loaded into a lane slot
-(``bring``); a 4,000-token history moves in tens of milliseconds where evaluating it takes seconds.
+(``convert``: q8_0 rows dequantized and un-rotated, V transposed for plain attention) and loaded into a
+lane slot (``bring``); 1,538 tokens of history moved in 168 ms, where evaluating them took 8.4 s.
 A greedy or seeded turn of that conversation goes back to the model's context, which still holds its
 history up to where it left.
 
@@ -34,7 +35,6 @@ from typing import Any
 from .decode import common_prefix
 from .kvstate import restore, snapshot
 
-KINDS = {"f16": False, "f16+fa": True}  # the lanes' kinds (f16 KV cache) -> flash attention
 GGML_F16, GGML_Q8_0 = 1, 8
 MIN_BRING = 256  # a state is brought over when it covers this many more prompt tokens than the lane holds
 
@@ -43,8 +43,8 @@ class LaneModel:
     """The loaded ``Llama`` seen through the lane's context: what the batch engine reads of a ``Llama``
     (its vocabulary, model, sizes) is the model's, and ``_ctx`` / ``ctx`` are the lane's."""
 
-    def __init__(self, llama: Any, ctx: Any, kind: str, start: int):
-        self._llama, self._ctx, self.kind, self.start = llama, ctx, kind, start
+    def __init__(self, llama: Any, ctx: Any, kind: str, start: int, flash_attn: bool):
+        self._llama, self._ctx, self.kind, self.start, self.flash_attn = llama, ctx, kind, start, flash_attn
         self._model = llama._model  # read for every sampled token: not through __getattr__
 
     @property
@@ -55,17 +55,18 @@ class LaneModel:
         return getattr(self._llama, name)
 
 
-def open_lane(llama: Any, kind: str, start: int) -> LaneModel:
-    """A context of the ``kind`` for ``llama``'s model with the model context's sizes, slots and threads;
-    raises ``ValueError`` when llama.cpp cannot make it (no memory for its cache)."""
+def open_lane(llama: Any, kind: str, start: int, flash_attn: bool) -> LaneModel:
+    """A context for ``llama``'s model with an f16 cache, ``flash_attn`` as given (the plan's ``kind``) and
+    the model context's sizes, slots and threads; raises ``ValueError`` when llama.cpp cannot make it (no
+    memory for its cache)."""
     import llama_cpp
     from llama_cpp._internals import LlamaContext
 
     params = type(llama.context_params).from_buffer_copy(llama.context_params)  # its slots, sizes and threads
     params.type_k = params.type_v = GGML_F16
-    params.flash_attn_type = 1 if KINDS[kind] else 0
+    params.flash_attn_type = 1 if flash_attn else 0
     ctx = LlamaContext(model=llama._model, params=params, verbose=False)
-    lane = LaneModel(llama, ctx, kind, start)
+    lane = LaneModel(llama, ctx, kind, start, flash_attn)
     tokens = llama.tokenize(b"Hello, warm-up", add_bos=True, special=False)[:8]  # a crash happens now, not mid-reply
     ids = (llama_cpp.llama_token * len(tokens))(*tokens)
     if llama_cpp.llama_decode(lane.ctx, llama_cpp.llama_batch_get_one(ids, len(tokens))) != 0:
@@ -202,6 +203,8 @@ def bring(exact: Any, lane: Any, prompt: list[int]) -> int:
     if not idle:
         return 0
     held = max((common_prefix(s.tokens, prompt) for s in lane.slots), default=0)
+    if len(prompt) < held + MIN_BRING:  # nothing could cover enough more (a later turn of a lane conversation)
+        return 0
     own = lane.cache.lookup(prompt) if lane.cache is not None else None
     if own is not None:  # the lane's own state on disk: restored as it is, by the lane's engine
         held = max(held, own[1])
@@ -219,7 +222,7 @@ def bring(exact: Any, lane: Any, prompt: list[int]) -> int:
     if data is None:
         data = snapshot(exact.ctx, source.seq_id)
     model = lane.llama._model.model
-    state = (convert(data, lc.llama_model_n_layer(model), lc.llama_model_n_head_kv(model), not KINDS[lane.llama.kind])
+    state = (convert(data, lc.llama_model_n_layer(model), lc.llama_model_n_head_kv(model), not lane.llama.flash_attn)
              if data is not None else None)
     target = lane._slot_for(prompt, idle)
     lc.llama_memory_seq_rm(lane.mem, target.seq_id, -1, -1)

@@ -324,7 +324,7 @@ class Runner:
         from .lanes import open_lane
 
         try:
-            self.lane = open_lane(self.llama, lane["kind"], int(lane["from"]))
+            self.lane = open_lane(self.llama, lane["kind"], int(lane["from"]), bool(lane["flash_attn"]))
         except (ValueError, KeyError) as exc:
             print(f"fireside: the long-chat lane did not open ({exc}); every reply decodes in the model's context",
                   file=sys.stderr, flush=True)
@@ -405,11 +405,11 @@ class Runner:
 
     def _open_cache(self, config: dict, lane: bool = False) -> Any:
         from . import kvcache, kvstate
-        from .lanes import GGML_F16, KINDS
+        from .lanes import GGML_F16
 
         path, kwargs = self._cache_from
         if lane:  # the lane's states: its cache's type and attention are part of what they mean
-            kwargs = dict(kwargs, type_k=GGML_F16, type_v=GGML_F16, flash_attn=KINDS[self.lane.kind])
+            kwargs = dict(kwargs, type_k=GGML_F16, type_v=GGML_F16, flash_attn=self.lane.flash_attn)
         config = kvcache.CacheConfig(**config)
         ident = kvstate.identity(path, kwargs, slot_context(self.llama))
         print(f"fireside: prompt cache in {config.folder} (model identity {ident[:12]})", file=sys.stderr, flush=True)

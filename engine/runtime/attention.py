@@ -147,18 +147,22 @@ class Choices:
             return [{"key": k, **v} for k, v in self._read().items() if isinstance(v, dict)]
 
 
-def describe(entry: dict, with_lane: tuple[str, int] | None = None) -> str:
-    """"q8_0+fa (decode tok/s at depth 0/1024: q8_0+fa 95/50, f16+fa 90/31, f16 88/45)"; with a lane
-    (``lane``), "q8_0+fa for greedy and seeded replies, f16 for sampled ones from 2,048 tokens of history (...)"."""
+def figures_text(entry: dict) -> str:
+    """"decode tok/s at depth 0/1024: q8_0+fa 95/50, f16+fa 90/31, f16 88/45"."""
     figs = entry.get("figures", {})
     depths = sorted({int(d) for f in figs.values() for d in f})
     shown = ", ".join(f"{k} " + "/".join(f"{f.get(str(d), 0):.0f}" for d in depths) for k, f in figs.items())
-    if with_lane is not None:
-        kind, start = with_lane
-        return (f"{EXACT} for greedy and seeded replies, {kind} for sampled ones from {start:,} tokens of history "
-                f"(decode tok/s at depth {'/'.join(map(str, depths))}: {shown})")
+    return f"decode tok/s at depth {'/'.join(map(str, depths))}: {shown}"
+
+
+def describe(entry: dict, split: tuple[str, int] | None = None) -> str:
+    """"q8_0+fa (decode tok/s at depth 0/1024: ...)"; with a lane (``split``, as ``lane`` answers),
+    "q8_0+fa for greedy and seeded replies, f16 for sampled ones from 2,048 tokens of history (...)"."""
+    if split is not None:
+        kind, start = split
+        return f"{EXACT} for greedy and seeded replies, {kind} for sampled ones from {start:,} tokens of history ({figures_text(entry)})"
     note = "" if entry["kind"] == EXACT else "; batched and drafted replies may differ from one decoded alone"
-    return f"{entry['kind']} (decode tok/s at depth {'/'.join(map(str, depths))}: {shown}){note}"
+    return f"{entry['kind']} ({figures_text(entry)}){note}"
 
 
 def applied(plan: FitPlan, info: ModelInfo, entry: dict) -> FitPlan:
