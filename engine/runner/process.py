@@ -561,7 +561,7 @@ def main() -> None:
     proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
     sys.stdout = sys.stderr
-    pipe = FramedPipe(os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0), proto_out)
+    pipe = FramedPipe(os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0), proto_out, background=True)
     runner = Runner(pipe)
     pipe.send({"id": "", "type": "hello", "pid": os.getpid()})
     worker = threading.Thread(target=runner.work_loop, name="fireside-runner-worker", daemon=True)
@@ -569,6 +569,7 @@ def main() -> None:
     threading.Thread(target=runner.tokenize_loop, name="fireside-runner-tokenizer", daemon=True).start()
     runner.read_loop()
     worker.join(timeout=5)
+    pipe.close()  # the last replies (a shutdown's cancelled ones) reach the parent
     os._exit(0)  # skip interpreter teardown: llama.cpp's destructors are not needed at exit
 
 

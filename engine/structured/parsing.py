@@ -17,6 +17,7 @@ split across pieces or not: it is the prompt's structure, never something the us
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -44,13 +45,18 @@ def prompt_opens_reasoning(prompt: str) -> str | None:
 
 def _partial_suffix(text: str, markers: list[str]) -> int:
     """Length of the longest end of ``text`` that could still grow into one of ``markers``."""
-    best = 0
-    for marker in markers:
-        for n in range(min(len(marker) - 1, len(text)), 0, -1):
-            if marker.startswith(text[-n:]):
-                best = max(best, n)
-                break
-    return best
+    prefixes, longest = _prefixes(tuple(markers))
+    for n in range(min(longest, len(text)), 0, -1):
+        if text[-n:] in prefixes:
+            return n
+    return 0
+
+
+@functools.lru_cache(maxsize=64)
+def _prefixes(markers: tuple[str, ...]) -> tuple[frozenset[str], int]:
+    """Every proper start of ``markers``, and the longest's length. Every streamed piece asks, twice: a
+    marker at a time that was 29 us a piece, 7% of the API server's CPU per token (5 us with the table)."""
+    return frozenset(m[:n] for m in markers for n in range(1, len(m))), max((len(m) - 1 for m in markers), default=0)
 
 
 def _without_echo(text: str, final: bool) -> str:
