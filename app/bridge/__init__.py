@@ -21,11 +21,14 @@ from fireside.engine.models import (
            with_draft,
 )
 from fireside.engine.remote import is_remote
+from fireside.engine.runtime import attention as _attention
 from fireside.engine.settings import DEFAULT_PORT, SHARE_PORT
 
 from .bridge import BATCH_S, EngineBridge, TextBatcher
 from .tasks import OnDone, Tasks
 
+planned_attention = _attention.planned
+
 __all__ = ["APPS", "BATCH_S", "CITATION", "DEFAULT_PARALLEL", "DEFAULT_PORT", "SHARE_PORT", "STARTER_ID",
            "VERDICT_WORDS", "EngineBridge", "LoadOptions", "OnDone", "Tasks", "TextBatcher", "cited", "drafting_text",
-           "engine_build", "is_remote", "plan_fit", "short_fingerprint", "source_label", "starter_path", "with_draft"]
+           "engine_build", "is_remote", "plan_fit", "planned_attention", "short_fingerprint", "source_label", "starter_path", "with_draft"]

@@ -84,10 +84,14 @@ class EngineCalls:
         self.tasks.run_in_background(work, lambda result, error: (self.loaded_changed.emit(), on_done(result, error)))
 
     def inspect(self, model_id: str, on_done: OnDone) -> None:
-        """``(ModelInfo, Hardware)`` for the load dialog: the model's header and this machine."""
+        """``(ModelInfo, Hardware, attention)`` for the load dialog: the model's header, this machine, and what
+        it measured of the model's attention (a dict, or None before the architecture's first load)."""
         from fireside.engine.models import hardware
 
-        self.tasks.run_in_background(lambda: (self.engine.model_info(model_id), hardware.detect()), on_done)
+        def work():
+            info = self.engine.model_info(model_id)
+            return info, hardware.detect(), self.engine.measured_attention(info)
+        self.tasks.run_in_background(work, on_done)
 
     def lending_devices(self, on_done: OnDone) -> None:
         """The paired devices a load may place layers on (names), for the load dialog."""

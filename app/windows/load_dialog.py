@@ -31,7 +31,15 @@ from PySide6.QtWidgets import (
 
 from fireside.engine.fmt import human_bytes
 
-from ..bridge import DEFAULT_PARALLEL, VERDICT_WORDS, LoadOptions, drafting_text, plan_fit, with_draft
+from ..bridge import (
+    DEFAULT_PARALLEL,
+    VERDICT_WORDS,
+    LoadOptions,
+    drafting_text,
+    plan_fit,
+    planned_attention,
+    with_draft,
+)
 from ..bridge.loader import options_dict
 from ..context import AppContext
 from ..feedback import show_error
@@ -51,6 +59,7 @@ class LoadDialog(QDialog):
         self.setWindowTitle(f"Load {model_id}")
         self.setMinimumWidth(460)
         self.info = self.hw = self.draft_info = None
+        self.attention: dict | None = None  # what this machine measured of the model's attention, once read
         self.lent: list = []  # what the checked paired devices lend (planner devices), as last asked
         self.lent_problems: list[str] = []  # and why any of them could not be asked
         self._build()
@@ -202,7 +211,7 @@ class LoadDialog(QDialog):
         if error:
             self.estimate.setText(f"Cannot read this model: {error}")
             return
-        self.info, self.hw = result
+        self.info, self.hw, self.attention = result
         self.layers.setMaximum(self.info.block_count + 1)
         self.context.setMaximum(max(256, self.info.context_length))
         self._on_changed()
@@ -216,14 +225,16 @@ class LoadDialog(QDialog):
         self.layers_label.setText(f"{self.layers.value()} of {self.layers.maximum()}{where}")
         if self._cpu_only():
             self.layers.setEnabled(False)  # nothing to offload to: a live slider would promise a choice
-            self.layers_label.setText("No GPU in this llama.cpp build: every layer runs on the CPU")
+            self.layers_label.setText("No GPU in this llama.cpp build: all on the CPU")
         if self.info is None:
             return
         hw = replace(self.hw, devices=[*self.hw.devices, *self.lent]) if self.lent else self.hw
         try:
-            plan = plan_fit(self.info, hw, self.options() or LoadOptions())
+            options = self.options() or LoadOptions()
+            plan = plan_fit(self.info, hw, options)
             if self.draft_info is not None:
                 plan = with_draft(plan, self.draft_info)
+            plan = planned_attention(plan, self.info, options, self.attention)  # as the load will take it
         except Exception as exc:
             self.estimate.setText(show_error(exc, "planning the load"))
             return
@@ -234,6 +245,7 @@ class LoadDialog(QDialog):
             f"<b>{verdict}</b> · {offloaded} · "
             f"context {plan.context:,} · {plan.parallel} slot{'s' * (plan.parallel != 1)}<br>{_split_text(plan)}"
             f" · largest context that fits: {plan.max_context:,}<br>Drafts: {drafting_text(plan)}"
+            + "".join(f"<br>{_attention_text(note)}" for note in plan.notes if note.startswith("attention:"))
             + "".join(f"<br>{problem}" for problem in self.lent_problems if self.checked_machines()))
         if self.auto.isChecked():
             self._show_plan(plan)
@@ -269,6 +281,13 @@ def _split_text(plan) -> str:
                       for g in plan.gpus if g.layers)
     experts = " and every layer's experts" if plan.experts_on_cpu else ""
     return f"{gpus or 'VRAM ' + human_bytes(0)} · RAM {human_bytes(plan.ram.total_bytes)} ({plan.ram.layers} layers{experts})"
+
+
+def _attention_text(note: str) -> str:
+    """A plan's attention note for the dialog: "Attention: q8_0+fa for greedy and seeded replies, f16+fa
+    for sampled ones from 512 tokens of history" (the measured figures are ``fireside info``'s)."""
+    words = note.removeprefix("attention: ").split(" (decode tok/s")[0].removesuffix(", measured on this machine")
+    return f"Attention: {words}"
 
 
 def _device_words(name: str) -> str:

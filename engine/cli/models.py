@@ -128,9 +128,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         plan = with_draft(plan, inspect_file(resolve_model(options.draft, settings)))
     measured = attention.Choices(settings.data_dir / "attention.json").get(
         attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
-    auto = options.kv_type == "auto" and options.flash_attn is None and not plan.n_gpu_layers
-    if measured and auto:
-        plan = attention.applied(plan, info, measured)  # what a load takes (loading._attention)
+    auto = attention.leaves_choice(options, plan)
+    plan = attention.planned(plan, info, options, measured)  # what a load takes (loading._attention)
     if args.json:
         print_json({"model": info.to_dict(), "plan": plan.to_dict()})
         return 0

@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..fsutil import atomic_write, read_json_object
-from ..models import FitPlan, Hardware, ModelInfo, kv_fits, with_attention, with_lane
+from ..models import FitPlan, Hardware, LoadOptions, ModelInfo, kv_fits, with_attention, with_lane
 from .healing import _cpu_identity
 
 log = logging.getLogger(__name__)
@@ -163,6 +163,19 @@ def describe(entry: dict, split: tuple[str, int] | None = None) -> str:
         return f"{EXACT} for greedy and seeded replies, {kind} for sampled ones from {start:,} tokens of history ({figures_text(entry)})"
     note = "" if entry["kind"] == EXACT else "; batched and drafted replies may differ from one decoded alone"
     return f"{entry['kind']} ({figures_text(entry)}){note}"
+
+
+def leaves_choice(opts: LoadOptions, plan: FitPlan, embedding: bool = False) -> bool:
+    """Whether a load leaves its attention to Fireside: KV type auto, flash attention unset, on the CPU
+    (an embedder decodes nothing: its attention is never measured)."""
+    return not embedding and opts.kv_type == "auto" and opts.flash_attn is None and plan.n_gpu_layers == 0
+
+
+def planned(plan: FitPlan, info: ModelInfo, opts: LoadOptions, entry: dict | None) -> FitPlan:
+    """What a load of ``plan`` takes on this machine, given its remembered ``entry`` (None: not measured
+    yet): the load itself, ``fireside info`` and the app's load dialog all ask this, so none of them
+    shows memory or a choice the load would not take."""
+    return applied(plan, info, entry) if entry is not None and leaves_choice(opts, plan) else plan
 
 
 def applied(plan: FitPlan, info: ModelInfo, entry: dict) -> FitPlan:

@@ -251,7 +251,7 @@ class Loader:
         """The plan with the attention this machine measured fastest for the model's architecture
         (``attention.py``), when the load left the choice to Fireside (KV type auto, flash attention
         unset, on the CPU); and, when nothing is remembered yet, the calibration to run after the load."""
-        if embedding or opts.kv_type != "auto" or opts.flash_attn is not None or plan.n_gpu_layers > 0:
+        if not attention.leaves_choice(opts, plan, embedding):
             return plan, None
         threads = opts.threads or hardware.detect().cpu_cores
         k = attention.model_key(hardware.detect(), info, threads)
@@ -267,7 +267,7 @@ class Loader:
                 except Exception as exc:  # a crash or a timeout: the default stays, measured again next time
                     log.warning("attention calibration for %s failed: %s", model_id, exc)
             return plan, measure
-        return attention.applied(plan, info, entry), None
+        return attention.planned(plan, info, opts, entry), None
 
     def _spawn_healing(self, spawn: _Spawn, plan: FitPlan, warnings: list[str]) -> tuple[RunnerClient, dict, FitPlan]:
         """Start a runner for ``plan``; when llama.cpp crashes it (a signal during load or warm-up), walk

@@ -110,3 +110,44 @@ def test_load_dialog_places_layers_on_a_paired_device_s_lent_memory(qtbot, make_
     finally:
         desk.stop()
         engine.remotes.close()
+
+
+def test_load_dialog_counts_and_says_the_attention_this_machine_measured(qtbot, make_app, tmp_path, smollm2_path):
+    """A machine that measured plain f16 attention faster deep in a chat gives sampled replies a long-chat
+    lane (a second, f16 KV cache): the dialog's estimate counts that cache and says which replies take which
+    attention, as the load will (before, it showed the memory of a load without it)."""
+    from PySide6.QtWidgets import QDialog
+
+    from fireside.engine.runtime import attention
+    from fireside.engine.runtime.runtime import Runtime
+
+    settings = Settings.from_env({"FIRESIDE_HOME": str(tmp_path / "home")})
+    settings.ensure_dirs()
+    runtime = Runtime(settings, idle_ttl_s=0, calibrate=False)
+    try:
+        app = make_app(runtime, settings)
+        dialog = open_load_dialog(qtbot, app)
+        unmeasured = dialog.estimate.text()
+        assert "Attention:" not in unmeasured
+        dialog.reject()
+        dialog.deleteLater()  # the next open finds a new dialog, which reads the model and the figures again
+        qtbot.waitUntil(lambda: app.window.chat.model_bar.findChild(QDialog) is None, timeout=5_000)
+        key = attention.model_key(hardware.detect(), inspect_file(smollm2_path), hardware.detect().cpu_cores)
+        figures = {"q8_0+fa": {"0": 90.0, "1024": 30.0}, "f16": {"0": 88.0, "1024": 60.0}}
+        runtime.attention.remember(key, figures, "starter")
+        dialog = open_load_dialog(qtbot, app)
+        measured = dialog.estimate.text()
+        assert "Attention: q8_0+fa for greedy and seeded replies, f16 for sampled ones from" in measured
+        ram = [_bytes(text.split(" · RAM ")[1].split(" (")[0]) for text in (unmeasured, measured)]
+        assert ram[1] > ram[0] * 1.2, (unmeasured, measured)  # the lane's f16 cache beside the q8_0 one
+        loaded = runtime.load("starter")  # and the load takes what the dialog said
+        assert any(n.startswith("attention: q8_0+fa for greedy and seeded replies, f16 for sampled ones")
+                   for n in loaded.notes), loaded.notes
+    finally:
+        runtime.close()
+
+
+def _bytes(text: str) -> float:
+    """"412.3 MB" -> bytes (the dialog's human_bytes)."""
+    number, unit = text.split()
+    return float(number) * 1000 ** ["B", "KB", "MB", "GB", "TB"].index(unit)
