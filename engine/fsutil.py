@@ -16,13 +16,14 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
 
-def atomic_write(path: Path | str, data: str | bytes | Sequence[bytes | memoryview], encoding: str = "utf-8") -> Path:
+def atomic_write(path: Path | str, data: str | bytes | Iterable[bytes | memoryview], encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``data``, durably. The old file stays intact if anything fails first.
-    ``data`` may be a list of byte chunks, written in order (a large buffer then needs no joined copy)."""
+    ``data`` may be byte chunks (a list, or a generator that paces them), written in order (a large
+    buffer then needs no joined copy)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     chunks = [data.encode(encoding) if isinstance(data, str) else data] if isinstance(data, (str, bytes)) else data
