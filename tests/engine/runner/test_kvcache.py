@@ -409,8 +409,15 @@ def test_a_write_under_way_stops_while_the_runner_decodes_and_ends_whole(tmp_pat
         assert cache.save([1, 2, 3], state)
         wait_until(lambda: any(f.stat().st_size > 0 for f in tmp_path.glob(".kv-*.tmp")), 10)  # it has begun
         cache.decoding(True)  # the next turn decodes
-        time.sleep(0.1)  # at most a chunk finishes
-        [partial] = list(tmp_path.glob(".kv-*.tmp"))
+        sizes = []
+
+        def settled() -> bool:  # the chunk under way finishes (the writer is niced: on a busy machine, late)
+            sizes.append(sum(f.stat().st_size for f in tmp_path.glob(".kv-*.tmp")))
+            time.sleep(0.05)
+            return len(sizes) >= 4 and len(set(sizes[-4:])) == 1
+
+        wait_until(settled, 10)
+        [partial] = list(tmp_path.glob(".kv-*.tmp"))  # not renamed into place: the write has not ended
         written = partial.stat().st_size
         time.sleep(kvstate.WRITE_QUIET_S + 0.3)
         assert partial.stat().st_size == written < len(state) and kvcache.entries(tmp_path) == []
