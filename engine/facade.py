@@ -81,11 +81,7 @@ class Engine:
     def measured_attention(self, info: ModelInfo, threads: int | None = None) -> dict | None:
         """What this machine measured of ``info``'s attention (``runtime/attention.py``; None: not yet), for
         ``threads`` decode threads (None: every core, as a load takes): ``attention.planned`` applies it."""
-        from .models import hardware
-        from .runtime import attention
-
-        hw = hardware.detect()
-        return self.runtime.attention.get(attention.model_key(hw, info, threads or hw.cpu_cores))
+        return self.runtime.attention.for_model(info, threads)
 
     def model_path(self, model_id: str) -> Path:
         self._local_only(model_id, "find a file")

@@ -126,8 +126,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     plan = plan_fit(info, _with_lent(hardware.detect(), options, settings), options)
     if options.draft:
         plan = with_draft(plan, inspect_file(resolve_model(options.draft, settings)))
-    measured = attention.Choices(settings.data_dir / "attention.json").get(
-        attention.model_key(hardware.detect(), info, options.threads or hardware.detect().cpu_cores))
+    measured = attention.Choices(settings.data_dir / "attention.json").for_model(info, options.threads)
     auto = attention.leaves_choice(options, plan)
     plan = attention.planned(plan, info, options, measured)  # what a load takes (loading._attention)
     if args.json:

@@ -13,8 +13,8 @@ turn's first token 5 ms later, bench/vision.py: an agent's or a script's next re
 milliseconds). A write goes on ``WRITE_CHUNK`` at a time (its checksum too) and stops between
 chunks while the runner decodes: a long chat's state is large (an 8k-token f16 lane state of the
 starter, 190 MB), and one written while the next turn decoded took that turn from 34.5 to 31 tok/s (the
-writer's memory traffic beside decoding, whatever its priority). Snapshots wait in memory meanwhile, ``PENDING`` at most: a conversation's newer state
-takes the place of its older one (it holds the older turn too), and with that many other
+writer's memory traffic beside decoding, whatever its priority). Snapshots wait in memory meanwhile,
+``PENDING`` at most: a conversation's newer state takes the place of its older one (it holds the older turn too), and with that many other
 conversations' waiting no snapshot is taken (a reply's state then stays only in its slot), so a busy
 runner spends nothing on the cache. A write that fails (a full disk, a
 read-only folder) turns saving off for the runner's life with one logged notice; a reply never fails

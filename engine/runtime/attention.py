@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..fsutil import atomic_write, read_json_object
-from ..models import FitPlan, Hardware, LoadOptions, ModelInfo, kv_fits, with_attention, with_lane
+from ..models import FitPlan, Hardware, LoadOptions, ModelInfo, hardware, kv_fits, with_attention, with_lane
 from .healing import _cpu_identity
 
 log = logging.getLogger(__name__)
@@ -133,6 +133,11 @@ class Choices:
         with self._lock:
             entry = self._read().get(k)
         return entry if isinstance(entry, dict) and entry.get("kind") in KINDS else None
+
+    def for_model(self, info: ModelInfo, threads: int | None = None) -> dict | None:
+        """``get`` for a model on this machine decoding on ``threads`` (None: every core, as a load takes)."""
+        hw = hardware.detect()
+        return self.get(model_key(hw, info, threads or hw.cpu_cores))
 
     def remember(self, k: str, figures: dict[str, dict[str, float]], model: str) -> str:
         kind = choose(figures)
