@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from ..protocol import FramedPipe, PipeClosed
@@ -538,8 +539,16 @@ def _step_threads(llama: Any, kwargs: dict, fixed: bool, share: int | None) -> A
 def _test_crash_wanted(kwargs: dict, extra_bufts: bool) -> bool:
     """Whether the test-only switch ``FIRESIDE_TEST_RUNNER_CRASH`` (a comma list of ``extra_bufts``,
     ``flash_attn``, ``gpu``, ``batch``, or ``always``) asks this load to crash: it does while any listed
-    option is on."""
+    option is on. ``once:PATH`` crashes the first load only (a transient: the file at PATH, made then,
+    says it happened)."""
     wanted = {w.strip() for w in os.environ.get("FIRESIDE_TEST_RUNNER_CRASH", "").split(",") if w.strip()}
+    for w in wanted:
+        if w.startswith("once:"):
+            try:
+                Path(w.removeprefix("once:")).touch(exist_ok=False)
+                return True
+            except FileExistsError:
+                pass
     on = {"always": True, "extra_bufts": extra_bufts, "flash_attn": bool(kwargs.get("flash_attn")),
           "gpu": int(kwargs.get("n_gpu_layers") or 0) > 0, "batch": int(kwargs.get("n_batch") or 512) > 64}
     return any(on.get(w) for w in wanted)

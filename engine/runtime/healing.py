@@ -12,6 +12,8 @@ at a time, each rung keeping the ones before it:
 4. ``batch``: a smaller batch.
 
 A rung that changes nothing for this load (flash attention already off, no GPU layers) is skipped.
+A load with layers on paired devices (RPC) that dies is first tried once more as it was: a network
+hiccup at the connect kills it the same way a kernel does, and is not worth a workaround.
 The runner decodes a few real tokens as a warm-up inside its load, so a crash shows up there, not on
 the user's first message. What survived is kept in ``workarounds.json`` in the data folder, keyed by
 the llama.cpp build, the CPU and its flags, the GPU devices and the model file, so the next load goes

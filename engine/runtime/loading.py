@@ -278,6 +278,7 @@ class Loader:
             log.info("loading %s with the remembered workaround for this machine: %s", spawn.model_id,
                      healing.describe(rungs))
         crashed: RunnerCrashed | None = None
+        again = bool(plan.rpc)  # a load across paired devices: one death is not yet llama.cpp's kernels
         while True:
             try:
                 client, result = self._spawn(spawn, plan, rungs)
@@ -285,8 +286,19 @@ class Loader:
             except DeviceGone:
                 raise
             except RunnerCrashed as crash:
+                cancelled = bool(spawn.cancel and spawn.cancel.is_set())
+                if again and healing.is_crash(crash.signal) and not cancelled:
+                    # a network hiccup at the RPC connect or a worker starting late kills the load the same
+                    # way a kernel does; a workaround remembered for that would slow every later load
+                    again = False
+                    log.warning("the runner for %s died (%s) loading with layers on %s; trying the same "
+                                "configuration once more", spawn.model_id, healing.signal_name(crash.signal),
+                                ", ".join(name.removeprefix("rpc:") for name in plan.rpc))
+                    if spawn.on_progress:
+                        spawn.on_progress(LoadProgress(spawn.model_id, 0.0, "the load stopped; trying it again"))
+                    continue
                 safer = healing.next_rungs(plan, rungs)
-                if not healing.is_crash(crash.signal) or (spawn.cancel and spawn.cancel.is_set()) or safer is None:
+                if not healing.is_crash(crash.signal) or cancelled or safer is None:
                     if crashed is not None:
                         raise RunnerCrashed(f"{crash} (also with {healing.describe(rungs)})", crash.signal) from None
                     raise

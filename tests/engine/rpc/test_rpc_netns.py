@@ -3,10 +3,10 @@ network namespace, ``beta`` (another namespace, joined by a veth pair) pairs wit
 model's layers there through the RPC tunnel (``--with alpha``). Everything crosses a real network stack
 and alpha's own TLS listener; no address outside the two namespaces is used.
 
-The module's tests share alpha's server and run in file order: the split reply equals the local one;
-the planner refuses a capped machine alone and loads it with alpha; strangers reach neither the RPC
-port nor the tunnel; alpha's worker killed mid-reply ends the reply in words; a revoked device's
-tunnel closes within a second.
+The module's tests share alpha's server and run in file order: the split reply equals the local one,
+also after the load died once (loaded again as planned, nothing remembered); the planner refuses a
+capped machine alone and loads it with alpha; strangers reach neither the RPC port nor the tunnel;
+alpha's worker killed mid-reply ends the reply in words; a revoked device's tunnel closes within a second.
 """
 
 from __future__ import annotations
@@ -112,6 +112,22 @@ def test_the_starter_split_across_two_machines_gives_the_local_reply(machines, l
     assert split.returncode == 0, split.stderr
     assert split.stdout == local_reply
     assert _worker_pids(machines["alpha"]), "alpha's worker served the layers"
+
+
+def test_a_load_across_devices_that_dies_once_loads_as_planned_and_remembers_nothing(machines, local_reply):
+    """A runner that dies once while its layers are on alpha (a simulated transient: the test switch kills
+    the first load's warm-up) is loaded again as planned, not walked down the healing ladder: no llama.cpp
+    workaround is remembered for a hiccup, and the reply is the split one."""
+    beta, died = machines["beta"], machines["beta"].home / "died-once"
+    env = {**beta.env, "FIRESIDE_TEST_RUNNER_CRASH": f"once:{died}"}
+    split = subprocess.run(beta.command("run", "starter", PROMPT, *RUN, "--with", "alpha", "--gpu-layers", "16"),
+                           env=env, capture_output=True, text=True, timeout=240)
+    assert split.returncode == 0, split.stderr
+    assert died.exists(), "the first load died"
+    assert split.stdout == local_reply
+    assert "crashed" not in split.stderr, split.stderr  # no "llama.cpp crashed ... loaded it with ..." note
+    hw = json.loads(beta.run("hw", "--json").stdout)
+    assert hw["workarounds"] == [], hw["workarounds"]
 
 
 def test_a_capped_machine_refuses_alone_and_loads_with_the_lent_memory(machines, local_reply):
