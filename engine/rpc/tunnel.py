@@ -19,6 +19,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .worker import START_TIMEOUT_S
+
 log = logging.getLogger(__name__)
 RPC_PATH = "/fireside/rpc"
 LEND_PATH = "/fireside/lend"
@@ -116,7 +118,10 @@ class Tunnel:
             raw.settimeout(None)
             ws = connect(f"wss://{host if ':' not in host else f'[{host}]'}:{port}{RPC_PATH}", sock=raw, ssl=self._ctx,
                          server_hostname="fireside", additional_headers={"Authorization": f"Bearer {self._token}"},
-                         compression=None, max_size=None, open_timeout=5, close_timeout=1)
+                         compression=None, max_size=None, close_timeout=1,
+                         # the device answers the handshake once its worker listens: started first, after
+                         # a crash, or again after a kill, that may take it up to START_TIMEOUT_S
+                         open_timeout=START_TIMEOUT_S + 5)
         except Exception as exc:
             log.warning("the RPC tunnel to %s could not open: %s", self.name or self.address, exc)
             conn.close()
