@@ -7,14 +7,19 @@ on the CPU: on one 2-core Xeon plain f16 attention decoded 4,000 tokens in at 1.
 a 2-core EPYC f16 flash attention led from about 2,000 tokens, and on others the exact kind leads
 throughout. So a short calibration, run in a process of its own in the background after a model
 architecture's first load on a machine (``calibrate``), decodes a few tokens at a few depths with each
-kind, and later loads use the figures.
+kind, and later loads use the figures. The depths are 0 and 1,024 tokens, and ``DEEP`` (4,096) for a
+model small enough that its attention is much of a deep step (``DEEP_MAX_BYTES``), when filling its
+cache that deep stays within ``FILL_BUDGET_S`` of background work at the speed the 1,024 took: two
+depths that close together mislead, and on one 2-core EPYC f16 flash attention led at 1,024 tokens
+(81 tok/s against plain f16's 71) and plain f16 at 4,096 (56 against 51).
 
 Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
 step (issue 41: ``runner/batch.py``), and a greedy or seeded reply must be the same however busy the
 machine. So the figures choose per kind of request, not per load: greedy and seeded replies always
 decode with the exact kind; sampled replies without a seed (random anyway; the app's chats) decode,
 from the depth where another kind is ``LANE_MARGIN`` faster (``lane``: each kind's time per token fitted
-as a line over depth, since attention's cost grows with the history and the rest does not), in a
+as a line over depth, since attention's cost grows with the history and the rest does not; of two such
+kinds, the faster at the deepest measured depth, where a long chat is felt), in a
 second context of the model with that kind (``runner/lanes.py``; ``planner.with_lane`` counts its
 cache). Where that second cache does not fit, every reply keeps the exact kind. A load that cannot
 be exact anyway (heads a q8_0 block cannot hold) takes the faster of the other kinds for all its
@@ -52,9 +57,12 @@ KINDS = {"q8_0+fa": ("q8_0", True), "f16+fa": ("f16", True), "f16": ("f16", Fals
 EXACT = "q8_0+fa"  # the kind whose replies are the same alone, batched and drafted (the default)
 MARGIN = 1.15  # a kind that is not exact must decode this much faster than the exact one to be chosen
 LANE_MARGIN = 1.05  # ... and this much to take sampled replies (they were promised nothing; the fit is noisy)
-DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of
+DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of ...
+DEEP = 4096  # ... and this too, for a model of at most DEEP_MAX_BYTES, within FILL_BUDGET_S
+DEEP_MAX_BYTES = 1 << 30  # (its three caches that deep are then a few hundred MB at most)
+FILL_BUDGET_S = 120.0  # a deeper depth is left out when filling every kind's cache to it would take longer
 N_DECODE = 8  # tokens decoded (and timed) at each depth
-TIMEOUT_S = 300.0
+TIMEOUT_S = 600.0
 
 
 def key(hw: Hardware, architecture: str, shape: str, threads: int) -> str:
@@ -85,15 +93,17 @@ def ms_per_token(figures: dict[str, float]) -> tuple[float, float] | None:
 
 def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] | None:
     """The kind requests that need not be exact decode with, and from which depth (tokens of history):
-    the kind that is not exact which, by ``ms_per_token``, decodes ``LANE_MARGIN`` faster than the exact one
-    at the smallest depth within ``context`` (rounded up to 256 tokens). None when none does.
+    of the kinds that are not exact and, by ``ms_per_token``, decode ``LANE_MARGIN`` faster than the exact
+    one from some depth within ``context`` (rounded up to 256 tokens), the one fitted fastest at the
+    deepest measured depth (or ``context``, if shallower). None when none is ahead.
 
     A reply that is greedy or seeded must come out the same whatever else runs (issue 41), and only
     the exact kind gives that; a sampled reply without a seed is random anyway, so it may take the
     faster attention (``runner/lanes.py``) and a long chat is not slowed for a promise it was not made."""
     if EXACT not in figures or (exact := ms_per_token(figures[EXACT])) is None:
         return None
-    best: tuple[int, str] | None = None
+    ahead: list[tuple[float, int, str]] = []  # (ms per token deep in, the depth it takes over from, kind)
+    deep = min(context, max(int(d) for f in figures.values() for d in f))
     for kind, figs in figures.items():
         if kind == EXACT or kind not in KINDS or (fit := ms_per_token(figs)) is None:
             continue
@@ -102,9 +112,12 @@ def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] 
         if gain < 0 or (gain == 0 and start > 0):
             continue  # never ahead, or ahead only near the start and behind from some depth on
         depth = 0 if start <= 0 else math.ceil(start / gain / 256) * 256
-        if depth < context and (best is None or depth < best[0]):
-            best = (depth, kind)
-    return (best[1], best[0]) if best else None
+        if depth < context:
+            ahead.append((fit[0] + fit[1] * deep, depth, kind))
+    if not ahead:
+        return None
+    _, depth, kind = min(ahead)  # of two kinds ahead, the faster deep in (ties: the one that starts sooner)
+    return kind, depth
 
 
 def choose(figures: dict[str, dict[str, float]]) -> str:
@@ -213,11 +226,17 @@ def applied(plan: FitPlan, info: ModelInfo, entry: dict) -> FitPlan:
     return sized
 
 
-def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n: int = N_DECODE) -> dict:
+def calibrate(model_path: str, threads: int, depths: tuple[int, ...] | None = None, n: int = N_DECODE,
+              budget_s: float = FILL_BUDGET_S) -> dict:
     """Measure every kind in a process of its own (llama.cpp may crash; this process must not), at
-    background priority. Returns {kind: {depth: decode tok/s}}; a kind llama.cpp refused is left out."""
+    background priority. Returns {kind: {depth: decode tok/s}}; a kind llama.cpp refused is left out,
+    and so is a depth past the first filled one whose filling would take more than ``budget_s``.
+    ``depths``: ``DEPTHS``, and ``DEEP`` for a model file of at most ``DEEP_MAX_BYTES``."""
+    if depths is None:
+        small = os.path.getsize(model_path) <= DEEP_MAX_BYTES
+        depths = (*DEPTHS, DEEP) if small else DEPTHS
     cmd = [sys.executable, "-m", "fireside.engine.runtime.attention", model_path, str(threads),
-           ",".join(map(str, depths)), str(n)]
+           ",".join(map(str, depths)), str(n), str(budget_s)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S,
                          preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
     figures = {}
@@ -231,10 +250,30 @@ def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n
     return figures
 
 
-def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: int = 3) -> None:
+def _contexts(model, size: int, threads: int) -> dict:
+    """A llama.cpp context of ``size`` cells per kind (a kind llama.cpp refuses is left out)."""
+    import llama_cpp as lc
+
+    contexts = {}
+    for kind, (kv, flash) in KINDS.items():
+        cp = lc.llama_context_default_params()
+        cp.n_ctx, cp.n_batch, cp.n_ubatch = size, 512, 512
+        cp.n_threads = cp.n_threads_batch = threads
+        cp.flash_attn_type = 1 if flash else 0
+        cp.type_k = cp.type_v = 8 if kv == "q8_0" else 1
+        ctx = lc.llama_init_from_model(model, cp)
+        if ctx:
+            contexts[kind] = ctx
+    return contexts
+
+
+def _measure(model_path: str, threads: int, depths: list[int], n: int, budget_s: float = FILL_BUDGET_S,
+             rounds: int = 3) -> None:
     """Runs in the calibration process: one model, a context per kind, one line per kind on stdout.
     The kinds take turns, ``rounds`` times at each depth, and each keeps its best round: on a shared
-    machine another process's burst then costs one round of one kind, not the kind's figure."""
+    machine another process's burst then costs one round of one kind, not the kind's figure. A depth
+    whose filling, reckoned from the last fill's speed (twice its time per token: attention grows with
+    the depth), would take more than ``budget_s`` ends the measuring there."""
     import llama_cpp as lc
 
     lc.llama_backend_init()
@@ -243,16 +282,7 @@ def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: i
     model = lc.llama_model_load_from_file(model_path.encode(), mp)
     n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
     batch = lc.llama_batch_init(512, 0, 1)
-    contexts = {}
-    for kind, (kv, flash) in KINDS.items():
-        cp = lc.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch = max(depths) + n + 64, 512, 512
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.flash_attn_type = 1 if flash else 0
-        cp.type_k = cp.type_v = 8 if kv == "q8_0" else 1
-        ctx = lc.llama_init_from_model(model, cp)
-        if ctx:
-            contexts[kind] = ctx
+    contexts = _contexts(model, max(depths) + n + 64, threads)
     figures: dict[str, dict[str, float]] = {kind: {} for kind in contexts}
     filled = dict.fromkeys(contexts, 0)
 
@@ -263,12 +293,21 @@ def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: i
             batch.seq_id[i][0], batch.logits[i] = 0, logits
         lc.llama_decode(ctx, batch)
 
+    last_fill: tuple[int, float] | None = None  # (tokens, seconds) of the last fill, every kind together
     for depth in sorted(depths):
+        todo = depth - min(filled.values(), default=depth)
+        if last_fill is not None and todo > 0 and 2 * last_fill[1] / last_fill[0] * todo > budget_s:
+            print(f"fireside: calibration stops at {max(filled.values())} tokens: filling to {depth} would take "
+                  f"about {2 * last_fill[1] / last_fill[0] * todo:.0f} s", file=sys.stderr, flush=True)
+            break
+        started = time.perf_counter()
         for kind, ctx in contexts.items():
             while filled[kind] < depth:
                 count = min(512, depth - filled[kind])
                 decode(ctx, filled[kind], count, False)
                 filled[kind] += count
+        if todo > 0:
+            last_fill = (todo, time.perf_counter() - started)
         for _ in range(rounds):
             for kind, ctx in contexts.items():
                 started = time.perf_counter()
@@ -285,4 +324,5 @@ def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: i
 
 
 if __name__ == "__main__":
-    _measure(sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")], int(sys.argv[4]))
+    _measure(sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")], int(sys.argv[4]),
+             float(sys.argv[5]) if len(sys.argv) > 5 else FILL_BUDGET_S)

@@ -78,3 +78,20 @@ def test_the_lane_starts_where_the_fitted_times_cross():
     assert attention.lane({"q8_0+fa": {"0": 40.0, "1024": 20.0}, "f16+fa": {"0": 60.0, "1024": 30.0}}, 4096) == ("f16+fa", 0)
     assert attention.lane({"f16": {"0": 60.0, "1024": 30.0}}, 4096) is None  # the exact kind not measured
     assert attention.lane({"q8_0+fa": {"0": 45.0}, "f16": {"0": 60.0}}, 4096) is None  # one depth: no slope
+
+
+def test_of_two_kinds_ahead_the_lane_takes_the_one_faster_deep_in():
+    # a 2-core EPYC's calibration: f16 flash attention led at 1,024 tokens, plain f16 at 4,096
+    epyc = {"q8_0+fa": {"0": 133.6, "1024": 75.2, "4096": 39.6}, "f16+fa": {"0": 133.8, "1024": 81.0, "4096": 50.8},
+            "f16": {"0": 117.2, "1024": 71.0, "4096": 56.2}}
+    assert attention.lane(epyc, 8192) == ("f16", 1280)  # f16+fa overtakes the exact kind sooner (512)
+    assert attention.lane(epyc, 1024) == ("f16+fa", 512)  # plain f16 would only be ahead past this context
+    shallow = {k: {d: v for d, v in f.items() if d != "4096"} for k, f in epyc.items()}
+    assert attention.lane(shallow, 8192)[0] == "f16+fa"  # measured at 0 and 1,024 only, it looked the other way
+
+
+def test_the_calibration_leaves_out_a_depth_it_cannot_fill_within_its_budget(smollm2_path):
+    within = attention.calibrate(str(smollm2_path), 2, depths=(0, 64, 256), n=2)
+    assert set(within) == set(attention.KINDS) and all(set(f) == {"0", "64", "256"} for f in within.values()), within
+    cut = attention.calibrate(str(smollm2_path), 2, depths=(0, 64, 4096), n=2, budget_s=0.5)
+    assert set(cut) == set(attention.KINDS) and all(set(f) == {"0", "64"} for f in cut.values()), cut
