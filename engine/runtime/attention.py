@@ -7,11 +7,9 @@ on the CPU: on one 2-core Xeon plain f16 attention decoded 4,000 tokens in at 1.
 a 2-core EPYC f16 flash attention led from about 2,000 tokens, and on others the exact kind leads
 throughout. So a short calibration, run in a process of its own in the background after a model
 architecture's first load on a machine (``calibrate``), decodes a few tokens at a few depths with each
-kind, and later loads use the figures. The depths are 0 and 1,024 tokens, and ``DEEP`` (4,096) for a
-model small enough that its attention is much of a deep step (``DEEP_MAX_BYTES``), when filling its
-cache that deep stays within ``FILL_BUDGET_S`` of background work at the speed the 1,024 took: two
-depths that close together mislead, and on one 2-core EPYC f16 flash attention led at 1,024 tokens
-(81 tok/s against plain f16's 71) and plain f16 at 4,096 (56 against 51).
+kind, and later loads use the figures. Only the exact kind's cache is filled by evaluating a prompt;
+the others take its state converted to their layout (``_fill``): the starter's calibration takes 9 s of
+two cores where filling all three took 18.
 
 Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
 step (issue 41: ``runner/batch.py``), and a greedy or seeded reply must be the same however busy the
@@ -44,6 +42,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -57,12 +56,9 @@ KINDS = {"q8_0+fa": ("q8_0", True), "f16+fa": ("f16", True), "f16": ("f16", Fals
 EXACT = "q8_0+fa"  # the kind whose replies are the same alone, batched and drafted (the default)
 MARGIN = 1.15  # a kind that is not exact must decode this much faster than the exact one to be chosen
 LANE_MARGIN = 1.05  # ... and this much to take sampled replies (they were promised nothing; the fit is noisy)
-DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of ...
-DEEP = 4096  # ... and this too, for a model of at most DEEP_MAX_BYTES, within FILL_BUDGET_S
-DEEP_MAX_BYTES = 1 << 30  # (its three caches that deep are then a few hundred MB at most)
-FILL_BUDGET_S = 120.0  # a deeper depth is left out when filling every kind's cache to it would take longer
+DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of
 N_DECODE = 8  # tokens decoded (and timed) at each depth
-TIMEOUT_S = 600.0
+TIMEOUT_S = 300.0
 
 
 def key(hw: Hardware, architecture: str, shape: str, threads: int) -> str:
@@ -226,17 +222,11 @@ def applied(plan: FitPlan, info: ModelInfo, entry: dict) -> FitPlan:
     return sized
 
 
-def calibrate(model_path: str, threads: int, depths: tuple[int, ...] | None = None, n: int = N_DECODE,
-              budget_s: float = FILL_BUDGET_S) -> dict:
+def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n: int = N_DECODE) -> dict:
     """Measure every kind in a process of its own (llama.cpp may crash; this process must not), at
-    background priority. Returns {kind: {depth: decode tok/s}}; a kind llama.cpp refused is left out,
-    and so is a depth past the first filled one whose filling would take more than ``budget_s``.
-    ``depths``: ``DEPTHS``, and ``DEEP`` for a model file of at most ``DEEP_MAX_BYTES``."""
-    if depths is None:
-        small = os.path.getsize(model_path) <= DEEP_MAX_BYTES
-        depths = (*DEPTHS, DEEP) if small else DEPTHS
+    background priority. Returns {kind: {depth: decode tok/s}}; a kind llama.cpp refused is left out."""
     cmd = [sys.executable, "-m", "fireside.engine.runtime.attention", model_path, str(threads),
-           ",".join(map(str, depths)), str(n), str(budget_s)]
+           ",".join(map(str, depths)), str(n)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S,
                          preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
     figures = {}
@@ -267,13 +257,43 @@ def _contexts(model, size: int, threads: int) -> dict:
     return contexts
 
 
-def _measure(model_path: str, threads: int, depths: list[int], n: int, budget_s: float = FILL_BUDGET_S,
-             rounds: int = 3) -> None:
+def _fill(model, contexts: dict, filled: dict[str, int], depth: int, decode: Callable) -> None:
+    """Every kind's cache filled to ``depth`` cells: the exact kind's by decoding, each other's with that
+    state converted to its layout (``runner/lanes.py``; attention's cost depends on how many cells, not
+    what they hold), so one kind's prompt is evaluated rather than three; by decoding where that fails."""
+    import llama_cpp as lc
+
+    from ..runner.kvstate import restore, snapshot
+    from ..runner.lanes import convert
+
+    state = None
+    for kind in sorted(contexts, key=lambda k: k != EXACT):  # the exact kind first
+        ctx = contexts[kind]
+        if filled[kind] >= depth:
+            continue
+        if state is not None:
+            mem = lc.llama_get_memory(ctx)
+            lc.llama_memory_seq_rm(mem, 0, -1, -1)
+            moved = convert(state, lc.llama_model_n_layer(model), lc.llama_model_n_head_kv(model), not KINDS[kind][1])
+            if moved is not None and restore(ctx, 0, moved):
+                filled[kind] = depth
+                continue
+            lc.llama_memory_seq_rm(mem, 0, -1, -1)
+            filled[kind] = 0
+            print(f"fireside: the {EXACT} state did not convert to {kind}'s layout; filling it by decoding",
+                  file=sys.stderr, flush=True)
+        while filled[kind] < depth:
+            count = min(512, depth - filled[kind])
+            decode(ctx, filled[kind], count, False)
+            filled[kind] += count
+        if kind == EXACT:
+            state = snapshot(ctx, 0)
+
+
+def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: int = 3) -> None:
     """Runs in the calibration process: one model, a context per kind, one line per kind on stdout.
     The kinds take turns, ``rounds`` times at each depth, and each keeps its best round: on a shared
-    machine another process's burst then costs one round of one kind, not the kind's figure. A depth
-    whose filling, reckoned from the last fill's speed (twice its time per token: attention grows with
-    the depth), would take more than ``budget_s`` ends the measuring there."""
+    machine another process's burst then costs one round of one kind, not the kind's figure."""
     import llama_cpp as lc
 
     lc.llama_backend_init()
@@ -293,21 +313,8 @@ def _measure(model_path: str, threads: int, depths: list[int], n: int, budget_s:
             batch.seq_id[i][0], batch.logits[i] = 0, logits
         lc.llama_decode(ctx, batch)
 
-    last_fill: tuple[int, float] | None = None  # (tokens, seconds) of the last fill, every kind together
     for depth in sorted(depths):
-        todo = depth - min(filled.values(), default=depth)
-        if last_fill is not None and todo > 0 and 2 * last_fill[1] / last_fill[0] * todo > budget_s:
-            print(f"fireside: calibration stops at {max(filled.values())} tokens: filling to {depth} would take "
-                  f"about {2 * last_fill[1] / last_fill[0] * todo:.0f} s", file=sys.stderr, flush=True)
-            break
-        started = time.perf_counter()
-        for kind, ctx in contexts.items():
-            while filled[kind] < depth:
-                count = min(512, depth - filled[kind])
-                decode(ctx, filled[kind], count, False)
-                filled[kind] += count
-        if todo > 0:
-            last_fill = (todo, time.perf_counter() - started)
+        _fill(model, contexts, filled, depth, decode)
         for _ in range(rounds):
             for kind, ctx in contexts.items():
                 started = time.perf_counter()
@@ -324,5 +331,4 @@ def _measure(model_path: str, threads: int, depths: list[int], n: int, budget_s:
 
 
 if __name__ == "__main__":
-    _measure(sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")], int(sys.argv[4]),
-             float(sys.argv[5]) if len(sys.argv) > 5 else FILL_BUDGET_S)
+    _measure(sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")], int(sys.argv[4]))
