@@ -17,7 +17,7 @@ machine. So the figures choose per kind of request, not per load: greedy and see
 decode with the exact kind; sampled replies without a seed (random anyway; the app's chats) decode,
 from the depth where another kind is ``LANE_MARGIN`` faster (``lane``: each kind's time per token fitted
 as a line over depth, since attention's cost grows with the history and the rest does not; of two such
-kinds, the faster at the deepest measured depth, where a long chat is felt), in a
+kinds, the first ahead, unless the other is clearly faster at the deepest measured depth), in a
 second context of the model with that kind (``runner/lanes.py``; ``planner.with_lane`` counts its
 cache). Where that second cache does not fit, every reply keeps the exact kind. A load that cannot
 be exact anyway (heads a q8_0 block cannot hold) takes the faster of the other kinds for all its
@@ -90,8 +90,9 @@ def ms_per_token(figures: dict[str, float]) -> tuple[float, float] | None:
 def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] | None:
     """The kind requests that need not be exact decode with, and from which depth (tokens of history):
     of the kinds that are not exact and, by ``ms_per_token``, decode ``LANE_MARGIN`` faster than the exact
-    one from some depth within ``context`` (rounded up to 256 tokens), the one fitted fastest at the
-    deepest measured depth (or ``context``, if shallower). None when none is ahead.
+    one from some depth within ``context`` (rounded up to 256 tokens), the one that does so first, unless
+    another is fitted ``LANE_MARGIN`` faster at the deepest measured depth (or ``context``, if shallower).
+    None when none is ahead.
 
     A reply that is greedy or seeded must come out the same whatever else runs (issue 41), and only
     the exact kind gives that; a sampled reply without a seed is random anyway, so it may take the
@@ -112,7 +113,9 @@ def lane(figures: dict[str, dict[str, float]], context: int) -> tuple[str, int] 
             ahead.append((fit[0] + fit[1] * deep, depth, kind))
     if not ahead:
         return None
-    _, depth, kind = min(ahead)  # of two kinds ahead, the faster deep in (ties: the one that starts sooner)
+    first, fastest = min(ahead, key=lambda a: a[1]), min(ahead)
+    # the kind that overtakes first, unless another is LANE_MARGIN faster deep in (a closer call is noise)
+    _, depth, kind = fastest if fastest[0] * LANE_MARGIN <= first[0] else first
     return kind, depth
 
 

@@ -84,7 +84,7 @@ def test_the_lane_starts_where_the_fitted_times_cross():
     assert attention.lane({"q8_0+fa": {"0": 45.0}, "f16": {"0": 60.0}}, 4096) is None  # one depth: no slope
 
 
-def test_of_two_kinds_ahead_the_lane_takes_the_one_faster_deep_in():
+def test_of_two_kinds_ahead_the_lane_takes_the_one_clearly_faster_deep_in():
     # a 2-core EPYC's calibration: f16 flash attention led at 1,024 tokens, plain f16 at 4,096
     epyc = {"q8_0+fa": {"0": 133.6, "1024": 75.2, "4096": 39.6}, "f16+fa": {"0": 133.8, "1024": 81.0, "4096": 50.8},
             "f16": {"0": 117.2, "1024": 71.0, "4096": 56.2}}
@@ -92,6 +92,9 @@ def test_of_two_kinds_ahead_the_lane_takes_the_one_faster_deep_in():
     assert attention.lane(epyc, 1024) == ("f16+fa", 512)  # plain f16 would only be ahead past this context
     shallow = {k: {d: v for d, v in f.items() if d != "4096"} for k, f in epyc.items()}
     assert attention.lane(shallow, 8192)[0] == "f16+fa"  # measured at 0 and 1,024 only, it looked the other way
+    # another calibration here: plain f16 2% ahead at 1,024, which is noise; the first kind ahead keeps the lane
+    close = {"q8_0+fa": {"0": 97.0, "1024": 75.0}, "f16+fa": {"0": 100.0, "1024": 86.0}, "f16": {"0": 86.0, "1024": 88.0}}
+    assert attention.lane(close, 8192) == ("f16+fa", 256)
 
 
 
