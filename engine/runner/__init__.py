@@ -6,7 +6,8 @@ loaded model, and owns its llama.cpp context.
 stream of its own (``kvstreams.py``); ``gather.py`` lets requests sent together share their first step;
 ``sampler.py`` samples each sequence; ``decode.py`` turns tokens into text and a reply's usage; ``tokens.py``
 tokenizes prompts; ``kvstate.py`` restores and saves slots' KV states in the prompt cache; ``threads.py``
-times each step and chooses its thread counts, within the share of the cores the runtime gives the runner.
+times each step and chooses its thread counts, within the share of the cores the runtime gives the runner;
+``calibration.py`` is the attention calibration's process (``runtime/attention.py`` starts it by name).
 Nothing here is imported by the server's side: the runtime starts a runner with ``python -m
 fireside.engine.runner`` (``__main__.py``; a frozen install with ``--fireside-runner``,
 ``installers/entry.py``) and talks to it through the ground floor's ``protocol.py``. It imports nothing of the

@@ -8,8 +8,8 @@ a 2-core EPYC f16 flash attention led from about 2,000 tokens, and on others the
 throughout. So a short calibration, run in a process of its own in the background after a model
 architecture's first load on a machine (``calibrate``), decodes a few tokens at a few depths with each
 kind, and later loads use the figures. Only the exact kind's cache is filled by evaluating a prompt;
-the others take its state converted to their layout (``_fill``): the starter's calibration takes 9 s of
-two cores where filling all three took 18.
+the others take its state converted to their layout (``runner/calibration.py``, the process it runs
+in): the starter's calibration takes 9 s of two cores where filling all three took 18.
 
 Exactness: only q8_0 with flash attention computes a token's row the same way whatever shares its
 step (issue 41: ``runner/batch.py``), and a greedy or seeded reply must be the same however busy the
@@ -42,7 +42,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -228,8 +227,9 @@ def applied(plan: FitPlan, info: ModelInfo, entry: dict) -> FitPlan:
 def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n: int = N_DECODE) -> dict:
     """Measure every kind in a process of its own (llama.cpp may crash; this process must not), at
     background priority. Returns {kind: {depth: decode tok/s}}; a kind llama.cpp refused is left out."""
-    cmd = [sys.executable, "-m", "fireside.engine.runtime.attention", model_path, str(threads),
-           ",".join(map(str, depths)), str(n)]
+    kinds = {EXACT: KINDS[EXACT], **KINDS}  # the exact kind first: its cache is the one filled by decoding
+    cmd = [sys.executable, "-m", "fireside.engine.runner.calibration", model_path, str(threads),
+           ",".join(map(str, depths)), str(n), json.dumps(kinds)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S,
                          preexec_fn=(lambda: os.nice(10)) if hasattr(os, "nice") else None)
     figures = {}
@@ -241,97 +241,3 @@ def calibrate(model_path: str, threads: int, depths: tuple[int, ...] = DEPTHS, n
         raise RuntimeError(f"the attention calibration measured nothing (exit {out.returncode}): "
                            f"{out.stderr.strip()[-300:]}")
     return figures
-
-
-def _contexts(model, size: int, threads: int) -> dict:
-    """A llama.cpp context of ``size`` cells per kind (a kind llama.cpp refuses is left out)."""
-    import llama_cpp as lc
-
-    contexts = {}
-    for kind, (kv, flash) in KINDS.items():
-        cp = lc.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch = size, 512, 512
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.flash_attn_type = 1 if flash else 0
-        cp.type_k = cp.type_v = 8 if kv == "q8_0" else 1
-        ctx = lc.llama_init_from_model(model, cp)
-        if ctx:
-            contexts[kind] = ctx
-    return contexts
-
-
-def _fill(model, contexts: dict, filled: dict[str, int], depth: int, decode: Callable) -> None:
-    """Every kind's cache filled to ``depth`` cells: the exact kind's by decoding, each other's with that
-    state converted to its layout (``runner/lanes.py``; attention's cost depends on how many cells, not
-    what they hold), so one kind's prompt is evaluated rather than three; by decoding where that fails."""
-    import llama_cpp as lc
-
-    from ..runner.kvstate import restore, snapshot
-    from ..runner.lanes import convert
-
-    state = None
-    for kind in sorted(contexts, key=lambda k: k != EXACT):  # the exact kind first
-        ctx = contexts[kind]
-        if filled[kind] >= depth:
-            continue
-        if state is not None:
-            mem = lc.llama_get_memory(ctx)
-            lc.llama_memory_seq_rm(mem, 0, -1, -1)
-            moved = convert(state, lc.llama_model_n_layer(model), lc.llama_model_n_head_kv(model), not KINDS[kind][1])
-            if moved is not None and restore(ctx, 0, moved):
-                filled[kind] = depth
-                continue
-            lc.llama_memory_seq_rm(mem, 0, -1, -1)
-            filled[kind] = 0
-            print(f"fireside: the {EXACT} state did not convert to {kind}'s layout; filling it by decoding",
-                  file=sys.stderr, flush=True)
-        while filled[kind] < depth:
-            count = min(512, depth - filled[kind])
-            decode(ctx, filled[kind], count, False)
-            filled[kind] += count
-        if kind == EXACT:
-            state = snapshot(ctx, 0)
-
-
-def _measure(model_path: str, threads: int, depths: list[int], n: int, rounds: int = 3) -> None:
-    """Runs in the calibration process: one model, a context per kind, one line per kind on stdout.
-    The kinds take turns, ``rounds`` times at each depth, and each keeps its best round: on a shared
-    machine another process's burst then costs one round of one kind, not the kind's figure."""
-    import llama_cpp as lc
-
-    lc.llama_backend_init()
-    mp = lc.llama_model_default_params()
-    mp.n_gpu_layers, mp.use_extra_bufts = 0, False  # AMX kernels crash on batches (healing.py); the CPU's attention is measured
-    model = lc.llama_model_load_from_file(model_path.encode(), mp)
-    n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
-    batch = lc.llama_batch_init(512, 0, 1)
-    contexts = _contexts(model, max(depths) + n + 64, threads)
-    figures: dict[str, dict[str, float]] = {kind: {} for kind in contexts}
-    filled = dict.fromkeys(contexts, 0)
-
-    def decode(ctx, first: int, count: int, logits: bool) -> None:
-        batch.n_tokens = count
-        for i in range(count):  # arbitrary tokens: attention's cost depends on how many, not which
-            batch.token[i], batch.pos[i], batch.n_seq_id[i] = (first + i) * 7919 % n_vocab, first + i, 1
-            batch.seq_id[i][0], batch.logits[i] = 0, logits
-        lc.llama_decode(ctx, batch)
-
-    for depth in sorted(depths):
-        _fill(model, contexts, filled, depth, decode)
-        for _ in range(rounds):
-            for kind, ctx in contexts.items():
-                started = time.perf_counter()
-                for i in range(n):
-                    decode(ctx, depth + i, 1, True)
-                rate = n / (time.perf_counter() - started)
-                figures[kind][str(depth)] = round(max(rate, figures[kind].get(str(depth), 0.0)), 2)
-                lc.llama_memory_seq_rm(lc.llama_get_memory(ctx), 0, depth, -1)  # the timed tokens leave
-    for kind, ctx in contexts.items():
-        print(kind, json.dumps(figures[kind]), flush=True)
-        lc.llama_free(ctx)
-    lc.llama_batch_free(batch)
-    lc.llama_model_free(model)
-
-
-if __name__ == "__main__":
-    _measure(sys.argv[1], int(sys.argv[2]), [int(d) for d in sys.argv[3].split(",")], int(sys.argv[4]))

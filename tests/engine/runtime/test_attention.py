@@ -102,12 +102,14 @@ def test_of_two_kinds_ahead_the_lane_takes_the_one_clearly_faster_deep_in():
 FILL = """
 import json, sys
 import llama_cpp as lc
+from fireside.engine.runner import calibration
 from fireside.engine.runtime import attention
 lc.llama_backend_init()
 mp = lc.llama_model_default_params()
 mp.use_extra_bufts = False  # as the calibration loads it (AMX kernels crash on batches)
 model = lc.llama_model_load_from_file(sys.argv[1].encode(), mp)
-contexts = attention._contexts(model, 512, 2)
+kinds = {attention.EXACT: attention.KINDS[attention.EXACT], **attention.KINDS}  # as calibrate passes them
+contexts = calibration.contexts_for(model, kinds, 512, 2)
 n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
 batch = lc.llama_batch_init(512, 0, 1)
 decoded = []
@@ -119,7 +121,7 @@ def decode(ctx, first, count, logits):
         batch.seq_id[i][0], batch.logits[i] = 0, logits
     assert lc.llama_decode(ctx, batch) == 0
 filled = dict.fromkeys(contexts, 0)
-attention._fill(model, contexts, filled, 300, decode)
+calibration.fill(model, kinds, contexts, filled, 300, decode)
 held = {k: lc.llama_memory_seq_pos_max(lc.llama_get_memory(c), 0) + 1 for k, c in contexts.items()}
 print(json.dumps({"decoded": sorted(set(decoded)), "held": held, "filled": filled}))
 """
