@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .kvstate import restore, snapshot
 from .lanes import GGML_F16, GGML_Q8_0, convert
@@ -71,6 +72,23 @@ def fill(model, kinds: Kinds, contexts: dict, filled: dict[str, int], depth: int
             state = snapshot(ctx, 0)
 
 
+def decoder(model, batch) -> Callable[[Any, int, int, bool], int]:
+    """``decode(ctx, first, count, logits)``: ``count`` arbitrary tokens at positions from ``first`` (attention's
+    cost depends on how many, not which) through ``batch``; llama.cpp's status."""
+    import llama_cpp as lc
+
+    n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
+
+    def decode(ctx, first: int, count: int, logits: bool) -> int:
+        batch.n_tokens = count
+        for i in range(count):
+            batch.token[i], batch.pos[i], batch.n_seq_id[i] = (first + i) * 7919 % n_vocab, first + i, 1
+            batch.seq_id[i][0], batch.logits[i] = 0, logits
+        return lc.llama_decode(ctx, batch)
+
+    return decode
+
+
 def measure(model_path: str, threads: int, depths: list[int], n: int, kinds: Kinds, rounds: int = 3) -> None:
     """One model, a context per kind, one line per kind on stdout. The kinds take turns, ``rounds`` times
     at each depth, and each keeps its best round: on a shared machine another process's burst then costs
@@ -81,18 +99,11 @@ def measure(model_path: str, threads: int, depths: list[int], n: int, kinds: Kin
     mp = lc.llama_model_default_params()
     mp.n_gpu_layers, mp.use_extra_bufts = 0, False  # AMX kernels crash on batches (healing.py); the CPU's attention is measured
     model = lc.llama_model_load_from_file(model_path.encode(), mp)
-    n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
     batch = lc.llama_batch_init(512, 0, 1)
+    decode = decoder(model, batch)
     contexts = contexts_for(model, kinds, max(depths) + n + 64, threads)
     figures: dict[str, dict[str, float]] = {kind: {} for kind in contexts}
     filled = dict.fromkeys(contexts, 0)
-
-    def decode(ctx, first: int, count: int, logits: bool) -> None:
-        batch.n_tokens = count
-        for i in range(count):  # arbitrary tokens: attention's cost depends on how many, not which
-            batch.token[i], batch.pos[i], batch.n_seq_id[i] = (first + i) * 7919 % n_vocab, first + i, 1
-            batch.seq_id[i][0], batch.logits[i] = 0, logits
-        lc.llama_decode(ctx, batch)
 
     for depth in sorted(depths):
         fill(model, kinds, contexts, filled, depth, decode)

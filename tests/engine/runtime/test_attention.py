@@ -110,16 +110,11 @@ mp.use_extra_bufts = False  # as the calibration loads it (AMX kernels crash on 
 model = lc.llama_model_load_from_file(sys.argv[1].encode(), mp)
 kinds = {attention.EXACT: attention.KINDS[attention.EXACT], **attention.KINDS}  # as calibrate passes them
 contexts = calibration.contexts_for(model, kinds, 512, 2)
-n_vocab = lc.llama_vocab_n_tokens(lc.llama_model_get_vocab(model))
-batch = lc.llama_batch_init(512, 0, 1)
+real = calibration.decoder(model, lc.llama_batch_init(512, 0, 1))
 decoded = []
 def decode(ctx, first, count, logits):
     decoded.append(next(k for k, c in contexts.items() if c is ctx))
-    batch.n_tokens = count
-    for i in range(count):
-        batch.token[i], batch.pos[i], batch.n_seq_id[i] = (first + i) * 7919 % n_vocab, first + i, 1
-        batch.seq_id[i][0], batch.logits[i] = 0, logits
-    assert lc.llama_decode(ctx, batch) == 0
+    assert real(ctx, first, count, logits) == 0
 filled = dict.fromkeys(contexts, 0)
 calibration.fill(model, kinds, contexts, filled, 300, decode)
 held = {k: lc.llama_memory_seq_pos_max(lc.llama_get_memory(c), 0) + 1 for k, c in contexts.items()}
