@@ -5,7 +5,8 @@ of lists or a huge ``strftime`` format inside one C call that holds the GIL, a 5
 whose parse and compile held it for seconds, list-making filters past the value budgets, nesting that
 raised a RecursionError (a 500). Each is written into a copy of the real SmolLM2 GGUF, served by a real
 server, and asked for by the official OpenAI client while another client calls ``/api/version`` every
-20 ms: that client is answered within 0.5 s throughout, the server process grows by under 100 MB, and
+20 ms: that client is answered within 0.5 s throughout (on the first ask, or the second where a busy machine
+held it up once: a frozen server freezes on every ask), the server process grows by under 100 MB, and
 the chat gets a clear 400 naming the template. A conversation too long for any context is a 400
 ``context_length_exceeded``, not a 500 (SDKs retry those).
 """
@@ -111,12 +112,17 @@ def test_a_hostile_template_stalls_no_other_client_and_gets_a_clear_400(served, 
         runtime.load(model)
     try:
         base = psutil.Process().memory_info().rss
-        with Probe(url) as probe:
-            started = time.perf_counter()
-            with pytest.raises(openai.APIStatusError) as refused:
-                oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=1)
-            took = time.perf_counter() - started
-        assert probe.worst < MAX_STALL_S, f"another client waited {probe.worst:.2f} s (the chat took {took:.1f} s)"
+        waits = []
+        for _ in range(2):  # a freeze comes back on every ask; a busy CI machine's one hiccup does not
+            with Probe(url) as probe:
+                started = time.perf_counter()
+                with pytest.raises(openai.APIStatusError) as refused:
+                    oai.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=1)
+                took = time.perf_counter() - started
+            waits.append(f"{probe.worst:.2f} s (the chat took {took:.1f} s)")
+            if probe.worst < MAX_STALL_S:
+                break
+        assert probe.worst < MAX_STALL_S, f"another client waited {' and then '.join(waits)}"
         assert probe.peak - base < MAX_GROWTH, f"the server grew by {(probe.peak - base) / 2**20:.0f} MiB"
         assert refused.value.status_code == 400, refused.value
         error = refused.value.body
