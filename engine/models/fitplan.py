@@ -54,6 +54,7 @@ class LoadOptions:
     threads: int | None = None
     use_mmap: bool = True
     use_mlock: bool = False
+    huge_pages: bool | None = None  # weights read into huge pages, not mapped (None: where planner.huge_pages says)
     n_batch: int = 512
     parallel: int | None = None  # slots: requests decoded together (None: DEFAULT_PARALLEL)
     mmproj: str | None = None  # the vision projector's path (None: the one the library pairs with the model, if any)
@@ -144,6 +145,7 @@ class FitPlan:
     lane: str = ""  # the long-chat lane's attention kind (runner/lanes.py, planner.with_lane); "" for none
     lane_from: int = 0  # and the depth (tokens of history) from which sampled replies decode in it
     lane_flash_attn: bool = False  # and whether its f16 cache is attended with flash attention
+    huge_pages: bool = False  # the weights are read into memory in huge pages (use_mmap off; planner.huge_pages)
 
     @property
     def fits(self) -> bool:

@@ -67,6 +67,8 @@ class Hardware:
     llama_cpp_version: str = ""
     notes: list[str] = field(default_factory=list)
     built_for: str = ""  # the installer's llama.cpp backend ("cpu", "cuda", ...); "" for a pip install
+    huge_pages: str = ""  # Linux's transparent huge pages where glibc's malloc can ask for them: "always",
+    #                       "madvise" or "never" (/sys/kernel/mm/transparent_hugepage/enabled); "" elsewhere
 
     @property
     def gpus(self) -> list[Device]:
@@ -177,7 +179,23 @@ def _detect() -> Hardware:
         llama_cpp_version=getattr(llama_cpp, "__version__", ""),
         notes=notes,
         built_for=str(build_info().get("backend", "")),
+        huge_pages=huge_pages_mode(),
     )
+
+
+def huge_pages_mode() -> str:
+    """The kernel's transparent huge pages mode (the bracketed word of its setting) on Linux with glibc,
+    whose ``glibc.malloc.hugetlb`` tunable asks for them (``runtime/client.py``); "" anywhere else."""
+    import platform
+
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        return ""
+    try:
+        setting = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+    except OSError:
+        return ""
+    chosen = [w[1:-1] for w in setting.split() if w.startswith("[") and w.endswith("]")]
+    return chosen[0] if chosen else ""
 
 
 def engine_build(hw: Hardware) -> str:

@@ -32,6 +32,7 @@ MiB = 1024 * 1024
 GPU_RESERVE_MIN = 256 * MiB  # driver context, fragmentation, other apps' growth
 GPU_RESERVE_FRACTION = 0.05
 RAM_OVERHEAD = 256 * MiB  # the runner process itself: Python, llama.cpp, tokenizer tables
+HUGE_PAGES_RAM_SHARE = 0.5  # a load reads its weights into huge pages only within this share of free memory
 
 
 def _compute_bytes(info: ModelInfo, ctx: int, ubatch: int, flash: bool, with_output: bool) -> int:
@@ -284,9 +285,32 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
         devices=None if devices is None else [g.name for g, u in zip(gpus, uses) if u.layers or o.device],
     )
     keep_exact(plan, info)
+    huge_pages(plan, hw, o)
     if _search_context and not refusal:
         plan.max_context = _largest_context(info, hw, o, plan)
     return plan
+
+
+def huge_pages(plan: FitPlan, hw: Hardware, o: LoadOptions) -> None:
+    """Read the weights into memory in huge pages, rather than map them from the file, where that is safe:
+    a machine whose only device is the CPU (a GPU build keeps host weights in the GPU's own pinned
+    buffers unmapped), Linux's transparent huge pages there for glibc's malloc (``Hardware.huge_pages``),
+    and the whole load within ``HUGE_PAGES_RAM_SHARE`` of the available memory (unmapped weights cannot
+    be paged back to their file, and the file's pages stay cached beside them for a while). A decode
+    step reads every weight, and mapped from the file they sit in 4 KiB pages: on a 2-core AMD EPYC the
+    starter decoded 1.06-1.08x faster from huge pages in llama.cpp alone (interleaved, depth 0 and 4,096)
+    and 1.14x through ``fireside serve`` (``bench/hugepages.py``). The runner asks for them with
+    ``glibc.malloc.hugetlb=1`` (``runtime/client.py``), which covers its KV cache too. ``o.huge_pages``
+    False keeps the mapping; True still needs the machine's huge pages and a CPU-only load."""
+    if o.huge_pages is False or hw.huge_pages not in ("always", "madvise") or plan.n_gpu_layers or not plan.fits:
+        return
+    if any(d.kind != "cpu" for d in hw.devices):
+        return
+    if o.huge_pages is None and plan.ram.total_bytes > HUGE_PAGES_RAM_SHARE * hw.ram_available_bytes:
+        return
+    plan.use_mmap, plan.huge_pages = False, True
+    plan.notes.append("weights read into memory in huge pages, not mapped from the file (faster decoding on the "
+                      "CPU; --no-huge-pages maps them)")
 
 
 def with_projector(plan: FitPlan, weights_bytes: int, compute_bytes: int) -> FitPlan:

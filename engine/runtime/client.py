@@ -52,19 +52,26 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+# glibc's malloc asks for transparent huge pages (madvise) for what it maps, such as llama.cpp's buffers
+HUGE_PAGES_TUNABLE = "glibc.malloc.hugetlb=1"
+
+
 class RunnerClient:
     """One runner process. Thread-safe: any thread may submit; replies come back on per-request queues."""
 
-    def __init__(self, label: str, log_dir: Path, max_queue: int = 16, command: list[str] | None = None):
+    def __init__(self, label: str, log_dir: Path, max_queue: int = 16, command: list[str] | None = None,
+                 huge_pages: bool = False):
         self.label, self.max_queue = label, max_queue
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = log_dir / f"runner-{time.strftime('%Y%m%d-%H%M%S')}-{next(_ids)}.log"
         self._log_file = self.log_path.open("wb")
         # GGML_NO_BACKTRACE: ggml's abort would otherwise attach gdb for a backtrace first (seconds on a busy
         # machine, before the crash is seen), and the log's last words would be gdb's, not llama.cpp's reason
+        env = {**os.environ, "GGML_NO_BACKTRACE": os.environ.get("GGML_NO_BACKTRACE", "1")}
+        if huge_pages:  # the plan's unmapped weights (and the KV cache) in huge pages: planner.huge_pages
+            env["GLIBC_TUNABLES"] = ":".join(t for t in (env.get("GLIBC_TUNABLES"), HUGE_PAGES_TUNABLE) if t)
         self.proc = subprocess.Popen(command or runner_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._log_file, bufsize=0,
-                                     env={**os.environ, "GGML_NO_BACKTRACE": os.environ.get("GGML_NO_BACKTRACE", "1")})
+                                     stderr=self._log_file, bufsize=0, env=env)
         self.pipe = FramedPipe(self.proc.stdout, self.proc.stdin)
         self._pending: dict[str, queue.SimpleQueue] = {}
         self._lock = threading.Lock()

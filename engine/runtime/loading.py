@@ -322,7 +322,7 @@ class Loader:
     def _spawn(self, spawn: _Spawn, plan: FitPlan, rungs: tuple[str, ...] = ()) -> tuple[RunnerClient, dict]:
         model_id, path, embedding = spawn.model_id, spawn.path, spawn.embedding
         on_progress, cancel, rt = spawn.on_progress, spawn.cancel, self.runtime
-        client = RunnerClient(model_id, rt.settings.cache_dir / "logs", rt.max_queue, rt.runner_command)
+        client = RunnerClient(model_id, rt.settings.cache_dir / "logs", rt.max_queue, rt.runner_command, plan.huge_pages)
         client.lent_by = [name.removeprefix("rpc:") for name in plan.rpc]
         kwargs = healing.load_kwargs(plan, rungs)
         if embedding:

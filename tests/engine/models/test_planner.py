@@ -339,3 +339,24 @@ def test_a_lending_device_is_never_chosen_unless_a_load_names_it(q8b):
     hw = _lent(machine(ram=4), ("desk", 64))
     plan = plan_fit(q8b, hw, LoadOptions(context=8192, parallel=1))
     assert plan.n_gpu_layers == 0 and plan.gpus == [] and hw.named("desk") is None
+
+
+def test_a_cpu_only_load_reads_its_weights_into_huge_pages_only_where_that_is_safe(q8b):
+    """Weights read into huge pages (not mapped from the file) on a CPU-only machine whose kernel has transparent
+    huge pages, with the load in half the free memory; anywhere else, or asked not to, the file is mapped."""
+    def plan(hw, **options):
+        return plan_fit(q8b, hw, LoadOptions(context=8192, parallel=1, **options))
+
+    thp = replace(machine(), huge_pages="madvise")
+    chosen = plan(thp)
+    assert (chosen.huge_pages, chosen.use_mmap, chosen.llama_kwargs()["use_mmap"]) == (True, False, False)
+    assert any("huge pages" in n for n in chosen.notes)
+    assert plan(replace(thp, huge_pages="always")).huge_pages
+    mapped = [plan(machine()),  # no transparent huge pages (or not Linux with glibc)
+              plan(replace(thp, huge_pages="never")),
+              plan(thp, huge_pages=False),  # --no-huge-pages
+              plan(replace(machine((8, 7.6)), huge_pages="madvise")),  # a GPU machine: its own host buffers
+              plan(replace(machine(ram=10), huge_pages="madvise"))]  # a 5.6 GiB load in 10 GiB free: over half
+    assert [(p.huge_pages, p.use_mmap) for p in mapped] == [(False, True)] * len(mapped)
+    assert mapped[-1].fits  # it fits mapped, as before
+    assert plan(replace(machine(ram=10), huge_pages="madvise"), huge_pages=True).huge_pages  # asked for: fitting will do

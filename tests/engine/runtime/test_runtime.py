@@ -162,3 +162,33 @@ def test_runner_killed_mid_generation_is_a_clear_error_and_the_next_request_succ
     text, done, _ = collect(runtime.chat("starter", ask("Say hello.", max_tokens=8)))
     assert done.finish_reason in ("stop", "length") and text
     assert runtime.loaded()[0].pid != pid
+
+
+def _huge_bytes(pid: int) -> int:
+    """The runner's anonymous memory in transparent huge pages."""
+    with open(f"/proc/{pid}/smaps_rollup") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("AnonHugePages:"))
+
+
+def test_a_cpu_load_reads_its_weights_into_huge_pages_and_replies_as_a_mapped_load_does(runtime, tmp_path):
+    """On Linux with transparent huge pages a CPU-only load reads the weights into memory in huge pages
+    (planner.huge_pages): they are llama.cpp's own buffer, not the mapped file, and the runner holds them in
+    huge pages; a load told not to (--no-huge-pages) maps the file, and both give the same greedy reply."""
+    from fireside.engine.models.fitplan import LoadOptions
+    from fireside.engine.models.hardware import detect
+
+    if detect().huge_pages not in ("always", "madvise") or detect().gpus:
+        pytest.skip("no transparent huge pages for glibc's malloc here, or a GPU machine: every load maps its file")
+    held = runtime.loaded()[0]
+    assert any("huge pages" in n for n in held.notes), held.notes
+    weights = held.reported_buffers.get("CPU model", 0) * 2**20
+    assert weights > 50 * 2**20 and "CPU_Mapped model" not in held.reported_buffers, held.reported_buffers
+    other = Runtime(Settings.from_env({"FIRESIDE_HOME": str(tmp_path)}), idle_ttl_s=0)
+    try:
+        mapped = other.load("starter", LoadOptions(context=2048, huge_pages=False))
+        assert mapped.reported_buffers.get("CPU_Mapped model", 0) * 2**20 > 50 * 2**20, mapped.reported_buffers
+        assert _huge_bytes(held.pid) - _huge_bytes(mapped.pid) >= weights / 2  # "always" puts the KV cache in them too
+        request = ask("Name three rivers and one fact about each.", max_tokens=40, temperature=0)
+        assert collect(runtime.chat("starter", request))[0] == collect(other.chat("starter", request))[0]
+    finally:
+        other.close()
