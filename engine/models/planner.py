@@ -298,8 +298,8 @@ def huge_pages(plan: FitPlan, hw: Hardware, o: LoadOptions) -> None:
     and the whole load within ``HUGE_PAGES_RAM_SHARE`` of the available memory (unmapped weights cannot
     be paged back to their file, and the file's pages stay cached beside them for a while). A decode
     step reads every weight, and mapped from the file they sit in 4 KiB pages: on a 2-core AMD EPYC the
-    starter decoded 1.06-1.08x faster from huge pages in llama.cpp alone (interleaved, depth 0 and 4,096)
-    and 1.14x through ``fireside serve`` (``bench/hugepages.py``). The runner asks for them with
+    starter decoded 1.07x (greedy) and 1.05x (sampled) faster from huge pages at depth 0, and 1.11x and
+    1.01x at 4,096 (``bench/hugepages.py``: ``fireside serve`` with and without). The runner asks for them with
     ``glibc.malloc.hugetlb=1`` (``runtime/client.py``), which covers its KV cache too. ``o.huge_pages``
     False keeps the mapping; True still needs the machine's huge pages and a CPU-only load."""
     if o.huge_pages is False or hw.huge_pages not in ("always", "madvise") or plan.n_gpu_layers or not plan.fits:
