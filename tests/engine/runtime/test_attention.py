@@ -97,8 +97,6 @@ def test_of_two_kinds_ahead_the_lane_takes_the_one_clearly_faster_deep_in():
     assert attention.lane(close, 8192) == ("f16+fa", 256)
 
 
-
-
 FILL = """
 import json, sys
 import llama_cpp as lc
