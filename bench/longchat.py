@@ -21,8 +21,10 @@ load would have run in the background (``runtime/attention.py``) and prints its 
 
 About 4-6 minutes a round and kind of request on 2 cores. The machine may be shared: the turns
 alternate so a busy spell falls on each server alike, and more ``--rounds`` take medians. A line per
-kind reads ``longchat greedy: vs default 0k X.XXx 2k X.XXx 4k X.XXx 8k X.XXx; vs best 0k ... 8k X.XXx``,
-and the last line, the sampled kind's (a chat's), ``longchat: vs default ...; vs best ...``.
+kind reads ``longchat greedy: vs default 0k X.XXx 2k X.XXx 4k X.XXx 8k X.XXx; vs best 0k ... 8k X.XXx``
+(ratios of the medians), and the last line, the sampled kind's (a chat's), ``longchat: vs default ...; vs best
+...``. A ``paired`` line per kind gives the median of each round's own ratio and
+their range (``paired``): the figure least moved by a busy spell.
 
     python bench/longchat.py --llama-server /path/to/llama-server [--rounds 1] [--depths 0,2048,4096,8192]
                              [--sampling greedy,sampled]
@@ -166,7 +168,22 @@ def report(speeds: dict, names: list[str], depths: list[int], kind: str) -> str:
     vs_default = " ".join(f"{d // 1024}k {med[('fireside', d)] / med[('llama-server default', d)]:.2f}x" for d in depths)
     vs_best = " ".join(f"{d // 1024}k {med[('fireside', d)] / max(med[('llama-server -fa on', d)], med[('llama-server -fa off', d)]):.2f}x"
                        for d in depths)
+    print(f"longchat {kind} paired: {paired(speeds, depths)}")
     return f"vs default {vs_default}; vs best {vs_best}"
+
+
+def paired(speeds: dict, depths: list[int]) -> str:
+    """The median of each round's own ratio: Fireside against the turn llama-server took beside it (the
+    same depth, the same round, minutes apart), so a busy spell that slowed a round slows both sides of its
+    ratio. "best" is the flag whose median is the higher at that depth, paired with its own rounds (the
+    larger of two noisy figures each round would favour llama-server by the noise alone)."""
+    parts = {"default": [], "best": []}
+    for d in depths:
+        best = max(("llama-server -fa on", "llama-server -fa off"), key=lambda n: statistics.median(speeds[(n, d)]))
+        for label, name in (("default", "llama-server default"), ("best", best)):
+            ratios = [f / o for f, o in zip(speeds[("fireside", d)], speeds[(name, d)], strict=True)]
+            parts[label].append(f"{d // 1024}k {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+    return f"vs default {' '.join(parts['default'])}; vs best {' '.join(parts['best'])} (median of the rounds' ratios, their range)"
 
 
 if __name__ == "__main__":
