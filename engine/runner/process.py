@@ -570,7 +570,8 @@ def main() -> None:
     proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log, not the pipe
     sys.stdout = sys.stderr
-    pipe = FramedPipe(os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0), proto_out, background=True)
+    pipe = FramedPipe(os.fdopen(os.dup(sys.stdin.fileno()), "rb", buffering=0), proto_out, background=True,
+                      writer_start=yield_cpu)  # a frame can wait a moment; a decode thread's core cannot
     runner = Runner(pipe)
     pipe.send({"id": "", "type": "hello", "pid": os.getpid()})
     worker = threading.Thread(target=runner.work_loop, name="fireside-runner-worker", daemon=True)

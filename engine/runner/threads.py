@@ -344,8 +344,8 @@ def _steps(counts: list[int], room: int):
 
 def yield_cpu() -> None:
     """Lower the calling thread's CPU priority (Linux, where a thread has its own nice value): for the
-    runner's helper threads (the tokenizer, the prompt cache's writer), whose work can wait while the
-    decode threads and the server, in another process, take the cores."""
+    runner's helper threads (the tokenizer, the prompt cache's writer, the pipe's writer), whose work can
+    wait while the decode threads and the server, in another process, take the cores."""
     if sys.platform.startswith("linux"):
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)

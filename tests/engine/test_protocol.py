@@ -49,3 +49,28 @@ def test_close_writes_what_is_queued_and_a_gone_reader_is_said_on_a_later_send()
         for _ in range(100):  # the first write finds the reader gone; the sends after it say so
             gone.send({"id": "r2", "type": "text"})
             threading.Event().wait(0.01)
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="thread priorities are POSIX")
+def test_the_runner_pipes_writer_thread_runs_below_the_decode_threads_and_still_writes_every_frame():
+    from fireside.engine.runner.threads import yield_cpu
+
+    reader, writer = _pipes()
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    started: list[tuple[int, int]] = []  # (native thread id, its nice value) of the thread the hook ran on
+
+    def lowered() -> None:
+        yield_cpu()  # what the runner passes (runner/process.py)
+        started.append((threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+
+    sending = FramedPipe(None, writer, background=True, writer_start=lowered)
+    receiving = FramedPipe(reader, None)
+    for i in range(50):
+        sending.send({"id": "r1", "type": "text", "n": i})
+    assert [receiving.recv()["n"] for _ in range(50)] == list(range(50))
+    (tid, nice), = started
+    assert tid != threading.get_native_id(), "the hook ran on the sender's thread, not the writer's"
+    if os.uname().sysname == "Linux":  # a thread has a nice value of its own there
+        assert nice >= 10, f"the pipe's writer runs at nice {nice}: every token's write takes a decode thread's core"
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own  # the sender keeps its priority
+    sending.close()
