@@ -109,7 +109,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
           f"GPU offload: {'yes' if hw.gpu_offload else 'no'}   engine: {hardware.engine_build(hw)}")
     print(f"CPU: {hw.cpu_cores} cores, {hw.cpu_threads} threads   RAM: "
           f"{human_bytes(hw.ram_available_bytes)} free of {human_bytes(hw.ram_total_bytes)}   huge pages: "
-          f"{hw.huge_pages or 'none'}{' (CPU-only loads read their weights into them)' if hw.huge_pages in ('always', 'madvise') else ''}")
+          f"{hw.huge_pages or 'none'}{' (CPU-only loads read their weights into them)' if hw.huge_page_weights else ''}")
     rows = [[str(d.index), d.name, d.kind, d.backend, human_bytes(d.free_bytes), human_bytes(d.total_bytes),
              d.description] for d in hw.devices]
     print(table(rows, ["#", "device", "type", "backend", "free", "total", "description"]))

@@ -75,6 +75,12 @@ class Hardware:
         return [d for d in self.devices if d.is_gpu]
 
     @property
+    def huge_page_weights(self) -> bool:
+        """Whether CPU loads here may read their weights into huge pages (``planner.huge_pages``): the
+        kernel's transparent huge pages on for glibc's malloc, and the CPU the machine's only device."""
+        return self.huge_pages in ("always", "madvise") and all(d.kind == "cpu" for d in self.devices)
+
+    @property
     def remote(self) -> list[Device]:
         """Paired devices' lent memory, present only in a load's hardware that names them (``rpc/``)."""
         return [d for d in self.devices if d.kind == "remote"]

@@ -294,7 +294,7 @@ def plan_fit(info: ModelInfo, hw: Hardware, options: LoadOptions | None = None, 
 def huge_pages(plan: FitPlan, hw: Hardware, o: LoadOptions) -> None:
     """Read the weights into memory in huge pages, rather than map them from the file, where that is safe:
     a machine whose only device is the CPU (a GPU build keeps host weights in the GPU's own pinned
-    buffers unmapped), Linux's transparent huge pages there for glibc's malloc (``Hardware.huge_pages``),
+    buffers unmapped), Linux's transparent huge pages there for glibc's malloc (``Hardware.huge_page_weights``),
     and the whole load within ``HUGE_PAGES_RAM_SHARE`` of the available memory (unmapped weights cannot
     be paged back to their file, and the file's pages stay cached beside them for a while). A decode
     step reads every weight, and mapped from the file they sit in 4 KiB pages: on a 2-core AMD EPYC the
@@ -302,9 +302,7 @@ def huge_pages(plan: FitPlan, hw: Hardware, o: LoadOptions) -> None:
     1.01x at 4,096 (``bench/hugepages.py``: ``fireside serve`` with and without). The runner asks for them with
     ``glibc.malloc.hugetlb=1`` (``runtime/client.py``), which covers its KV cache too. ``o.huge_pages``
     False keeps the mapping; True still needs the machine's huge pages and a CPU-only load."""
-    if o.huge_pages is False or hw.huge_pages not in ("always", "madvise") or plan.n_gpu_layers or not plan.fits:
-        return
-    if any(d.kind != "cpu" for d in hw.devices):
+    if o.huge_pages is False or not hw.huge_page_weights or plan.n_gpu_layers or not plan.fits:
         return
     if o.huge_pages is None and plan.ram.total_bytes > HUGE_PAGES_RAM_SHARE * hw.ram_available_bytes:
         return
