@@ -15,6 +15,7 @@ hold. The starter's calibration took 18 s of two cores filling all three caches,
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -89,10 +90,33 @@ def decoder(model, batch) -> Callable[[Any, int, int, bool], int]:
     return decode
 
 
-def measure(model_path: str, threads: int, depths: list[int], n: int, kinds: Kinds, rounds: int = 3) -> None:
-    """One model, a context per kind, one line per kind on stdout. The kinds take turns, ``rounds`` times
-    at each depth, and each keeps its best round: on a shared machine another process's burst then costs
-    one round of one kind, not the kind's figure."""
+ROUNDS = 5  # turns each kind takes at each depth
+
+
+def summarize(rates: dict[str, dict[int, list[float]]]) -> dict[str, dict[str, float]]:
+    """Each kind's figure at each depth from its rounds' decode rates (the kinds took turns within each
+    round; the first kind is the exact one): the first kind's fastest round (another process only ever
+    slows a round down), times the median of each kind's ratio to the first kind in the same round. A busy
+    spell on a shared machine slows every kind of the rounds it spans alike and moves no ratio; one that
+    falls on a single kind's turns moves those rounds' ratios, which the median leaves out. (Keeping each
+    kind's best round, as this did before, let one kind's unlucky rounds decide: a calibration read the
+    exact kind at 97 tok/s beside 135 for f16 flash attention, their usual 120 and 121, and its long-chat
+    lane took the slowest kind from depth 0.)"""
+    first = next(iter(rates))
+    figures: dict[str, dict[str, float]] = {kind: {} for kind in rates}
+    for depth, base_rounds in rates[first].items():
+        base = max(base_rounds)
+        for kind, by_depth in rates.items():
+            ratios = [r / b for r, b in zip(by_depth.get(depth, []), base_rounds, strict=False) if b > 0]
+            if ratios:
+                figures[kind][str(depth)] = round(base * statistics.median(ratios), 2)
+    return figures
+
+
+def measure(model_path: str, threads: int, depths: list[int], n: int, kinds: Kinds, rounds: int = ROUNDS) -> None:
+    """One model, a context per kind, one line per kind on stdout. Each context decodes a token first (its
+    first step sets up what later ones reuse, and the first of all reads the weights in), then the kinds take
+    turns, ``rounds`` times at each depth, and ``summarize`` makes figures of the rounds."""
     import llama_cpp as lc
 
     lc.llama_backend_init()
@@ -102,7 +126,10 @@ def measure(model_path: str, threads: int, depths: list[int], n: int, kinds: Kin
     batch = lc.llama_batch_init(512, 0, 1)
     decode = decoder(model, batch)
     contexts = contexts_for(model, kinds, max(depths) + n + 64, threads)
-    figures: dict[str, dict[str, float]] = {kind: {} for kind in contexts}
+    for ctx in contexts.values():  # warm-up, not timed
+        decode(ctx, 0, 1, True)
+        lc.llama_memory_seq_rm(lc.llama_get_memory(ctx), 0, -1, -1)
+    rates: dict[str, dict[int, list[float]]] = {kind: {} for kind in contexts}
     filled = dict.fromkeys(contexts, 0)
 
     for depth in sorted(depths):
@@ -112,9 +139,9 @@ def measure(model_path: str, threads: int, depths: list[int], n: int, kinds: Kin
                 started = time.perf_counter()
                 for i in range(n):
                     decode(ctx, depth + i, 1, True)
-                rate = n / (time.perf_counter() - started)
-                figures[kind][str(depth)] = round(max(rate, figures[kind].get(str(depth), 0.0)), 2)
+                rates[kind].setdefault(depth, []).append(n / (time.perf_counter() - started))
                 lc.llama_memory_seq_rm(lc.llama_get_memory(ctx), 0, depth, -1)  # the timed tokens leave
+    figures = summarize(rates)
     for kind, ctx in contexts.items():
         print(kind, json.dumps(figures[kind]), flush=True)
         lc.llama_free(ctx)

@@ -25,7 +25,10 @@ replies (``choose``: the fastest at the deepest measured depth, by ``MARGIN``).
 
 Remembered per machine like the healing rungs (``healing.py``): ``attention.json`` in the data
 folder, keyed by the llama.cpp build, the CPU and its flags, the GPU devices, the thread count and the
-model's architecture and shape. ``fireside hw`` and ``fireside info`` show the figures and the choice.
+model's architecture and shape, with the ``METHOD`` that measured them (a load measures again after
+the method changes). ``fireside hw`` and ``fireside info`` show the figures and the choice. The kinds
+take turns, five rounds at each depth, and a kind's figure is its median ratio to the exact kind in the
+same round (``runner/calibration.summarize``): a busy spell that slows one kind's turns decides nothing.
 
 Threading: ``Choices`` may be used from any thread (one lock, whole-file rewrites); ``calibrate``
 blocks for the measurement (run it on a thread of its own).
@@ -58,6 +61,7 @@ LANE_MARGIN = 1.05  # ... and this much to take sampled replies (they were promi
 DEPTHS = (0, 1024)  # tokens of history the decode is measured on top of
 N_DECODE = 8  # tokens decoded (and timed) at each depth
 TIMEOUT_S = 300.0
+METHOD = 2  # how the figures were measured: entries of an older method are measured again (``Choices.get``)
 
 
 def key(hw: Hardware, architecture: str, shape: str, threads: int) -> str:
@@ -140,10 +144,12 @@ class Choices:
         return read_json_object(self.path, log)
 
     def get(self, k: str) -> dict | None:
-        """The remembered entry (``kind``, ``figures``, ``model``, ``since``), or None: not measured yet."""
+        """The remembered entry (``kind``, ``figures``, ``model``, ``since``), or None: not measured yet, or
+        measured by an older ``METHOD`` (method 1 kept each kind's best round, and one kind's unlucky rounds
+        could choose a user's lane for good: ``runner/calibration.summarize``), so the next load measures again."""
         with self._lock:
             entry = self._read().get(k)
-        return entry if isinstance(entry, dict) and entry.get("kind") in KINDS else None
+        return entry if _current(entry) else None
 
     def for_model(self, info: ModelInfo, threads: int | None = None) -> dict | None:
         """``get`` for a model on this machine decoding on ``threads`` (None: every core, as a load takes)."""
@@ -154,13 +160,18 @@ class Choices:
         kind = choose(figures)
         with self._lock:
             data = self._read()
-            data[k] = {"kind": kind, "figures": figures, "model": model, "since": time.time()}
+            data[k] = {"kind": kind, "figures": figures, "model": model, "since": time.time(), "method": METHOD}
             atomic_write(self.path, json.dumps(data, indent=2))
         return kind
 
     def entries(self) -> list[dict]:
+        """The entries loads use (``get``'s), for ``fireside hw``."""
         with self._lock:
-            return [{"key": k, **v} for k, v in self._read().items() if isinstance(v, dict)]
+            return [{"key": k, **v} for k, v in self._read().items() if _current(v)]
+
+
+def _current(entry: object) -> bool:
+    return isinstance(entry, dict) and entry.get("kind") in KINDS and entry.get("method") == METHOD
 
 
 def figures_text(entry: dict) -> str:

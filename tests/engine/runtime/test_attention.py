@@ -128,3 +128,41 @@ def test_the_calibration_fills_one_cache_and_converts_its_state_for_the_others(s
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["decoded"] == [attention.EXACT], result
     assert result["held"] == dict.fromkeys(attention.KINDS, 300) == result["filled"], result
+
+
+def test_a_busy_spell_that_ends_between_two_kinds_turns_chooses_nothing():
+    """The calibration's kinds take turns, five rounds a depth. A busy spell that covered the first four
+    rounds at depth 0 and the exact kind's turn in the fifth (a bench's calibration here: the exact kind read
+    97 tok/s, f16 flash attention 135) changes no kind's figure against another's, so the lane is the one
+    the quiet machine gives. Keeping each kind's best round, the exact kind's figure came from the spell and
+    the others' from after it: plain f16 looked ahead from depth 0, where it is the slowest kind."""
+    from fireside.engine.runner.calibration import summarize
+
+    quiet = {"q8_0+fa": {0: 133.0, 1024: 83.0}, "f16+fa": {0: 135.0, 1024: 91.0}, "f16": {0: 105.0, 1024: 92.0}}
+    busy = 0.73  # the machine's share left for the calibration during the spell
+
+    def rate(kind: str, depth: int, rnd: int) -> float:
+        spell = depth == 0 and (rnd < 4 or kind == "q8_0+fa")
+        return quiet[kind][depth] * (busy if spell else 1.0)
+
+    rates = {kind: {d: [rate(kind, d, r) for r in range(5)] for d in figs} for kind, figs in quiet.items()}
+    figures = summarize(rates)
+    for kind in quiet:  # each kind against the exact one, as the quiet machine has them
+        for d in (0, 1024):
+            assert figures[kind][str(d)] / figures["q8_0+fa"][str(d)] == pytest.approx(
+                quiet[kind][d] / quiet["q8_0+fa"][d], rel=1e-3)
+    assert attention.lane(figures, 8192) == ("f16+fa", 512)
+    assert attention.lane({k: {str(d): v for d, v in f.items()} for k, f in quiet.items()}, 8192) == ("f16+fa", 512)
+    best = {kind: {str(d): max(r) for d, r in by.items()} for kind, by in rates.items()}  # the old way
+    assert attention.lane(best, 8192) == ("f16", 0)
+
+
+def test_figures_measured_the_old_way_are_measured_again(tmp_path):
+    path = tmp_path / "attention.json"
+    figures = {"q8_0+fa": {"0": 120.0, "1024": 77.0}}
+    attention.Choices(path).remember("k", figures, "starter")
+    assert attention.Choices(path).get("k")["figures"] == figures
+    old = json.loads(path.read_text())
+    del old["k"]["method"]  # as method 1 wrote it
+    path.write_text(json.dumps(old))
+    assert attention.Choices(path).get("k") is None and attention.Choices(path).entries() == []
