@@ -54,6 +54,11 @@ _GONE = "lent memory: "  # a plan note about a paired device that could not be u
 ProgressFn = Callable[[LoadProgress], None]
 LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
 CANCEL_KILL_S = 5.0  # a load told to stop that has not answered by then is stuck in llama.cpp: its runner is killed
+# before a load across paired devices is tried once more after its runner died: the time a lender takes to see
+# the dead runner's tunnel close and end its session (its worker serves one client at a time). Tried within a
+# second on a busy machine, the second runner aborted in its RPC connect as well (in 2 of 3 runs of the RPC
+# test under load), and the load then walked the healing ladder and remembered a workaround for a hiccup.
+RPC_RETRY_AFTER_S = 3.0
 
 
 @dataclass
@@ -294,8 +299,7 @@ class Loader:
                     log.warning("the runner for %s died (%s) loading with layers on %s; trying the same "
                                 "configuration once more", spawn.model_id, healing.signal_name(crash.signal),
                                 ", ".join(name.removeprefix("rpc:") for name in plan.rpc))
-                    if spawn.on_progress:
-                        spawn.on_progress(LoadProgress(spawn.model_id, 0.0, "the load stopped; trying it again"))
+                    _wait_to_retry(spawn)
                     continue
                 safer = healing.next_rungs(plan, rungs)
                 if not healing.is_crash(crash.signal) or cancelled or safer is None:
@@ -408,3 +412,14 @@ def _fallbacks(plan: FitPlan) -> list[tuple[FitPlan, str]]:
         half = max(2048, plan.context // 2)
         return [(replace(plan, context=half), f"a {half:,}-token context instead of {plan.context:,}")]
     return []
+
+
+def _wait_to_retry(spawn: _Spawn) -> None:
+    """Before a load across paired devices is tried once more: say so, and give the lenders
+    ``RPC_RETRY_AFTER_S`` to end the dead runner's session; Cancel meanwhile ends the load at once."""
+    if spawn.on_progress:
+        spawn.on_progress(LoadProgress(spawn.model_id, 0.0, "the load stopped; trying it again"))
+    if spawn.cancel is None:
+        time.sleep(RPC_RETRY_AFTER_S)
+    elif spawn.cancel.wait(RPC_RETRY_AFTER_S):
+        raise LoadCancelled(f"loading {spawn.model_id} was cancelled")
