@@ -56,8 +56,9 @@ LOADING_MAX = 0.99  # the most a load reports before its warm-up has passed
 CANCEL_KILL_S = 5.0  # a load told to stop that has not answered by then is stuck in llama.cpp: its runner is killed
 # before a load across paired devices is tried once more after its runner died: the time a lender takes to see
 # the dead runner's tunnel close and end its session (its worker serves one client at a time). Tried within a
-# second on a busy machine, the second runner aborted in its RPC connect as well (in 2 of 3 runs of the RPC
-# test under load), and the load then walked the healing ladder and remembered a workaround for a hiccup.
+# second on a busy machine, the second runner died too (SIGABRT, before its log had a line: by its timing, while
+# connecting to the lender) in 2 of 3 runs of the RPC test under load, and the load then walked the healing
+# ladder and remembered a workaround for a hiccup; with the wait, 3 of 3 passed.
 RPC_RETRY_AFTER_S = 3.0
 
 
