@@ -30,7 +30,8 @@ class Lender:
         self.cap_bytes = int(cap_bytes)
         built = module(cache_dir)
         self.threads = threads or max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-        self.worker = Worker(self.cap_bytes, self.threads, str(built) if built else None)
+        self.worker = Worker(self.cap_bytes, self.threads, str(built) if built else None,
+                             cache_dir / "logs" / "rpc-worker.log")
 
     async def __call__(self, receive: Callable[[], Awaitable[dict]], send: Callable[[dict], Awaitable[None]],
                        still_paired: Callable[[], bool]) -> None:

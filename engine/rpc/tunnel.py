@@ -16,6 +16,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ RPC_PATH = "/fireside/rpc"
 LEND_PATH = "/fireside/lend"
 RECHECK_S = 0.25
 CHUNK = 1 << 20
+OPEN_WITHIN_S = START_TIMEOUT_S + 5  # how long the runner's connection waits for its tunnel to open
 
 
 def _nodelay(sock: socket.socket | None) -> None:
@@ -46,7 +48,7 @@ async def serve_tunnel(receive: Callable[[], Awaitable[dict]], send: Callable[[d
         port = await asyncio.get_running_loop().run_in_executor(None, worker_port)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except Exception as exc:  # no worker: refused in words the client logs
-        log.warning("a paired device's RPC tunnel was refused: %s", exc)
+        log.error("a paired device's RPC tunnel was refused: %s", exc)
         await send({"type": "websocket.close", "code": 1011, "reason": "this device lends no memory now"[:120]})
         return
     await send({"type": "websocket.accept"})  # (asyncio and uvloop set TCP_NODELAY on their transports)
@@ -108,23 +110,10 @@ class Tunnel:
                              daemon=True).start()
 
     def _carry(self, conn: socket.socket) -> None:
-        from websockets.sync.client import connect
-
         _nodelay(conn)
-        host, _, port = self.address.rpartition(":")
-        try:
-            raw = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
-            _nodelay(raw)  # before the handshake: RPC's small request-reply messages must not wait on Nagle
-            raw.settimeout(None)
-            ws = connect(f"wss://{host if ':' not in host else f'[{host}]'}:{port}{RPC_PATH}", sock=raw, ssl=self._ctx,
-                         server_hostname="fireside", additional_headers={"Authorization": f"Bearer {self._token}"},
-                         compression=None, max_size=None, close_timeout=1,
-                         # the device answers the handshake once its worker listens: started first, after
-                         # a crash, or again after a kill, that may take it up to START_TIMEOUT_S
-                         open_timeout=START_TIMEOUT_S + 5)
-        except Exception as exc:
-            log.warning("the RPC tunnel to %s could not open: %s", self.name or self.address, exc)
-            conn.close()
+        ws = self._open()
+        if ws is None:
+            conn.close()  # the runner's RPC client sees its device go away, and says so
             return
         with self._lock:
             self._links.update((conn, ws))
@@ -151,6 +140,39 @@ class Tunnel:
             reader.join(timeout=2)
             with self._lock:
                 self._links.difference_update((conn, ws))
+
+    def _open(self):
+        """A WebSocket to the device's tunnel, or None when none opened within ``OPEN_WITHIN_S``. Nothing
+        has crossed yet (the runner's first bytes wait in its socket), so a failed try is tried again: a
+        busy device may be slow to answer or to start its worker, and a runner whose connection is reset
+        at its first message dies (llama.cpp aborts) and loses its whole load."""
+        from websockets.sync.client import connect
+
+        host, _, port = self.address.rpartition(":")
+        deadline, pause = time.monotonic() + OPEN_WITHIN_S, 0.25
+        while True:
+            raw = None
+            try:
+                raw = socket.create_connection((host.strip("[]"), int(port)), timeout=5)
+                _nodelay(raw)  # before the handshake: RPC's small request-reply messages must not wait on Nagle
+                raw.settimeout(None)
+                return connect(f"wss://{host if ':' not in host else f'[{host}]'}:{port}{RPC_PATH}", sock=raw,
+                               ssl=self._ctx, server_hostname="fireside",
+                               additional_headers={"Authorization": f"Bearer {self._token}"},
+                               compression=None, max_size=None, close_timeout=1,
+                               # the device answers the handshake once its worker listens: started first,
+                               # after a crash, or again after a kill, that may take it up to START_TIMEOUT_S
+                               open_timeout=max(1.0, deadline - time.monotonic()))
+            except Exception as exc:
+                if raw is not None:
+                    raw.close()
+                left = deadline - time.monotonic()
+                if self.closed.is_set() or left <= pause:
+                    log.error("the RPC tunnel to %s could not open: %s", self.name or self.address, exc)
+                    return None
+                log.warning("the RPC tunnel to %s did not open (%s); trying again", self.name or self.address, exc)
+                time.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     def close(self) -> None:
         self.closed.set()

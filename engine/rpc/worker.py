@@ -6,7 +6,7 @@ memory-safety advisories, so the port never leaves loopback: the only way in is 
 TLS listener (``tunnel.py``), which checks the device's token first. The process caps its own address
 space at the lent size plus its code (``RLIMIT_AS``), so a paired device cannot take more than it was
 lent; whatever a client sends, a crash ends this process only. ``Worker`` starts it, waits until its port
-answers, and stops it.
+answers, and stops it; what llama.cpp prints goes to ``rpc-worker.log`` in the logs folder.
 
 Run as ``python -m fireside.engine.rpc.worker PORT THREADS CAP_BYTES [MODULE]``.
 """
@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from ..procs import stop_process
 
@@ -37,10 +39,12 @@ def _free_port() -> int:
 
 class Worker:
     """One RPC server process on ``127.0.0.1:port``. ``ensure()`` starts it when it is not running (again,
-    after a crash), ``stop()`` ends it (SIGTERM, then SIGKILL after a second). Thread-safe."""
+    after a crash), ``stop()`` ends it (SIGTERM, then SIGKILL after a second). Thread-safe. Its output
+    (llama.cpp's lines, a crash's last words) is appended to ``log_path``: a pipe nobody reads would
+    stop the server once it filled."""
 
-    def __init__(self, cap: int, threads: int, module: str | None = None):
-        self.cap, self.threads, self.module = cap, threads, module
+    def __init__(self, cap: int, threads: int, module: str | None = None, log_path: Path | None = None):
+        self.cap, self.threads, self.module, self.log_path = cap, threads, module, log_path
         self.proc: subprocess.Popen | None = None
         self.port = 0
         self._lock = threading.Lock()
@@ -52,15 +56,21 @@ class Worker:
             if self.proc is not None and self.proc.poll() is None:
                 return self.port
             if self.proc is not None:
-                log.warning("the RPC worker had ended (exit %s); starting it again", self.proc.returncode)
+                log.error("the RPC worker had ended (exit %s; its words are in %s); starting it again",
+                          self.proc.returncode, self.log_path or "no log")
             self.port = _free_port()
             args = [*worker_command(), str(self.port), str(self.threads), str(self.cap), self.module or ""]
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE, start_new_session=True)
+            started = self._open_log()
+            try:
+                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=started, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+                offset = started.tell()
+            finally:
+                started.close()
             deadline = time.monotonic() + START_TIMEOUT_S
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
+                    err = self._said_since(offset)
                     raise RuntimeError(f"the RPC worker did not start: {err[-400:] or f'exit {self.proc.returncode}'}")
                 with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return self.port  # a probe connection: the server serves it, sees it close, accepts the next
@@ -71,6 +81,23 @@ class Worker:
     def stop(self) -> None:
         with self._lock:
             self._kill()
+
+    def _open_log(self):
+        if self.log_path is None:
+            return open(os.devnull, "ab")  # noqa: SIM115 (handed to the child, closed here once it has it)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.log_path, "ab")  # noqa: SIM115
+        out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} RPC worker on 127.0.0.1:{self.port}\n".encode())
+        out.flush()
+        return out
+
+    def _said_since(self, offset: int) -> str:
+        if self.log_path is None:
+            return ""
+        with contextlib.suppress(OSError), open(self.log_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace").strip()
+        return ""
 
     def _kill(self) -> None:
         proc, self.proc = self.proc, None

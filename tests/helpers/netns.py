@@ -107,13 +107,14 @@ class Device:
     ns: str
     home: Path
     proc: subprocess.Popen | None = None  # the server ``serve`` started last
+    verbose: bool = False  # its commands log from INFO up (``FIRESIDE_LOG``): a failed test's evidence
 
     @property
     def env(self) -> dict[str, str]:
         pythonpath = os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(ROOT)]).strip(os.pathsep)
         return {**os.environ, "FIRESIDE_HOME": str(self.home), "FIRESIDE_TEST_KEYRING": str(self.home / "keys.json"),
                 "PYTHON_KEYRING_BACKEND": "tests.helpers.keyrings.FileKeyring", "PYTHONPATH": pythonpath,
-                "PYTHONUNBUFFERED": "1"}
+                "PYTHONUNBUFFERED": "1", **({"FIRESIDE_LOG": "INFO"} if self.verbose else {})}
 
     def command(self, *args: str) -> list[str]:
         return ["ip", "netns", "exec", self.ns, sys.executable, "-m", "fireside.engine", *args]

@@ -1,5 +1,5 @@
 """The lending side on its own (no namespaces): the worker listens on loopback only, comes back after a
-crash, and ends within a second of sharing stopping."""
+crash (what it printed kept in its log), and ends within a second of sharing stopping."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ def test_the_worker_listens_on_loopback_only_restarts_after_a_crash_and_stops_wi
     assert worker.proc.pid != first.pid and worker.proc.poll() is None
     with socket.create_connection(("127.0.0.1", again), timeout=5):
         pass
+    said = worker.log_path.read_text(errors="replace")  # what llama.cpp printed, kept for the lender's owner
+    assert said.count("Starting RPC server") == 2 and f"127.0.0.1:{again}" in said, said
     proc, ended = worker.proc, []
     watcher = threading.Thread(target=lambda: (proc.wait(), ended.append(time.monotonic())))
     watcher.start()

@@ -65,7 +65,7 @@ def machines(network, tmp_path_factory):
 
     (ns_a, ip_a), (ns_b, _) = network
     home = tmp_path_factory.mktemp("rpc")
-    alpha, beta = netns.Device(ns_a, home / "alpha"), netns.Device(ns_b, home / "beta")
+    alpha, beta = netns.Device(ns_a, home / "alpha", verbose=True), netns.Device(ns_b, home / "beta")
     gamma = netns.Device(ns_a, home / "gamma")  # a second lender, beside alpha on the same side of the link
     built = Settings.from_env().cache_dir / "rpc"  # the RPC module built once (above), not again per home
     for d in (alpha, beta, gamma):
@@ -106,10 +106,19 @@ def _worker_pids(lender: netns.Device) -> list[int]:
     return found
 
 
+def _lender_said(lender: netns.Device) -> str:
+    """The ends of what ``lender``'s server and its RPC worker logged: a failed load's evidence from that side."""
+    said = []
+    for log in [*sorted(lender.home.glob("serve-*.log")), lender.home / "cache" / "logs" / "rpc-worker.log"]:
+        with contextlib.suppress(OSError):
+            said.append(f"--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    return "\n".join(said)
+
+
 def test_the_starter_split_across_two_machines_gives_the_local_reply(machines, local_reply):
     beta = machines["beta"]
     split = beta.run("run", "starter", PROMPT, *RUN, "--with", "alpha", "--gpu-layers", "16", timeout=180)
-    assert split.returncode == 0, split.stderr
+    assert split.returncode == 0, split.stderr + _lender_said(machines["alpha"])
     assert split.stdout == local_reply
     assert _worker_pids(machines["alpha"]), "alpha's worker served the layers"
 
@@ -122,7 +131,7 @@ def test_a_load_across_devices_that_dies_once_loads_as_planned_and_remembers_not
     env = {**beta.env, "FIRESIDE_TEST_RUNNER_CRASH": f"once:{died}"}
     split = subprocess.run(beta.command("run", "starter", PROMPT, *RUN, "--with", "alpha", "--gpu-layers", "16"),
                            env=env, capture_output=True, text=True, timeout=240)
-    assert split.returncode == 0, split.stderr
+    assert split.returncode == 0, split.stderr + _lender_said(machines["alpha"])
     assert died.exists(), "the first load died"
     assert split.stdout == local_reply
     assert "crashed" not in split.stderr, split.stderr  # no "llama.cpp crashed ... loaded it with ..." note
