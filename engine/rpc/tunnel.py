@@ -115,31 +115,33 @@ class Tunnel:
         if ws is None:
             conn.close()  # the runner's RPC client sees its device go away, and says so
             return
-        with self._lock:
-            self._links.update((conn, ws))
+        with ws:  # (websockets wants its connections used as context managers)
+            with self._lock:
+                self._links.update((conn, ws))
 
-        def down() -> None:  # device -> runner
+            def down() -> None:  # device -> runner (recv, not iteration: iterating a connection may reconnect)
+                try:
+                    while True:
+                        data = ws.recv()
+                        conn.sendall(data if isinstance(data, bytes) else data.encode())
+                except Exception:  # closed, either way
+                    pass
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
+            reader = threading.Thread(target=down, daemon=True)
+            reader.start()
             try:
-                for data in ws:
-                    conn.sendall(data if isinstance(data, bytes) else data.encode())
+                while data := conn.recv(CHUNK):  # runner -> device
+                    ws.send(data)
             except Exception:
                 pass
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-
-        reader = threading.Thread(target=down, daemon=True)
-        reader.start()
-        try:
-            while data := conn.recv(CHUNK):  # runner -> device
-                ws.send(data)
-        except Exception:
-            pass
-        finally:
-            ws.close()
-            conn.close()
-            reader.join(timeout=2)
-            with self._lock:
-                self._links.difference_update((conn, ws))
+            finally:
+                ws.close()
+                conn.close()
+                reader.join(timeout=2)
+                with self._lock:
+                    self._links.difference_update((conn, ws))
 
     def _open(self):
         """A WebSocket to the device's tunnel, or None when none opened within ``OPEN_WITHIN_S``. Nothing
