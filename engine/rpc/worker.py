@@ -29,6 +29,7 @@ from ..procs import stop_process
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 30.0
 CODE_ROOM = 2 << 30  # address space beyond the lent bytes: libraries, thread stacks, glibc's arenas
+LOG_KEPT = 1 << 20  # the worker's log past this size is moved to ``.1`` (the one before it dropped) at a start
 
 
 def _free_port() -> int:
@@ -86,6 +87,9 @@ class Worker:
         if self.log_path is None:
             return open(os.devnull, "ab")  # noqa: SIM115 (handed to the child, closed here once it has it)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            if self.log_path.stat().st_size > LOG_KEPT:  # two lines a connection, some twenty connections a load
+                self.log_path.replace(self.log_path.with_name(self.log_path.name + ".1"))
         out = open(self.log_path, "ab")  # noqa: SIM115
         out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} RPC worker on 127.0.0.1:{self.port}\n".encode())
         out.flush()

@@ -14,6 +14,7 @@ from fireside.engine.facade import Engine
 from fireside.engine.runtime import Runtime
 from fireside.engine.server.shared import Share, Sharing
 from fireside.engine.settings import Settings
+from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture
@@ -56,8 +57,9 @@ def test_the_worker_listens_on_loopback_only_restarts_after_a_crash_and_stops_wi
     assert worker.proc.pid != first.pid and worker.proc.poll() is None
     with socket.create_connection(("127.0.0.1", again), timeout=5):
         pass
-    said = worker.log_path.read_text(errors="replace")  # what llama.cpp printed, kept for the lender's owner
-    assert said.count("Starting RPC server") == 2 and f"127.0.0.1:{again}" in said, said
+    said = lambda: worker.log_path.read_text(errors="replace")  # noqa: E731 (what llama.cpp printed, kept)
+    wait_until(lambda: said().count("Starting RPC server") == 2, timeout=10)  # in once it flushes (a connection)
+    assert f"127.0.0.1:{again}" in said(), said()
     proc, ended = worker.proc, []
     watcher = threading.Thread(target=lambda: (proc.wait(), ended.append(time.monotonic())))
     watcher.start()
@@ -65,3 +67,22 @@ def test_the_worker_listens_on_loopback_only_restarts_after_a_crash_and_stops_wi
     sharing.stop()
     watcher.join(timeout=10)
     assert ended and ended[0] - stopped < 1.0 and not _listening_on(again)
+
+
+def test_the_worker_s_log_is_kept_to_a_size(tmp_path, monkeypatch):
+    from fireside.engine.rpc import module, worker
+
+    try:
+        built = module(Settings.from_env().cache_dir)
+    except HardwareError as exc:
+        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
+    log = tmp_path / "rpc-worker.log"
+    log.write_bytes(b"an old session\n" * 100)
+    monkeypatch.setattr(worker, "LOG_KEPT", 1000)
+    lent = worker.Worker(1 << 30, 1, str(built) if built else None, log)
+    try:
+        port = lent.ensure()
+    finally:
+        lent.stop()
+    assert (tmp_path / "rpc-worker.log.1").read_bytes() == b"an old session\n" * 100
+    assert log.read_text().startswith("--- ") and f"127.0.0.1:{port}" in log.read_text()
