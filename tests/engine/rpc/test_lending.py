@@ -9,28 +9,14 @@ import time
 
 import pytest
 
-from fireside.engine.errors import HardwareError
-from fireside.engine.facade import Engine
-from fireside.engine.runtime import Runtime
-from fireside.engine.server.shared import Share, Sharing
-from fireside.engine.settings import Settings
 from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture
-def sharing():
-    settings = Settings.from_env()
-    settings.ensure_dirs()
-    runtime = Runtime(settings, idle_ttl_s=0)
-    try:
-        shared = Sharing(settings, Share("127.0.0.1", 0, "desk", announce=False, lend_gib=1), Engine(settings, runtime))
-    except HardwareError as exc:
-        runtime.close()
-        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
+def sharing(lender):
+    shared = lender()
     shared.start()
-    yield shared
-    shared.stop()
-    runtime.close()
+    return shared
 
 
 def _listening_on(port: int) -> list[str]:
@@ -69,17 +55,13 @@ def test_the_worker_listens_on_loopback_only_restarts_after_a_crash_and_stops_wi
     assert ended and ended[0] - stopped < 1.0 and not _listening_on(again)
 
 
-def test_the_worker_s_log_is_kept_to_a_size(tmp_path, monkeypatch):
-    from fireside.engine.rpc import module, worker
+def test_the_worker_s_log_is_kept_to_a_size(tmp_path, monkeypatch, rpc_built):
+    from fireside.engine.rpc import worker
 
-    try:
-        built = module(Settings.from_env().cache_dir)
-    except HardwareError as exc:
-        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
     log = tmp_path / "rpc-worker.log"
     log.write_bytes(b"an old session\n" * 100)
     monkeypatch.setattr(worker, "LOG_KEPT", 1000)
-    lent = worker.Worker(1 << 30, 1, str(built) if built else None, log)
+    lent = worker.Worker(1 << 30, 1, rpc_built, log)
     try:
         port = lent.ensure()
     finally:

@@ -13,11 +13,7 @@ import pytest
 
 from fireside.engine.devices import DeviceBook
 from fireside.engine.devices.book import CLIENT, PairedDevice
-from fireside.engine.errors import HardwareError
-from fireside.engine.facade import Engine
-from fireside.engine.rpc import module, tunnel
-from fireside.engine.runtime import Runtime
-from fireside.engine.server.shared import Share, Sharing
+from fireside.engine.rpc import tunnel
 from fireside.engine.settings import Settings
 from tests.helpers.waiting import free_port
 
@@ -32,22 +28,12 @@ def _client(endpoint: str, built: str | None) -> subprocess.Popen:
 
 
 @pytest.fixture
-def lender_port():
+def lender_port(lender, rpc_built):
     """A sharing device that lends memory, made but not yet listening: ``(start, port, cert_pem, module)``."""
-    settings = Settings.from_env()
-    settings.ensure_dirs()
-    runtime = Runtime(settings, idle_ttl_s=0)
     port = free_port()
-    try:
-        built = module(settings.cache_dir)
-        shared = Sharing(settings, Share("127.0.0.1", port, "desk", announce=False, lend_gib=1), Engine(settings, runtime))
-    except HardwareError as exc:
-        runtime.close()
-        pytest.skip(f"llama.cpp's RPC backend is not available: {exc}")
-    DeviceBook(settings).add(PairedDevice("beta", CLIENT, "ab" * 32), TOKEN)
-    yield shared.start, port, shared.identity.cert_pem, str(built) if built else None
-    shared.stop()
-    runtime.close()
+    shared = lender(port)
+    DeviceBook(Settings.from_env()).add(PairedDevice("beta", CLIENT, "ab" * 32), TOKEN)
+    return shared.start, port, shared.identity.cert_pem, rpc_built
 
 
 def test_a_runner_that_connects_before_its_lender_listens_is_answered_once_it_does(lender_port):
